@@ -1,0 +1,352 @@
+"""Open-loop asyncio/aiohttp load generator with streaming (SSE) timing.
+
+Arrivals are open-loop: every send time is fixed in advance (``Request.t`` /
+``ChatSession.t``) and a slow response never delays a later send; the connection pool is
+unbounded (``limit=0``) so it cannot turn the run into a closed loop. Chat turns after the
+first are the exception by design: turn k+1 is due when turn k ended plus its think time.
+
+Per request the client records (times in s since the run start, ``perf_counter``):
+``scheduled``, ``send`` (just before the POST, after the body is serialized),
+``first_token``, ``end``, ``tok_ms`` (every token's arrival, ms after ``send``; the first is
+the TTFT), ``output_tokens``, ``prompt_tokens``, ``cached_tokens``, ``finish_reason``,
+``status``, ``ok`` and ``error``.
+
+Token arrivals. An SSE chunk is timed when its bytes are read. When one chunk carries k > 1
+new tokens (the server batched them, e.g. ``--stream-interval``), the k tokens are all
+recorded at that time: the TBT gaps are the real gap for the first of them and 0 for the
+other k-1. New tokens per chunk come from ``meta_info.completion_tokens`` (/generate: it is
+cumulative whether or not the server streams incrementally) or, for chat, from per-chunk
+``usage.completion_tokens`` (we ask for ``continuous_usage_stats``); a server that sends no
+per-chunk usage gets one token per non-empty content chunk, and its final usage only fixes
+``output_tokens``.
+
+Failures are never dropped: ``error`` is ``http_<status>: ...``, ``server_error: ...``
+(error object in the stream), ``abort: ...`` (finish_reason abort), ``incomplete`` (stream
+ended without a finish), ``request_timeout`` (per-request client timeout), ``exception: ...``,
+``session_aborted`` (a later chat turn whose earlier turn failed), or ``timeout`` (not
+finished by the run's global deadline -- also requests never sent before it).
+
+SSE parsing: data lines (``data: ...``) are handled one by one, which is how SGLang frames
+its events; for /generate only the trailing ``meta_info`` object is JSON-decoded, because
+default (cumulative) chunks repeat the whole output and decoding them in full is O(n^2).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import aiohttp
+from tqdm import tqdm
+
+from .workloads import ChatSession, Request, Workload
+
+_DEC = json.JSONDecoder()
+_JSON = {"Content-Type": "application/json"}
+
+
+def _rec(rid: str, kind: str, scheduled: float | None, expected: int, prompt: int | None,
+         **extra) -> dict:
+    return dict(rid=rid, kind=kind, scheduled=scheduled, send=None, first_token=None, end=None,
+                tok_ms=[], output_tokens=0, expected_output_tokens=expected,
+                prompt_tokens=prompt, cached_tokens=None, finish_reason=None, status=None,
+                ok=False, error="timeout", **extra)
+
+
+def parse_generate_event(data: bytes) -> tuple[dict, str | None]:
+    """(meta_info, error) of one /generate SSE payload. Fast path: decode only meta_info."""
+    if data.startswith(b'{"error"'):
+        return {}, "server_error: " + data[:300].decode(errors="replace")
+    i = data.rfind(b'"meta_info"')
+    if i >= 0:
+        j = data.find(b":", i) + 1
+        try:
+            meta, _ = _DEC.raw_decode(data[j:].decode().lstrip())
+            if "completion_tokens" in meta:
+                return meta, None
+        except ValueError:
+            pass
+    obj = json.loads(data)
+    if "error" in obj:
+        return {}, "server_error: " + json.dumps(obj["error"])[:300]
+    meta = dict(obj.get("meta_info") or {})
+    meta.setdefault("completion_tokens", len(obj.get("output_ids") or []))
+    return meta, None
+
+
+async def _sse(resp: aiohttp.ClientResponse):
+    """Yield (arrival time, data payload) for each ``data:`` line as bytes arrive."""
+    buf = b""
+    async for piece in resp.content.iter_any():
+        t = time.perf_counter()
+        buf += piece
+        start = 0
+        while True:
+            k = buf.find(b"\n", start)
+            if k < 0:
+                break
+            line = buf[start:k].rstrip(b"\r")
+            start = k + 1
+            if line.startswith(b"data:"):
+                yield t, line[5:].strip()
+        buf = buf[start:]
+
+
+class LoadClient:
+    def __init__(self, base_url: str, *, request_timeout_s: float | None = None,
+                 progress: bool = True, model: str | None = None):
+        self.url = base_url.rstrip("/")
+        self.request_timeout_s = request_timeout_s
+        self.progress = progress
+        self.model = model
+        self.t0 = 0.0
+        self.pbar: tqdm | None = None
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _arrive(self, rec: dict, t_abs: float, k: int) -> None:
+        if k <= 0:
+            return
+        if rec["first_token"] is None:
+            rec["first_token"] = t_abs - self.t0
+        ms = round((t_abs - self.t0 - rec["send"]) * 1000.0, 3)
+        rec["tok_ms"].extend([ms] * k)        # k>1 in one chunk: gaps of 0 after the first
+        rec["output_tokens"] += k
+
+    def _done(self, rec: dict) -> None:
+        rec["end"] = self.now()
+        if self.pbar is not None:
+            self.pbar.update(1)
+
+    async def _guard(self, rec: dict, coro) -> Any:
+        """Run one request; turn every way it can fail into a recorded error."""
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            rec["ok"], rec["error"] = False, "timeout"
+            self._done(rec)
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            rec["ok"], rec["error"] = False, "request_timeout"
+        except Exception as e:  # noqa: BLE001 - any client-side failure is a failed request
+            rec["ok"], rec["error"] = False, f"exception: {type(e).__name__}: {e}"[:300]
+        self._done(rec)
+        return None
+
+    def _timeout(self) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=self.request_timeout_s)
+
+    # -------------------------------------------------------------- /generate
+    async def _generate(self, http: aiohttp.ClientSession, req: Request, rec: dict) -> None:
+        body = json.dumps({"input_ids": req.input_ids.tolist(), "stream": True,
+                           "sampling_params": {"max_new_tokens": req.max_new_tokens,
+                                               "temperature": 0, "ignore_eos": True}}).encode()
+        rec["send"] = self.now()
+        async with http.post(self.url + "/generate", data=body, headers=_JSON,
+                             timeout=self._timeout()) as resp:
+            rec["status"] = resp.status
+            if resp.status != 200:
+                rec["error"] = f"http_{resp.status}: {(await resp.text())[:200]}"
+                return self._done(rec)
+            prev, got_done, err = 0, False, None
+            async for t, data in _sse(resp):
+                if data == b"[DONE]":
+                    got_done = True
+                    break
+                meta, err = parse_generate_event(data)
+                if err:
+                    break
+                ct = int(meta.get("completion_tokens") or 0)
+                self._arrive(rec, t, ct - prev)
+                prev = max(prev, ct)
+                for key in ("prompt_tokens", "cached_tokens"):
+                    if meta.get(key) is not None:
+                        rec[key] = meta[key]
+                fr = meta.get("finish_reason")
+                if fr:
+                    rec["finish_reason"] = fr.get("type") if isinstance(fr, dict) else fr
+                    if rec["finish_reason"] == "abort":
+                        err = "abort: " + str(fr.get("message") if isinstance(fr, dict) else fr)[:200]
+            self._finish(rec, err, got_done)
+
+    def _finish(self, rec: dict, err: str | None, got_done: bool) -> None:
+        if err:
+            rec["error"] = err
+        elif rec["finish_reason"] is None and not got_done:
+            rec["error"] = "incomplete"
+        else:
+            rec["ok"], rec["error"] = True, None
+        self._done(rec)
+
+    # -------------------------------------------------------------- chat
+    async def _chat(self, http: aiohttp.ClientSession, messages: list, max_tokens: int,
+                    rec: dict) -> str:
+        body = json.dumps({"model": self.model or "default", "messages": messages,
+                           "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+                           "stream": True, "stream_options": {"include_usage": True,
+                                                              "continuous_usage_stats": True}}).encode()
+        rec["send"] = self.now()
+        text: list[str] = []
+        async with http.post(self.url + "/v1/chat/completions", data=body, headers=_JSON,
+                             timeout=self._timeout()) as resp:
+            rec["status"] = resp.status
+            if resp.status != 200:
+                rec["error"] = f"http_{resp.status}: {(await resp.text())[:200]}"
+                self._done(rec)
+                return ""
+            prev, continuous, got_done, err, usage_ct = 0, False, False, None, None
+            async for t, data in _sse(resp):
+                if data == b"[DONE]":
+                    got_done = True
+                    break
+                obj = json.loads(data)
+                if "error" in obj or obj.get("object") == "error":
+                    err = "server_error: " + json.dumps(obj.get("error", obj))[:300]
+                    break
+                usage = obj.get("usage") or {}
+                choices = obj.get("choices") or []
+                delta = (choices[0].get("delta") or {}) if choices else {}
+                piece = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+                text.append(delta.get("content") or "")
+                if choices and usage.get("completion_tokens") is not None:
+                    continuous = True
+                if continuous and usage.get("completion_tokens") is not None:
+                    ct = int(usage["completion_tokens"])
+                    self._arrive(rec, t, ct - prev)
+                    prev = max(prev, ct)
+                elif choices and piece:
+                    self._arrive(rec, t, 1)
+                if usage.get("completion_tokens") is not None:
+                    usage_ct = int(usage["completion_tokens"])
+                if usage.get("prompt_tokens") is not None:
+                    rec["prompt_tokens"] = usage["prompt_tokens"]
+                details = usage.get("prompt_tokens_details") or {}
+                if details.get("cached_tokens") is not None:
+                    rec["cached_tokens"] = details["cached_tokens"]
+                if choices and choices[0].get("finish_reason"):
+                    rec["finish_reason"] = choices[0]["finish_reason"]
+                    if rec["finish_reason"] == "abort":
+                        err = "abort"
+            if usage_ct is not None and usage_ct > rec["output_tokens"]:
+                rec["output_tokens"] = usage_ct      # no per-chunk usage: count fixed, times not
+            self._finish(rec, err, got_done)
+        return "".join(text)
+
+    async def _session(self, http, s: ChatSession, recs: list[dict]) -> None:
+        messages: list[dict] = [{"role": "system", "content": s.system}]
+        for j, turn in enumerate(s.turns):
+            rec = recs[j]
+            if j > 0:
+                rec["scheduled"] = recs[j - 1]["end"] + turn.think_s
+                await asyncio.sleep(max(0.0, rec["scheduled"] - self.now()))
+            messages.append({"role": "user", "content": turn.user})
+            answer = await self._guard(rec, self._chat(http, messages, turn.max_tokens, rec))
+            if not rec["ok"]:
+                for r in recs[j + 1:]:
+                    r["error"] = "session_aborted"
+                    self._done(r)
+                return
+            messages.append({"role": "assistant", "content": answer or ""})
+
+    # -------------------------------------------------------------- the run
+    async def run(self, wl: Workload, deadline_s: float) -> tuple[list[dict], dict]:
+        """Replay ``wl``; everything unfinished ``deadline_s`` after the start fails as timeout."""
+        items: list[tuple[float, Any, Any]] = []
+        records: list[dict] = []
+        for r in wl.requests:
+            rec = _rec(r.rid, "generate", r.t, r.max_new_tokens, r.prompt_len, **r.meta)
+            records.append(rec)
+            items.append((r.t, r, rec))
+        for s in wl.sessions:
+            recs = [_rec(f"{s.sid}-t{j}", "chat", s.t if j == 0 else None, t.max_tokens, None,
+                         session=s.sid, turn=j) for j, t in enumerate(s.turns)]
+            records.extend(recs)
+            items.append((s.t, s, recs))
+        items.sort(key=lambda x: x[0])
+        conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
+        tasks: list[asyncio.Task] = []
+        wall0 = time.time()
+        async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None),
+                                         auto_decompress=False) as http:
+            if wl.sessions and self.model is None:
+                self.model = await fetch_model_name(http, self.url)
+            self.pbar = tqdm(total=len(records), disable=not self.progress, mininterval=1.0,
+                             desc=wl.name, unit="req")
+            self.t0 = time.perf_counter()
+            deadline = self.t0 + deadline_s
+
+            async def dispatch():
+                for t, item, rec in items:
+                    delay = self.t0 + t - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    if isinstance(item, Request):
+                        coro = self._guard(rec, self._generate(http, item, rec))
+                    else:
+                        coro = self._session(http, item, rec)
+                    tasks.append(asyncio.create_task(coro))
+
+            disp = asyncio.create_task(dispatch())
+            await asyncio.wait([disp], timeout=max(0.0, deadline - time.perf_counter()))
+            if not disp.done():
+                disp.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
+            late = [t for t in tasks if not t.done()] + ([disp] if not disp.done() else [])
+            for t in late:
+                t.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+            self.pbar.close()
+            self.pbar = None
+        info = dict(t0_wall=wall0, deadline_s=deadline_s, n_requests=len(records),
+                    cancelled_at_deadline=len(late), elapsed_s=time.perf_counter() - self.t0)
+        for rec in records:        # fixed rounding keeps the JSONL compact
+            for k in ("scheduled", "send", "first_token", "end"):
+                if rec[k] is not None:
+                    rec[k] = round(rec[k], 6)
+        return records, info
+
+
+async def fetch_model_name(http: aiohttp.ClientSession, url: str) -> str:
+    try:
+        async with http.get(url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as r:
+            data = (await r.json()).get("data") or []
+            return data[0]["id"] if data else "default"
+    except Exception:  # noqa: BLE001 - fall back to SGLang's default name
+        return "default"
+
+
+def run_workload(base_url: str, wl: Workload, deadline_s: float, *,
+                 request_timeout_s: float | None = None, progress: bool = True
+                 ) -> tuple[list[dict], dict]:
+    """Synchronous wrapper: (records, run info)."""
+    client = LoadClient(base_url, request_timeout_s=request_timeout_s, progress=progress)
+    return asyncio.run(client.run(wl, deadline_s))
+
+
+# ------------------------------------------------------------------ server helpers
+
+async def _get_ok(url: str, path: str, timeout: float = 5.0, method: str = "GET") -> bool:
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.request(method, url.rstrip("/") + path,
+                                    timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                await r.read()
+                return r.status == 200
+    except Exception:  # noqa: BLE001 - not up (yet)
+        return False
+
+
+def health(url: str, timeout: float = 5.0) -> bool:
+    return asyncio.run(_get_ok(url, "/health", timeout))
+
+
+def flush_cache(url: str, tries: int = 10) -> bool:
+    """POST /flush_cache; SGLang refuses while requests are running, so retry a few times."""
+    for i in range(tries):
+        if asyncio.run(_get_ok(url, "/flush_cache", 30.0, "POST")):
+            return True
+        time.sleep(1.0)
+    return False

@@ -1,0 +1,145 @@
+"""How fast can this machine's client drive a server? Measured against the stub on localhost.
+
+    python -m bench.client_capacity [--out bench/results/client_capacity.json]
+
+The stub (``bench.stub_server``, its own process) answers with TTFT 0 and ``--output-tokens``
+tokens at ``--tbt-ms``; the client (``bench.client``) offers Poisson arrivals of fixed-size
+requests (``--prompt-tokens`` token ids) for ``--point-s`` seconds per rate, doubling the
+rate until a point fails, then bisecting. A rate is SUSTAINED when
+  - every request finished (no error, no timeout);
+  - P99 send lateness (actual - scheduled send) <= ``--max-lateness-ms``;
+  - the client's timing error stays small: P99 TBT <= tbt + ``--max-error-ms`` and
+    P99 TTFT <= ``--max-error-ms`` (the stub's configured values are exact);
+  - completions keep pace: (n-1)/(last end - first end) >= 0.95 x (n-1)/(arrival span).
+Client and stub share the machine's CPUs, so the figure is a lower bound on the client alone.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import client, metrics, workloads
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(url: str, rate: float, a: argparse.Namespace, seed: int) -> dict:
+    n = max(2, round(rate * a.point_s))
+    rng = np.random.default_rng(seed)
+    ts = workloads.poisson_arrivals(n, rate, seed)
+    wl = workloads.Workload("capacity", "generate", requests=[
+        workloads.Request(f"cap-{i}", float(ts[i]), workloads.random_tokens(rng, a.prompt_tokens),
+                          a.output_tokens) for i in range(n)])
+    recs, info = client.run_workload(url, wl, deadline_s=wl.span_s + 30.0, progress=False)
+    s = metrics.summarize(recs)
+    ends = sorted(r["end"] for r in recs if r["ok"])
+    keep = (len(ends) - 1) / (ends[-1] - ends[0]) if len(ends) > 1 and ends[-1] > ends[0] else 0.0
+    offered = (n - 1) / wl.span_s if wl.span_s > 0 else float("inf")
+    why = []
+    if s["n_failed"]:
+        why.append(f"{s['n_failed']} failed")
+    if (s["send_lateness_ms"]["p99"] or 0) > a.max_lateness_ms:
+        why.append(f"P99 lateness {s['send_lateness_ms']['p99']:.1f} ms")
+    if (s["tbt_ms"]["p99"] or 0) > a.tbt_ms + a.max_error_ms:
+        why.append(f"P99 TBT {s['tbt_ms']['p99']:.1f} ms")
+    if (s["ttft_ms"]["p99"] or 0) > a.max_error_ms:
+        why.append(f"P99 TTFT {s['ttft_ms']['p99']:.1f} ms")
+    if keep < 0.95 * offered:
+        why.append(f"completions {keep:.0f}/s < 0.95 x {offered:.0f}/s")
+    return {"rate": rate, "n": n, "sustained": not why, "reasons": why,
+            "offered_rps": round(offered, 2), "completion_rps": round(keep, 2),
+            "chunks_per_s": round(rate * a.output_tokens, 1),
+            "p99_lateness_ms": s["send_lateness_ms"]["p99"], "p99_ttft_ms": s["ttft_ms"]["p99"],
+            "p50_tbt_ms": s["tbt_ms"]["p50"], "p99_tbt_ms": s["tbt_ms"]["p99"],
+            "elapsed_s": round(info["elapsed_s"], 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=ROOT / "bench/results/client_capacity.json")
+    p.add_argument("--point-s", type=float, default=5.0)
+    p.add_argument("--prompt-tokens", type=int, default=256)
+    p.add_argument("--output-tokens", type=int, default=16)
+    p.add_argument("--tbt-ms", type=float, default=10.0)
+    p.add_argument("--max-lateness-ms", type=float, default=10.0)
+    p.add_argument("--max-error-ms", type=float, default=5.0)
+    p.add_argument("--start-rate", type=float, default=50.0)
+    p.add_argument("--max-rate", type=float, default=6400.0)
+    p.add_argument("--bisect", type=int, default=3)
+    a = p.parse_args(argv)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    stub = subprocess.Popen([sys.executable, "-m", "bench.stub_server", "--port", str(port),
+                             "--ttft-ms", "0", "--tbt-ms", str(a.tbt_ms)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    points: list[dict] = []
+    try:
+        t_end = time.monotonic() + 30
+        while not client.health(url) and time.monotonic() < t_end:
+            time.sleep(0.2)
+        client.run_workload(url, workloads.Workload("warm", "generate", requests=[
+            workloads.Request("w", 0.0, workloads.random_tokens(np.random.default_rng(0), 8), 2)]),
+            10.0, progress=False)
+
+        def run(rate: float) -> bool:
+            pt = measure(url, rate, a, seed=len(points))
+            points.append(pt)
+            print(json.dumps(pt), file=sys.stderr, flush=True)
+            return pt["sustained"]
+
+        lo, hi, r = None, None, a.start_rate
+        while r <= a.max_rate:
+            if run(r):
+                lo, r = r, r * 2
+            else:
+                hi = r
+                break
+        for _ in range(a.bisect if lo is not None and hi is not None else 0):
+            mid = round((lo + hi) / 2, 1)
+            if run(mid):
+                lo = mid
+            else:
+                hi = mid
+    finally:
+        stub.terminate()
+        stub.wait(10)
+    res = {
+        "sustained_rate_rps": lo,
+        "sustained_chunks_per_s": None if lo is None else round(lo * a.output_tokens, 1),
+        "first_failing_rate_rps": hi,
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                    "processor": platform.processor() or platform.machine(),
+                    "python": platform.python_version()},
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join([sys.executable, "-m", "bench.client_capacity", *(argv or sys.argv[1:])]),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+        "criteria": __doc__.split("SUSTAINED when")[1].split("Client and stub")[0].strip(),
+        "note": "client and stub share this machine's CPUs: a lower bound on the client alone",
+        "points": points,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"sustained: {lo} req/s ({res['sustained_chunks_per_s']} token chunks/s); "
+          f"first failing {hi}; wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

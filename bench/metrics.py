@@ -1,0 +1,185 @@
+"""Per-request latency metrics, SLO attainment and goodput (pandas).
+
+From the client's records (``bench.client``):
+
+- TTFT = first token arrival - send; E2E = end - send; TBT gaps = differences of consecutive
+  token arrivals (a chunk of k tokens gives one real gap and k-1 zero gaps, see
+  ``bench.client``); TPOT = (last token - first token) / (output tokens - 1).
+- Percentiles (P50/P90/P99, numpy linear interpolation) are over FINISHED requests; TBT
+  percentiles pool every gap of every finished request (the paper's P99 TBT). Failed
+  requests are never dropped: they are counted in ``n_failed`` (by reason) and as not
+  attaining the SLO, and one failure fails the goodput check.
+- SLO attainment: a request attains iff it finished, TTFT <= ``ttft_slo_ms`` and the P99 of
+  its own TBT gaps <= ``tbt_slo_ms`` (a request with < 2 tokens has no gaps and passes the
+  TBT part). The per-request P99 (not the max) tolerates one hiccup in a long answer; for
+  answers under ~100 tokens it is within one gap of the max. ``ttft_attainment`` and
+  ``tbt_attainment`` give the two parts alone.
+- Throughput over the makespan (first send -> last finished end): ``output_tok_s``,
+  ``total_tok_s`` (prompt + output of finished requests), ``req_s``.
+- Goodput (``goodput``): the highest tested rate whose point passes ALL of
+    1. no failed request (every request finished before the deadline, no errors);
+    2. P99 TBT <= TBT SLO (default 50 ms) -- vacuous if no request produced a gap;
+    3. P99 TTFT <= TTFT SLO (default 5000 ms);
+    4. no growing queue: ordering finished requests by scheduled send time, the median TTFT
+       of the last 10% (at least one request) <= 2 x the median TTFT of all + 250 ms.
+       A queue that grows through the run shows as the last arrivals waiting longest; the
+       factor and slack keep one burst or a handful of long prompts from tripping it.
+  ``goodput_rps`` is None when no rate passes; ``monotone`` says whether every lower tested
+  rate passed too.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+DEFAULT_TBT_SLO_MS = 50.0
+DEFAULT_TTFT_SLO_MS = 5000.0
+DRIFT_TAIL, DRIFT_FACTOR, DRIFT_SLACK_MS = 0.10, 2.0, 250.0
+PCTS = (50, 90, 99)
+
+
+def load_jsonl(path: str | Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _num(x) -> float | None:
+    """JSON-safe float (NaN/inf -> None)."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else round(x, 4)
+
+
+def _stats(x: Iterable[float], with_max: bool = False) -> dict:
+    a = np.asarray(list(x), dtype=float)
+    out = {"mean": _num(a.mean()) if len(a) else None}
+    for p in PCTS:
+        out[f"p{p}"] = _num(np.percentile(a, p)) if len(a) else None
+    if with_max:
+        out["max"] = _num(a.max()) if len(a) else None
+    return out
+
+
+def per_request(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
+                ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        tok = np.asarray(r.get("tok_ms") or [], dtype=float)
+        gaps = np.diff(tok)
+        ok = bool(r.get("ok"))
+        ttft = tok[0] if len(tok) else np.nan
+        send, end = r.get("send"), r.get("end")
+        tbt_p99 = float(np.percentile(gaps, 99)) if len(gaps) else np.nan
+        rows.append(dict(
+            rid=r.get("rid"), ok=ok, error=r.get("error"), scheduled=r.get("scheduled"),
+            send=send, end=end, ttft_ms=ttft,
+            e2e_ms=(end - send) * 1e3 if ok and send is not None and end is not None else np.nan,
+            tpot_ms=(tok[-1] - tok[0]) / (len(tok) - 1) if len(tok) >= 2 else np.nan,
+            tbt_p99_ms=tbt_p99, tbt_max_ms=gaps.max() if len(gaps) else np.nan,
+            n_gaps=len(gaps), output_tokens=int(r.get("output_tokens") or 0),
+            prompt_tokens=r.get("prompt_tokens"), cached_tokens=r.get("cached_tokens"),
+            lateness_ms=(send - r["scheduled"]) * 1e3
+            if send is not None and r.get("scheduled") is not None else np.nan,
+            attains=ok and ttft <= ttft_slo_ms and (not len(gaps) or tbt_p99 <= tbt_slo_ms),
+            ttft_attains=ok and ttft <= ttft_slo_ms,
+            tbt_attains=ok and (not len(gaps) or tbt_p99 <= tbt_slo_ms)))
+    return pd.DataFrame(rows, columns=[
+        "rid", "ok", "error", "scheduled", "send", "end", "ttft_ms", "e2e_ms", "tpot_ms",
+        "tbt_p99_ms", "tbt_max_ms", "n_gaps", "output_tokens", "prompt_tokens", "cached_tokens",
+        "lateness_ms", "attains", "ttft_attains", "tbt_attains"])
+
+
+def tbt_gaps(records: Sequence[dict]) -> np.ndarray:
+    """Every TBT gap (ms) of every finished request."""
+    parts = [np.diff(np.asarray(r["tok_ms"], float)) for r in records
+             if r.get("ok") and len(r.get("tok_ms") or []) > 1]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def ttft_drift(df: pd.DataFrame) -> dict:
+    ok = df[df.ok & df.ttft_ms.notna()].sort_values("scheduled", kind="stable")
+    if ok.empty:
+        return {"tail_median_ms": None, "median_ms": None, "limit_ms": None, "ok": False}
+    k = max(1, math.ceil(DRIFT_TAIL * len(ok)))
+    tail, med = float(ok.ttft_ms.iloc[-k:].median()), float(ok.ttft_ms.median())
+    limit = DRIFT_FACTOR * med + DRIFT_SLACK_MS
+    return {"tail_median_ms": _num(tail), "median_ms": _num(med), "limit_ms": _num(limit),
+            "ok": bool(tail <= limit)}
+
+
+def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
+              ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> dict:
+    df = per_request(records, tbt_slo_ms, ttft_slo_ms)
+    ok = df[df.ok]
+    n = len(df)
+    failures: dict[str, int] = {}
+    for e in df.error[~df.ok]:
+        key = str(e).split(":")[0]
+        failures[key] = failures.get(key, 0) + 1
+    sends = df.send.dropna()
+    makespan = float(ok.end.max() - sends.min()) if len(ok) and len(sends) else float("nan")
+    prompt = ok.prompt_tokens.fillna(0).astype(float).sum()
+    out_tok = float(ok.output_tokens.sum())
+    cached = ok.cached_tokens.dropna().astype(float)
+    sched = df.scheduled.dropna().to_numpy(float)
+    offered = (len(sched) - 1) / (sched.max() - sched.min()) if len(sched) > 1 and np.ptp(sched) > 0 else None
+    return {
+        "n": n, "n_ok": int(len(ok)), "n_failed": int(n - len(ok)), "failures": failures,
+        "ttft_ms": _stats(ok.ttft_ms.dropna()),
+        "tbt_ms": _stats(tbt_gaps(records), with_max=True),
+        "tpot_ms": _stats(ok.tpot_ms.dropna()),
+        "e2e_ms": _stats(ok.e2e_ms.dropna()),
+        "slo_attainment": _num(df.attains.mean()) if n else None,
+        "ttft_attainment": _num(df.ttft_attains.mean()) if n else None,
+        "tbt_attainment": _num(df.tbt_attains.mean()) if n else None,
+        "output_tokens": int(out_tok), "prompt_tokens": int(prompt),
+        "output_tok_s": _num(out_tok / makespan) if makespan > 0 else None,
+        "total_tok_s": _num((out_tok + prompt) / makespan) if makespan > 0 else None,
+        "req_s": _num(len(ok) / makespan) if makespan > 0 else None,
+        "offered_rate": _num(offered), "makespan_s": _num(makespan),
+        "cache_hit_rate": _num(cached.sum() / prompt) if len(cached) and prompt else None,
+        "send_lateness_ms": _stats(df.lateness_ms.dropna(), with_max=True),
+        "ttft_drift": ttft_drift(df),
+        "slo": {"tbt_ms": tbt_slo_ms, "ttft_ms": ttft_slo_ms},
+    }
+
+
+def check_point(s: dict, tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
+                ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> tuple[bool, list[str]]:
+    """(passes, reasons it does not) for one rate point's summary."""
+    why = []
+    if s["n_ok"] == 0:
+        why.append("no finished request")
+    if s["n_failed"]:
+        why.append(f"{s['n_failed']} failed {s['failures']}")
+    tbt99 = s["tbt_ms"]["p99"]
+    if tbt99 is not None and tbt99 > tbt_slo_ms:
+        why.append(f"P99 TBT {tbt99:.1f} ms > {tbt_slo_ms:g}")
+    ttft99 = s["ttft_ms"]["p99"]
+    if ttft99 is not None and ttft99 > ttft_slo_ms:
+        why.append(f"P99 TTFT {ttft99:.0f} ms > {ttft_slo_ms:g}")
+    d = s["ttft_drift"]
+    if s["n_ok"] and not d["ok"]:
+        why.append(f"TTFT drifting up (last 10% median {d['tail_median_ms']:.0f} ms > "
+                   f"{d['limit_ms']:.0f})")
+    return not why, why
+
+
+def goodput(points: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
+            ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> dict:
+    """``points``: [{"rate": r, "summary": summarize(...)}, ...] -> goodput and per-rate checks."""
+    checked = []
+    for p in sorted(points, key=lambda p: p["rate"]):
+        ok, why = check_point(p["summary"], tbt_slo_ms, ttft_slo_ms)
+        checked.append({"rate": p["rate"], "pass": ok, "reasons": why})
+    passing = [c["rate"] for c in checked if c["pass"]]
+    best = max(passing) if passing else None
+    return {"goodput_rps": best, "tbt_slo_ms": tbt_slo_ms, "ttft_slo_ms": ttft_slo_ms,
+            "monotone": best is None or all(c["pass"] for c in checked if c["rate"] <= best),
+            "points": checked}

@@ -1,0 +1,442 @@
+"""Sweep systems x request rates; per-request JSONL, goodput summary. Resumable.
+
+    python -m bench.run --systems mux,sglang,sglang-chunked-512 --workload conversation \\
+        --rates 0.5,1,2 --duration-s 120 --out bench/results/<run>/ --time-budget-s 540
+
+For each system (``bench.systems``): start the server (own process group, log in
+``<out>/<system>.log``), wait for ``/health`` (``--startup-timeout-s``), send ``--warmup``
+short requests, then for each rate (ascending): ``/flush_cache``, replay the workload of that
+rate (``bench.workloads.build``: round(rate x duration) requests, each point salted so it
+cannot reuse the previous point's cache), write ``<system>__<rate>.jsonl`` (one record per
+request, written atomically) and ``<system>__<rate>.meta.json``; finally stop the server
+(SIGTERM to the group, SIGKILL after 20 s). A server that does not come up (exits, no
+/health in time, or fails warmup -- e.g. ``sglang-pdmux``) is recorded in
+``<system>__start.json`` and the sweep goes on.
+
+Resumable: a (system, rate) whose JSONL exists is skipped; a recorded failed start is not
+retried unless ``--retry-failed-start``. ``--time-budget-s`` never starts a server or a point
+that would not fit (server start estimate + point cost + stop), where a point costs its
+arrival span + ``--drain-s`` (the client's global deadline) + 15 s, so a sweep can run in
+pieces of <= 9 minutes. By default a system's higher rates are skipped once a rate fails the
+goodput check (the paper stops there too; ``--no-stop-on-fail`` sweeps all).
+``summary.json`` is rebuilt each time from ALL JSONL present in ``--out``.
+
+``--server-url`` benches an already running server (no start/stop; ``--systems`` is a label).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as dt
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import client, metrics, report, systems, workloads
+
+ROOT = Path(__file__).resolve().parent.parent
+POINT_OVERHEAD_S = 15.0     # flush + writing files
+STOP_S = 25.0               # SIGTERM grace + SIGKILL
+POINT_RE = re.compile(r"^(?P<system>.+?)__(?P<rate>[0-9.]+(?:e[+-]?\d+)?)\.jsonl$")
+
+
+def log(msg: str) -> None:
+    print(f"[bench.run {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def fmt_rate(r: float) -> str:
+    return f"{r:g}"
+
+
+def point_file(out: Path, system: str, rate: float, suffix: str = ".jsonl") -> Path:
+    return out / f"{system}__{fmt_rate(rate)}{suffix}"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj) -> None:
+    write_atomic(path, json.dumps(obj, indent=1, default=str) + "\n")
+
+
+def read_json(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def device_name() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=15)
+        names = [x.strip() for x in out.stdout.splitlines() if x.strip()]
+        return ", ".join(names) if out.returncode == 0 and names else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _die_with_parent() -> None:
+    """Child side of Popen: SIGKILL the server if this runner dies (even by SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Budget:
+    def __init__(self, total_s: float | None):
+        self.t0, self.total = time.monotonic(), total_s
+
+    def left(self) -> float:
+        return math.inf if self.total is None else self.total - (time.monotonic() - self.t0)
+
+    def fits(self, cost_s: float) -> bool:
+        return cost_s <= self.left()
+
+
+class Server:
+    """One server subprocess in its own process group."""
+
+    def __init__(self, cmd: list[str], log_path: Path, url: str):
+        self.cmd, self.log_path, self.url = cmd, log_path, url
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        with open(self.log_path, "ab") as f:
+            f.write(f"\n===== {dt.datetime.now().isoformat()} {shlex.join(self.cmd)}\n".encode())
+            self.proc = subprocess.Popen(self.cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                                         env=env, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+
+    def wait_healthy(self, timeout_s: float) -> tuple[bool, str]:
+        t_end = time.monotonic() + max(0.0, timeout_s)
+        while time.monotonic() < t_end:
+            if self.proc.poll() is not None:
+                return False, f"exited with code {self.proc.returncode} before /health"
+            if client.health(self.url, timeout=5.0):
+                return True, "ok"
+            time.sleep(1.0)
+        return False, f"no /health within {timeout_s:.0f} s"
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None and not self._group_alive():
+            return
+        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            if not self._group_alive():
+                return
+            time.sleep(1.0)
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+# ------------------------------------------------------------------------ workloads / points
+
+def build_workload(a: argparse.Namespace, rate: float) -> workloads.Workload:
+    return workloads.build(
+        a.workload, rate=rate, duration_s=a.duration_s, n=a.num_requests, offset=a.offset,
+        seed=a.seed, salt=f"rate={fmt_rate(rate)}", input_cap=a.input_cap,
+        output_cap=a.output_cap, arrival=a.arrival, trace_path_=a.trace_path,
+        turns=tuple(a.turns), think_s=a.think_s)
+
+
+def point_cost(a: argparse.Namespace, wl: workloads.Workload) -> float:
+    return wl.span_s + a.drain_s + POINT_OVERHEAD_S
+
+
+def warmup(url: str, kind: str, n: int) -> tuple[bool, str]:
+    """n short requests that must all succeed (the first may compile kernels: 300 s each)."""
+    if n <= 0:
+        return True, "skipped"
+    rng = np.random.default_rng(12345)
+    if kind == "chat":
+        wl = workloads.Workload("warmup", "chat", sessions=[workloads.ChatSession(
+            f"warmup-{i}", 0.0, "warm up", [workloads.ChatTurn("hello there", 8, 0.0)])
+            for i in range(n)])
+    else:
+        wl = workloads.Workload("warmup", "generate", requests=[workloads.Request(
+            f"warmup-{i}", 0.0, workloads.random_tokens(rng, 64), 8) for i in range(n)])
+    recs, _ = client.run_workload(url, wl, deadline_s=300.0, progress=False)
+    bad = [r["error"] for r in recs if not r["ok"]]
+    return (not bad), ("ok" if not bad else f"warmup failed: {bad[0]}")
+
+
+def existing_points(out: Path) -> dict[str, dict[float, Path]]:
+    found: dict[str, dict[float, Path]] = {}
+    for p in sorted(out.glob("*.jsonl")):
+        m = POINT_RE.match(p.name)
+        if m and not p.name.endswith(".timeline.jsonl"):
+            found.setdefault(m["system"], {})[float(m["rate"])] = p
+    return found
+
+
+def point_passes(path: Path, a: argparse.Namespace) -> bool:
+    s = metrics.summarize(metrics.load_jsonl(path), a.tbt_slo_ms, a.ttft_slo_ms)
+    return metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)[0]
+
+
+_RATE_KEYS = {"n", "n_sessions", "rate", "salt", "offered_rate", "span_s", "mean_input",
+              "max_input", "mean_output", "trace_span_s", "hash_block_reuse"}
+
+
+def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
+    pts = existing_points(out)
+    names = sorted(set(pts) | {p.name.split("__")[0] for p in out.glob("*__start.json")})
+    systems_out, common = {}, None
+    for name in names:
+        start = read_json(out / f"{name}__start.json")
+        points = []
+        for rate, path in sorted(pts.get(name, {}).items()):
+            s = metrics.summarize(metrics.load_jsonl(path), a.tbt_slo_ms, a.ttft_slo_ms)
+            meta = read_json(point_file(out, name, rate, ".meta.json")) or {}
+            wl = meta.get("workload") or {}
+            if common is None and wl:
+                common = {k: v for k, v in wl.items() if k not in _RATE_KEYS}
+            points.append({"rate": rate, "file": path.name, "summary": s, "workload": wl,
+                           "flushed_cache": meta.get("flushed_cache")})
+        gp = metrics.goodput(points, a.tbt_slo_ms, a.ttft_slo_ms)
+        for p, c in zip(points, gp["points"]):
+            p.update({"pass": c["pass"], "reasons": c["reasons"]})
+        systems_out[name] = {"goodput_rps": gp["goodput_rps"], "monotone": gp["monotone"],
+                             "start": start, "points": points}
+    mixed = any(p["workload"] and {k: v for k, v in p["workload"].items() if k not in _RATE_KEYS}
+                != common for s in systems_out.values() for p in s["points"])
+    return {
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
+        "device": device_name(), "host": socket.gethostname(),
+        "slo": {"tbt_ms": a.tbt_slo_ms, "ttft_ms": a.ttft_slo_ms, "percentile": 99,
+                "goodput_rule": "highest tested rate with no failures, P99 TBT <= TBT SLO, "
+                                "P99 TTFT <= TTFT SLO and no TTFT drift (bench/metrics.py)"},
+        "workload": common, "mixed_workload_options": mixed,
+        "rate_unit": "sessions/s" if a.workload == "chat" else "requests/s",
+        "systems": systems_out, **notes,
+    }
+
+
+# ------------------------------------------------------------------------ main
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--systems", required=True, help="comma list; 'all', 'sglang-chunked-*'")
+    p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS)
+    p.add_argument("--rates", required=True, help="comma list, requests/s (chat: sessions/s)")
+    p.add_argument("--duration-s", type=float, default=120.0,
+                   help="arrival span per point: round(rate*duration) requests")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"))
+    p.add_argument("--tbt-slo-ms", type=float, default=metrics.DEFAULT_TBT_SLO_MS)
+    p.add_argument("--ttft-slo-ms", type=float, default=metrics.DEFAULT_TTFT_SLO_MS)
+    p.add_argument("--time-budget-s", type=float, default=None)
+    p.add_argument("--server-url", default=None)
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--mem-fraction-static", type=float, default=0.85)
+    p.add_argument("--server-args", default="", help="extra server args for every system")
+    p.add_argument("--no-incremental-streaming", action="store_true",
+                   help="do not pass --incremental-streaming-output")
+    p.add_argument("--startup-timeout-s", type=float, default=900.0)
+    p.add_argument("--startup-estimate-s", type=float, default=120.0,
+                   help="budget estimate of a server start before one was observed")
+    p.add_argument("--drain-s", type=float, default=60.0,
+                   help="client deadline = last scheduled send + this")
+    p.add_argument("--request-timeout-s", type=float, default=None)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--no-stop-on-fail", action="store_true")
+    p.add_argument("--retry-failed-start", action="store_true")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="print commands and point costs only")
+    g = p.add_argument_group("workload options")
+    g.add_argument("--trace-path", default=None, help="full trace JSONL (default: shared or slice)")
+    g.add_argument("--num-requests", type=int, default=None, help="override round(rate*duration)")
+    g.add_argument("--offset", type=int, default=0)
+    g.add_argument("--input-cap", type=int, default=None, help="keep the first T prompt tokens")
+    g.add_argument("--output-cap", type=int, default=None)
+    g.add_argument("--arrival", choices=("trace", "poisson"), default="trace")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--turns", type=int, nargs=2, default=(2, 6), metavar=("MIN", "MAX"))
+    g.add_argument("--think-s", type=float, default=3.0)
+    a = p.parse_args(argv)
+    a.rates = sorted({float(x) for x in a.rates.split(",") if x.strip()})
+    a.systems = [s.strip() for s in a.systems.split(",") if s.strip()] if a.server_url \
+        else systems.expand(a.systems)
+    if a.server_url and len(a.systems) != 1:
+        p.error("--server-url takes exactly one --systems label")
+    a.model_path = str(Path(a.model_path).resolve())
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    out = a.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(a.time_budget_s)
+    kind = "chat" if a.workload == "chat" else "generate"
+    if (kind == "chat" and not a.server_url and not systems.has_tokenizer(a.model_path)
+            and any(systems.kind(s) != "stub" for s in a.systems)):
+        log(f"the chat workload needs tokenizer files in {a.model_path}")
+        return 2
+    url = a.server_url or f"http://127.0.0.1:{a.port}"
+    notes = {"budget_stopped": False, "not_run": []}
+    server: Server | None = None
+
+    def on_term(signum, frame):          # SIGTERM -> same cleanup path as Ctrl-C
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+
+    try:
+        for sys_name in a.systems:
+            done = existing_points(out).get(sys_name, {})
+            pending = [r for r in a.rates if r not in done]
+            start_path = out / f"{sys_name}__start.json"
+            start_rec = read_json(start_path)
+            if (start_rec and start_rec.get("ok") is False and not a.retry_failed_start
+                    and not a.server_url):
+                log(f"{sys_name}: recorded failed start ({start_rec.get('reason')}); skipping")
+                continue
+            if not a.no_stop_on_fail:
+                failed = [r for r, pth in sorted(done.items()) if not point_passes(pth, a)]
+                if failed:
+                    skipped = [r for r in pending if r > failed[0]]
+                    pending = [r for r in pending if r <= failed[0]]
+                    if skipped:
+                        log(f"{sys_name}: rate {fmt_rate(failed[0])} failed; skipping {skipped}")
+            if not pending:
+                log(f"{sys_name}: nothing to run")
+                continue
+            wls = {r: build_workload(a, r) for r in pending}
+            cmd = None if a.server_url else systems.server_command(
+                sys_name, a.model_path, a.port, mem_fraction=a.mem_fraction_static,
+                extra_args=shlex.split(a.server_args), tbt_slo_ms=a.tbt_slo_ms,
+                ttft_slo_ms=a.ttft_slo_ms, timeline=out / f"{sys_name}.timeline.jsonl",
+                incremental=not a.no_incremental_streaming)
+            prev = (start_rec or {}).get("startup_s")
+            startup_est = max(30.0, 1.2 * prev) if prev else a.startup_estimate_s
+            if a.dry_run:
+                log(f"{sys_name}: {shlex.join(cmd) if cmd else url}")
+                for r, wl in wls.items():
+                    log(f"  rate {fmt_rate(r)}: {wl.n_requests} requests, span {wl.span_s:.0f} s, "
+                        f"cost <= {point_cost(a, wl):.0f} s")
+                continue
+            if cmd is not None:
+                need = startup_est + point_cost(a, wls[pending[0]]) + STOP_S
+                if not budget.fits(need):
+                    log(f"budget: {budget.left():.0f} s left < {need:.0f} s to start {sys_name} "
+                        "and run one point; stopping")
+                    notes["budget_stopped"] = True
+                    break
+                server = Server(cmd, out / f"{sys_name}.log", url)
+                t_start = time.monotonic()
+                log(f"{sys_name}: starting: {shlex.join(cmd)}")
+                server.start()
+                wait = min(a.startup_timeout_s,
+                           budget.left() - point_cost(a, wls[pending[0]]) - STOP_S)
+                ok, reason = server.wait_healthy(wait)
+                if ok:
+                    ok, reason = warmup(url, kind, a.warmup)
+                startup_s = time.monotonic() - t_start
+                if not ok and wait < a.startup_timeout_s and "no /health" in reason:
+                    log(f"{sys_name}: not up after {startup_s:.0f} s and the budget is spent")
+                    server.stop()
+                    server = None
+                    write_json(start_path, {**(start_rec or {}), "ok": None,
+                                            "startup_s": max(prev or 0, startup_s),
+                                            "reason": "budget ran out while starting"})
+                    notes["budget_stopped"] = True
+                    break
+                rec = {"ok": ok, "reason": reason, "startup_s": round(startup_s, 1),
+                       "command": cmd, "date": dt.datetime.now().isoformat(timespec="seconds")}
+                if not ok:          # a failed start is a result, not a crash of the sweep
+                    rec["returncode"] = server.proc.poll()
+                    rec["log_tail"] = server.log_tail()
+                    log(f"{sys_name}: FAILED to start: {reason}")
+                    server.stop()
+                    server = None
+                    write_json(start_path, rec)
+                    continue
+                write_json(start_path, rec)
+                log(f"{sys_name}: up in {startup_s:.0f} s")
+            for i, r in enumerate(pending):
+                wl = wls[r]
+                if not budget.fits(point_cost(a, wl) + (STOP_S if server else 0)):
+                    log(f"budget: {budget.left():.0f} s left < {point_cost(a, wl):.0f} s for "
+                        f"{sys_name} @ {fmt_rate(r)}; stopping")
+                    notes["budget_stopped"] = True
+                    break
+                if i > 0 and not a.no_stop_on_fail and \
+                        not point_passes(point_file(out, sys_name, pending[i - 1]), a):
+                    log(f"{sys_name}: rate {fmt_rate(pending[i - 1])} failed; skipping higher")
+                    break
+                flushed = client.flush_cache(url)
+                log(f"{sys_name} @ {fmt_rate(r)}: {wl.n_requests} requests over "
+                    f"{wl.span_s:.0f} s (cache flushed: {flushed})")
+                deadline = wl.span_s + a.drain_s
+                t_point = time.time()
+                recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
+                                                 request_timeout_s=a.request_timeout_s)
+                write_json(point_file(out, sys_name, r, ".meta.json"), {
+                    "system": sys_name, "rate": r, "workload": wl.options, "client": info,
+                    "flushed_cache": flushed, "server_command": cmd, "server_url": url,
+                    "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
+                write_atomic(point_file(out, sys_name, r),
+                             "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))
+                s = metrics.summarize(recs, a.tbt_slo_ms, a.ttft_slo_ms)
+                ok, why = metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)
+                log(f"{sys_name} @ {fmt_rate(r)}: {'PASS' if ok else 'FAIL'} "
+                    f"P99 TTFT {s['ttft_ms']['p99']} ms, P99 TBT {s['tbt_ms']['p99']} ms, "
+                    f"failed {s['n_failed']}/{s['n']} {'; '.join(why)}")
+            if server:
+                server.stop()
+                server = None
+            if notes["budget_stopped"]:
+                break
+    except KeyboardInterrupt as e:
+        log(f"interrupted ({e}); stopping")
+        notes["interrupted"] = True
+    finally:
+        if server:
+            server.stop()
+    if a.dry_run:
+        return 0
+    have = existing_points(out)
+    notes["not_run"] = [f"{s}@{fmt_rate(r)}" for s in a.systems for r in a.rates
+                        if r not in have.get(s, {})]
+    summary = build_summary(out, a, notes)
+    write_json(out / "summary.json", summary)
+    print(report.render(summary))
+    return 130 if notes.get("interrupted") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""An aiohttp stand-in for an SGLang server: tests and the client's own capacity.
+
+Routes: ``/generate`` (SGLang native, streaming and not), ``/v1/chat/completions``
+(streaming and not), ``/health``, ``/get_model_info``, ``/v1/models``, ``/flush_cache``.
+Each request waits ``ttft`` then emits ``max_new_tokens`` tokens, ``chunk_tokens`` per SSE
+chunk, one chunk every ``chunk_tokens * tbt`` (on an absolute schedule, so sleeps do not
+drift). The streamed format follows SGLang: /generate chunks are ``data: {"text",
+"output_ids", "meta_info": {id, finish_reason, prompt_tokens, completion_tokens,
+cached_tokens}}`` with cumulative text/ids, then ``data: [DONE]``; chat chunks are OpenAI
+``chat.completion.chunk`` objects (usage on every chunk when ``continuous_usage_stats``).
+``cached_tokens`` comes from a prefix cache at ``cache_block``-token granularity (chat:
+word granularity), so prefix reuse is observable.
+
+Fault injection (counted over all generation requests, 1-based): ``error_every=k`` answers
+every k-th request with HTTP ``error_status``; ``hang_every=k`` makes every k-th request
+stall before its first token (for client timeouts).
+
+    python -m bench.stub_server --port 30000 --ttft-ms 50 --tbt-ms 20
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+import zlib
+from dataclasses import dataclass
+
+from aiohttp import web
+
+
+@dataclass
+class StubConfig:
+    ttft_s: float = 0.05
+    tbt_s: float = 0.02
+    chunk_tokens: int = 1
+    error_every: int = 0
+    error_status: int = 500
+    hang_every: int = 0
+    hang_s: float = 3600.0
+    cache_block: int = 16
+
+
+class PrefixCache:
+    """Longest previously seen prefix, at block granularity (unbounded; a stub)."""
+
+    def __init__(self, block: int):
+        self.block, self.seen = block, set()
+
+    def match_and_insert(self, ids: list) -> int:
+        h, hit, still = b"", 0, True
+        for i in range(len(ids) // self.block):
+            h = hashlib.blake2b(h + repr(ids[i * self.block:(i + 1) * self.block]).encode(),
+                                digest_size=16).digest()
+            if still and h in self.seen:
+                hit = (i + 1) * self.block
+            else:
+                still = False
+                self.seen.add(h)
+        return hit
+
+
+class Stub:
+    def __init__(self, cfg: StubConfig):
+        self.cfg, self.count = cfg, 0
+        self.cache = PrefixCache(cfg.cache_block)
+        self.chat_cache = PrefixCache(1)
+
+    def _fault(self) -> str | None:
+        self.count += 1
+        c = self.cfg
+        if c.error_every and self.count % c.error_every == 0:
+            return "error"
+        if c.hang_every and self.count % c.hang_every == 0:
+            return "hang"
+        return None
+
+    async def _tokens(self, n: int):
+        """Yield cumulative token counts on the TTFT/TBT schedule."""
+        c = self.cfg
+        t0 = time.perf_counter()
+        done, k = 0, max(1, c.chunk_tokens)
+        i = 0
+        while done < n:
+            due = t0 + c.ttft_s + i * k * c.tbt_s
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            done = min(n, done + k)
+            i += 1
+            yield done
+
+    # ------------------------------------------------------------------ /generate
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        sp = body.get("sampling_params") or {}
+        n = int(sp.get("max_new_tokens", 16))
+        ids = body.get("input_ids")
+        if ids is None:
+            ids = [zlib.crc32(w.encode()) % 50000 for w in str(body.get("text", "")).split()]
+        rid = body.get("rid") or uuid.uuid4().hex
+        fault = self._fault()
+        if fault == "error":
+            return web.json_response({"error": {"message": "stub error"}},
+                                     status=self.cfg.error_status)
+        cached = self.cache.match_and_insert(list(ids))
+        if fault == "hang":
+            await asyncio.sleep(self.cfg.hang_s)
+
+        def out(done: int, finished: bool) -> dict:
+            toks = [1000 + j % 1000 for j in range(done)]
+            return {"text": " tok" * done, "output_ids": toks, "meta_info": {
+                "id": rid, "finish_reason": {"type": "length", "length": n} if finished else None,
+                "prompt_tokens": len(ids), "completion_tokens": done, "cached_tokens": cached}}
+
+        if not body.get("stream"):
+            async for done in self._tokens(n):
+                pass
+            return web.json_response(out(n, True))
+        resp = await self._sse(request)
+        async for done in self._tokens(n):
+            await resp.write(b"data: " + json.dumps(out(done, done >= n)).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    # ------------------------------------------------------------------ chat
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
+        words = []
+        for m in body.get("messages", []):
+            words += [f"<{m.get('role')}>"] + str(m.get("content", "")).split()
+        prompt_ids = [zlib.crc32(w.encode()) for w in words]
+        fault = self._fault()
+        if fault == "error":
+            return web.json_response({"object": "error", "message": "stub error", "type": "stub",
+                                      "code": self.cfg.error_status}, status=self.cfg.error_status)
+        cached = self.chat_cache.match_and_insert(prompt_ids)
+        if fault == "hang":
+            await asyncio.sleep(self.cfg.hang_s)
+        cid = "chatcmpl-" + uuid.uuid4().hex
+        usage = lambda c: {"prompt_tokens": len(prompt_ids), "completion_tokens": c,  # noqa: E731
+                           "total_tokens": len(prompt_ids) + c,
+                           "prompt_tokens_details": {"cached_tokens": cached}}
+        if not body.get("stream"):
+            async for done in self._tokens(n):
+                pass
+            return web.json_response({"id": cid, "object": "chat.completion", "choices": [{
+                "index": 0, "message": {"role": "assistant", "content": " w" * n},
+                "finish_reason": "length"}], "usage": usage(n)})
+        so = body.get("stream_options") or {}
+        cont, incl = bool(so.get("continuous_usage_stats")), bool(so.get("include_usage"))
+
+        def chunk(delta: dict, finish=None, use=None) -> bytes:
+            d = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+                 "model": "stub", "choices": [{"index": 0, "delta": delta,
+                                               "finish_reason": finish}]}
+            if use is not None:
+                d["usage"] = use
+            return b"data: " + json.dumps(d).encode() + b"\n\n"
+
+        resp = await self._sse(request)
+        await resp.write(chunk({"role": "assistant", "content": ""}, use=usage(0) if cont else None))
+        prev = 0
+        async for done in self._tokens(n):
+            await resp.write(chunk({"content": " w" * (done - prev)},
+                                   "length" if done >= n else None, usage(done) if cont else None))
+            prev = done
+        if incl:
+            d = {"id": cid, "object": "chat.completion.chunk", "choices": [], "usage": usage(n)}
+            await resp.write(b"data: " + json.dumps(d).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    @staticmethod
+    async def _sse(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        return resp
+
+    # ------------------------------------------------------------------ misc
+    async def health(self, request):
+        return web.Response(text="")
+
+    async def model_info(self, request):
+        return web.json_response({"model_path": "stub", "tokenizer_path": None,
+                                  "is_generation": True})
+
+    async def models(self, request):
+        return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    async def flush(self, request):
+        self.cache = PrefixCache(self.cfg.cache_block)
+        self.chat_cache = PrefixCache(1)
+        return web.Response(text="Cache flushed.")
+
+
+def make_app(cfg: StubConfig | None = None) -> web.Application:
+    stub = Stub(cfg or StubConfig())
+    app = web.Application(client_max_size=1 << 28)   # prompts of 100k+ token ids
+    app["stub"] = stub
+    app.router.add_post("/generate", stub.generate)
+    app.router.add_post("/v1/chat/completions", stub.chat)
+    app.router.add_get("/health", stub.health)
+    app.router.add_get("/get_model_info", stub.model_info)
+    app.router.add_get("/v1/models", stub.models)
+    app.router.add_route("*", "/flush_cache", stub.flush)
+    return app
+
+
+async def start(cfg: StubConfig | None = None, host: str = "127.0.0.1", port: int = 0):
+    """Start in the running loop; returns (runner, port). Stop with ``await runner.cleanup()``."""
+    runner = web.AppRunner(make_app(cfg), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--tbt-ms", type=float, default=20.0)
+    p.add_argument("--chunk-tokens", type=int, default=1)
+    p.add_argument("--error-every", type=int, default=0)
+    p.add_argument("--hang-every", type=int, default=0)
+    # A fake 'system' in bench.run passes SGLang-style args too: ignore what is not ours.
+    a, _unknown = p.parse_known_args(argv)
+    cfg = StubConfig(ttft_s=a.ttft_ms / 1e3, tbt_s=a.tbt_ms / 1e3, chunk_tokens=a.chunk_tokens,
+                     error_every=a.error_every, hang_every=a.hang_every)
+    web.run_app(make_app(cfg), host=a.host, port=a.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()

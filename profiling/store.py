@@ -1,0 +1,196 @@
+"""The table directory a profiling run writes, one cell at a time (resumable).
+
+- ``solo_prefill.csv`` / ``solo_decode.csv`` / ``contention.csv``: exactly the columns of
+  docs/design.md ("Table format"); a row is appended (flushed, fsynced) after each cell, so a
+  run stopped at any point keeps every finished cell;
+- ``cells.jsonl``: one line per measured cell (raw samples, spread, re-measure, wall time);
+- ``skipped.jsonl``: cells not measured and why (KV pool, OOM, too little overlap, errors);
+  a resumed run does not retry them unless asked (``--retry-skipped``);
+- ``meta.json``: written by run.py (GPU, model shape, versions, date, command, granularity).
+
+A resumed run reads the CSVs, repairs a torn last line (a crash mid-write), and skips every
+cell whose key columns are present. No torch here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterable
+
+from profiling.grid import KIND_CONTENTION, KIND_SOLO_DECODE, KIND_SOLO_PREFILL, Cell
+
+logger = logging.getLogger(__name__)
+
+# docs/design.md "Table format" (same as sglang_mux.tables.*_COLS)
+COLUMNS = {
+    KIND_SOLO_PREFILL: ["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"],
+    KIND_SOLO_DECODE: ["decode_sms", "bs", "sum_reused", "latency_ms"],
+    KIND_CONTENTION: ["decode_sms", "prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req",
+                      "decode_solo_ms", "decode_corun_ms"],
+}
+FILES = {KIND_SOLO_PREFILL: "solo_prefill.csv", KIND_SOLO_DECODE: "solo_decode.csv",
+         KIND_CONTENTION: "contention.csv"}
+N_KEY = {KIND_SOLO_PREFILL: 5, KIND_SOLO_DECODE: 3, KIND_CONTENTION: 5}
+CELLS_LOG = "cells.jsonl"
+SKIPPED_LOG = "skipped.jsonl"
+META = "meta.json"
+
+
+def row_for(cell: Cell, values: Iterable[float]) -> list:
+    """The CSV row of a measured cell: its key columns, then the latency column(s)."""
+    vals = [round(float(v), 4) for v in values]
+    want = len(COLUMNS[cell.kind]) - N_KEY[cell.kind]
+    if len(vals) != want:
+        raise ValueError(f"{cell.kind} needs {want} latency value(s), got {vals}")
+    return [int(k) for k in cell.key] + vals
+
+
+class TableStore:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._done: dict[str, set] = {k: set() for k in COLUMNS}
+        self._skipped: set = set()
+        for kind in COLUMNS:
+            self._load(kind)
+        self._load_skipped()
+
+    # ------------------------------------------------------------------ reading / repair
+    def _load(self, kind: str) -> None:
+        file = self.path / FILES[kind]
+        if not file.exists():
+            return
+        text = file.read_text()
+        cols = COLUMNS[kind]
+        lines = text.splitlines()
+        if not lines:
+            file.unlink()  # empty file: rewritten with a header on the first append
+            return
+        header = next(csv.reader([lines[0]]))
+        if header != cols:
+            raise ValueError(
+                f"{file}: header {header} differs from the table format {cols} (docs/design.md); "
+                "move the file away or use another --out")
+        good, bad = [lines[0]], 0
+        for i, line in enumerate(lines[1:], start=2):
+            try:
+                vals = next(csv.reader([line]))
+                if len(vals) != len(cols):
+                    raise ValueError("field count")
+                nums = [float(v) for v in vals]
+            except (ValueError, StopIteration):
+                bad += 1
+                logger.warning("%s line %d is torn or malformed (%r); dropping it", file, i, line[:80])
+                continue
+            self._done[kind].add(tuple(int(round(v)) for v in nums[: N_KEY[kind]]))
+            good.append(line)
+        if bad or not text.endswith("\n"):
+            tmp = file.with_suffix(".csv.tmp")
+            tmp.write_text("\n".join(good) + "\n")
+            tmp.replace(file)
+
+    def _load_skipped(self) -> None:
+        file = self.path / SKIPPED_LOG
+        if not file.exists():
+            return
+        for line in file.read_text().splitlines():
+            try:
+                d = json.loads(line)
+                if d.get("blocking", True):
+                    self._skipped.add((d["kind"], tuple(d["key"])))
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn line: the cell is simply tried again
+
+    # ------------------------------------------------------------------ queries
+    def done(self, cell: Cell) -> bool:
+        return tuple(int(k) for k in cell.key) in self._done[cell.kind]
+
+    def was_skipped(self, cell: Cell) -> bool:
+        return (cell.kind, tuple(int(k) for k in cell.key)) in self._skipped
+
+    def logged_skips(self) -> set:
+        """(kind, key) of every cell in skipped.jsonl, blocking or not."""
+        file = self.path / SKIPPED_LOG
+        out = set()
+        if file.exists():
+            for line in file.read_text().splitlines():
+                try:
+                    d = json.loads(line)
+                    out.add((d["kind"], tuple(d["key"])))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return out
+
+    def done_keys(self) -> set:
+        return {(k, key) for k, keys in self._done.items() for key in keys}
+
+    def count(self, kind: str) -> int:
+        return len(self._done[kind])
+
+    def complete_for_fit(self) -> list[str]:
+        """CSV files that are still missing or empty (estimator fit needs all three)."""
+        return [FILES[k] for k in COLUMNS if not self._done[k]]
+
+    # ------------------------------------------------------------------ writing
+    def append(self, cell: Cell, values: Iterable[float], info: dict | None = None) -> None:
+        """Append the cell's row (fsynced) and its log line."""
+        row = row_for(cell, values)
+        file = self.path / FILES[cell.kind]
+        new = not file.exists()
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        if new:
+            w.writerow(COLUMNS[cell.kind])
+        w.writerow(row)
+        _append_durable(file, buf.getvalue())
+        self._done[cell.kind].add(tuple(int(k) for k in cell.key))
+        log = {"kind": cell.kind, "key": list(cell.key), "cell": cell.to_json(), "row": row}
+        log.update(info or {})
+        _append_durable(self.path / CELLS_LOG, json.dumps(log) + "\n")
+
+    def skip(self, cell: Cell, reason: str, info: dict | None = None, blocking: bool = True) -> None:
+        """Log a cell that was not measured. ``blocking``: a resumed run does not retry it
+        (False for plan caps, which the next plan re-evaluates)."""
+        d = {"kind": cell.kind, "key": [int(k) for k in cell.key], "cell": cell.to_json(), "reason": reason,
+             "blocking": blocking}
+        d.update(info or {})
+        _append_durable(self.path / SKIPPED_LOG, json.dumps(d) + "\n")
+        if blocking:
+            self._skipped.add((cell.kind, tuple(int(k) for k in cell.key)))
+
+    # ------------------------------------------------------------------ meta
+    def read_meta(self) -> dict | None:
+        file = self.path / META
+        if not file.exists():
+            return None
+        return json.loads(file.read_text())
+
+    def write_meta(self, meta: dict) -> None:
+        file = self.path / META
+        tmp = file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(meta, indent=1) + "\n")
+        tmp.replace(file)
+
+
+def _append_durable(file: Path, text: str) -> None:
+    with open(file, "a", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def check_meta_compatible(old: dict, new: dict) -> list[str]:
+    """Why a resumed run cannot add rows to a table made elsewhere (empty list: compatible)."""
+    problems = []
+    for k in ("gpu_name", "sm_count", "granularity"):
+        if k in old and k in new and old[k] != new[k]:
+            problems.append(f"{k}: table has {old[k]!r}, this run {new[k]!r}")
+    if "model" in old and "model" in new and old["model"] != new["model"]:
+        diff = [k for k in new["model"] if old["model"].get(k) != new["model"][k]]
+        problems.append(f"model shape differs in {diff}")
+    return problems

@@ -1,0 +1,474 @@
+"""SLO-aware dispatcher (MuxWise §3.4): one scheduling decision, `Snapshot` -> `Plan`.
+
+Plain Python, no torch. Called at the end of every decode iteration and after every prefill
+batch completes. The rules of `MuxDispatcher.plan`, in order:
+
+1. Which prefill batch: the active one; else the paused (preempted) one, which resumes at the
+   layer where it stopped; else a new batch formed FCFS from the head of the waiting queue up
+   to `max_prefill_tokens` new tokens / `max_prefill_bs` requests (the first request is always
+   taken, however long: layer-wise execution replaces chunking). The queue is read only as far
+   as the batch being formed, so a decision costs O(batch), not O(queue).
+2. Partition ("best-fit"): decode gets the FEWEST SMs among `estimator.decode_sms_options` whose
+   worst-case latency (solo x contention guard, given the co-running prefill's new/reused
+   tokens) meets the TBT SLO; prefill gets the rest. Only one phase has work -> it gets the
+   whole GPU ("decode-only" = (total, 0), "prefill-only" = (0, total)).
+3. N_PL = ceil(T_d * N_T / T_P), clamped to [1, layers remaining]; T_d = worst-case decode ms on
+   the chosen partition, T_P = solo ms of the whole prefill batch on the prefill partition.
+   Prefill-only: T_d is replaced by the TBT SLO as a time quantum when the batch may still be
+   preempted (so a short arrival is looked at within ~one TBT), else all remaining layers.
+4. Preemption (switchable): a new batch B formed from the queue preempts the active batch A iff
+   A is neither a preemptor nor already preempted (no recursion; one paused batch at most),
+   B is shorter than what remains of A, B would miss its TTFT deadline waiting for A
+   (now + rem_A + T_B > deadline_B), and A still meets its deadline after the delay
+   (now + T_B + rem_A <= deadline_A); both times are estimated on A's current prefill
+   partition. A request's TTFT SLO is `ttft_slo_ms + ttft_ms_per_token * prompt tokens`; a
+   batch's deadline is its tightest request's (for an active batch, conservatively: earliest
+   arrival + the SLO of its shortest prompt). NOTE: with a flat SLO (ttft_ms_per_token = 0)
+   and FCFS, B arrived after A, so the two conditions contradict each other and preemption
+   never fires; it needs a length-aware SLO (the paper evaluates it on TTFT per token).
+5. Overload (no multiplexed partition meets the TBT SLO; never raises): the decode SLO has
+   priority (§3.4.1), so while the prefill batch still has TTFT slack — it could wait one more
+   TBT and still finish in time on the smallest prefill partition — prefill is held back and
+   decode runs alone on the full GPU ("overload-decode-first"; holding prefill also drains the
+   decode batch, which ends the overload). Once the slack is gone, prefill runs beside decode
+   on the largest multiplexed decode partition ("overload-max-decode"). Both choices give
+   decode at least as many SMs as any best-fit choice, so more load never yields fewer
+   decode SMs.
+
+`Plan.reason` names the rule that fired (prefixed "preempt+" when the plan preempts).
+`BatchSizePolicy` (SGLang's PD-multiplexing demo rule) and `FixedPolicy` share rules 1 and 3.
+
+CLI: ``python -m sglang_mux.dispatch plan --table DIR --decode-bs 64 --decode-reused 4096
+--prefill-new 8192 --prefill-reused 0`` prints the plan as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from sglang_mux.partitions import PartitionConfig
+
+try:
+    from sglang_mux.estimator import PrefillReq
+except ImportError:  # estimator.py not importable yet: the same dataclass lives in latency_model
+    from sglang_mux.latency_model import PrefillReq
+
+# Plan.reason values (the metrics label decisions by these).
+IDLE = "idle"
+DECODE_ONLY = "decode-only"
+PREFILL_ONLY = "prefill-only"
+BEST_FIT = "best-fit"
+OVERLOAD_DECODE_FIRST = "overload-decode-first"
+OVERLOAD_MAX_DECODE = "overload-max-decode"
+FIXED = "fixed"
+BATCH_SIZE = "batch-size"
+PREEMPT_PREFIX = "preempt+"
+
+
+class EstimatorLike(Protocol):
+    num_layers: int
+    total_sms: int
+    decode_sms_options: list[int]
+
+    def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float: ...
+    def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int) -> float: ...
+    def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int,
+                        prefill_new: int, prefill_reused: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class WaitingReq:
+    rid: str
+    arrival_s: float
+    n: int  # new tokens
+    r: int  # reused (cached) tokens
+
+
+@dataclass
+class PrefillBatchState:
+    rids: list[str]
+    reqs: list[PrefillReq]
+    layers_done: int
+    arrival_s: float  # earliest arrival in the batch
+    preempted_by_other: bool = False  # it was preempted (cannot be preempted again)
+    is_preemptor: bool = False  # it preempted another (cannot be preempted)
+
+    @classmethod
+    def from_waiting(cls, ws: Sequence[WaitingReq], *, is_preemptor: bool = False) -> "PrefillBatchState":
+        return cls(rids=[w.rid for w in ws], reqs=[PrefillReq(w.n, w.r) for w in ws], layers_done=0,
+                   arrival_s=min(w.arrival_s for w in ws), is_preemptor=is_preemptor)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now_s: float
+    decode_bs: int
+    decode_sum_reused: int  # sum over the decode batch of each request's context length
+    active_prefill: PrefillBatchState | None = None
+    paused_prefill: PrefillBatchState | None = None  # preempted batch waiting to resume
+    waiting: Sequence[WaitingReq] = ()  # in arrival order
+
+
+@dataclass(frozen=True)
+class Plan:
+    decode_sms: int
+    prefill_sms: int
+    t_decode_worst_ms: float  # T_d on decode_sms (0 when no decode)
+    t_prefill_ms: float  # T_P: solo ms of the WHOLE prefill batch on prefill_sms (0 when none)
+    prefill_layers: int  # N_PL to launch now (0 = none)
+    new_prefill_rids: tuple[str, ...]  # start these (a prefix of Snapshot.waiting) as a new batch
+    preempt: bool  # the new batch preempts the active one (which becomes the paused one)
+    reason: str
+
+    @property
+    def config(self) -> PartitionConfig:
+        return PartitionConfig(self.decode_sms, self.prefill_sms)
+
+    def to_dict(self) -> dict:
+        return {"decode_sms": self.decode_sms, "prefill_sms": self.prefill_sms,
+                "t_decode_worst_ms": self.t_decode_worst_ms, "t_prefill_ms": self.t_prefill_ms,
+                "prefill_layers": self.prefill_layers, "new_prefill_rids": list(self.new_prefill_rids),
+                "preempt": self.preempt, "reason": self.reason}
+
+
+class Policy(Protocol):
+    def plan(self, snap: Snapshot) -> Plan: ...
+
+
+def prefill_layers_for(t_decode_ms: float, t_prefill_ms: float, num_layers: int, layers_done: int) -> int:
+    """N_PL = ceil(T_d * N_T / T_P), clamped to [1, layers remaining] (0 when none remain)."""
+    rem = num_layers - layers_done
+    if rem <= 0:
+        return 0
+    if t_prefill_ms <= 0.0:
+        return rem
+    # The epsilon keeps an exact product (e.g. 3.0000000001 from float noise) from rounding up.
+    return max(1, min(rem, math.ceil(t_decode_ms * num_layers / t_prefill_ms - 1e-9)))
+
+
+def apply_plan(plan: Plan, active: PrefillBatchState | None, paused: PrefillBatchState | None,
+               waiting: Sequence[WaitingReq]) -> tuple[PrefillBatchState | None, PrefillBatchState | None, int]:
+    """What a scheduler loop does with a Plan's batch fields -> (active, paused, n_taken).
+
+    n_taken = how many requests to pop from the head of `waiting` (they form the new batch).
+    Preempt: the active batch becomes the paused one (marked preempted_by_other) and the new
+    batch (marked is_preemptor) becomes active. No new batch, no active, a paused one and
+    prefill_layers > 0: the paused batch resumes where it stopped.
+    """
+    k = len(plan.new_prefill_rids)
+    if k:
+        head = list(itertools.islice(waiting, k))
+        if tuple(w.rid for w in head) != plan.new_prefill_rids:
+            raise ValueError("Plan.new_prefill_rids is not the head of the waiting queue it was made from")
+        new = PrefillBatchState.from_waiting(head, is_preemptor=plan.preempt)
+        if plan.preempt:
+            if active is None or paused is not None:
+                raise ValueError("preempting plan needs an active batch and no paused one")
+            active.preempted_by_other = True
+            return new, active, k
+        return new, paused, k
+    if active is None and paused is not None and plan.prefill_layers > 0:
+        return paused, None, 0
+    return active, paused, 0
+
+
+@dataclass
+class _Batch:
+    """The prefill batch a decision is about (active, resumed or about to be formed)."""
+    reqs: list
+    layers_done: int
+    arrival_s: float
+    new_rids: tuple = ()
+    preemptable: bool = False  # may still be preempted later (affects the prefill-only quantum)
+    new_tokens: int = 0
+    reused_tokens: int = 0
+    deadline_s: float = math.inf  # TTFT deadline of the batch's tightest request
+
+
+class _BasePolicy:
+    """Batch choice, the full-GPU modes and the N_PL rule, shared by all policies."""
+
+    def __init__(self, estimator: EstimatorLike, *, max_prefill_tokens: int = 16384,
+                 max_prefill_bs: int = 64, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
+                 ttft_ms_per_token: float = 0.0):
+        if max_prefill_tokens <= 0 or max_prefill_bs <= 0:
+            raise ValueError("max_prefill_tokens and max_prefill_bs must be positive")
+        self.est = estimator
+        self.total = int(estimator.total_sms)
+        self.options = sorted(int(d) for d in estimator.decode_sms_options)
+        if not self.options:
+            raise ValueError("estimator.decode_sms_options is empty")
+        self.layers = int(estimator.num_layers)
+        self.max_prefill_tokens = int(max_prefill_tokens)
+        self.max_prefill_bs = int(max_prefill_bs)
+        self.tbt_slo_ms = float(tbt_slo_ms)
+        self.ttft_slo_ms = float(ttft_slo_ms)
+        self.ttft_ms_per_token = float(ttft_ms_per_token)
+        self.preemption = False
+
+    # ---- rule 1: which batch ------------------------------------------------------------
+    def _form(self, waiting: Sequence[WaitingReq]) -> list[WaitingReq]:
+        """FCFS head of the queue up to the token / batch-size budget (never skips ahead)."""
+        out: list[WaitingReq] = []
+        tok = 0
+        for w in waiting:  # stops at the budget: O(batch), not O(queue)
+            if out and (len(out) >= self.max_prefill_bs or tok + w.n > self.max_prefill_tokens):
+                break
+            out.append(w)
+            tok += w.n
+        return out
+
+    def ttft_slo_ms_for(self, prompt_tokens: int) -> float:
+        return self.ttft_slo_ms + self.ttft_ms_per_token * prompt_tokens
+
+    def _new_batch(self, ws: list[WaitingReq]) -> _Batch:
+        k = self.ttft_ms_per_token * 1e-3
+        return _Batch(reqs=[PrefillReq(w.n, w.r) for w in ws], layers_done=0,
+                      arrival_s=ws[0].arrival_s, new_rids=tuple(w.rid for w in ws),
+                      preemptable=self.preemption, new_tokens=sum(w.n for w in ws),
+                      reused_tokens=sum(w.r for w in ws),
+                      deadline_s=self.ttft_slo_ms * 1e-3 + min(w.arrival_s + k * (w.n + w.r) for w in ws))
+
+    def _state_batch(self, s: PrefillBatchState) -> _Batch:
+        shortest = min((q.n + q.r for q in s.reqs), default=0)
+        return _Batch(reqs=s.reqs, layers_done=s.layers_done, arrival_s=s.arrival_s,
+                      preemptable=self.preemption and not (s.is_preemptor or s.preempted_by_other),
+                      new_tokens=sum(q.n for q in s.reqs), reused_tokens=sum(q.r for q in s.reqs),
+                      deadline_s=s.arrival_s + self.ttft_slo_ms_for(shortest) * 1e-3)
+
+    def _pick(self, snap: Snapshot) -> _Batch | None:
+        if snap.active_prefill is not None:  # even when all its layers are launched: it still runs
+            return self._state_batch(snap.active_prefill)
+        if snap.paused_prefill is not None:  # it arrived before anything still waiting
+            return self._state_batch(snap.paused_prefill)
+        ws = self._form(snap.waiting)
+        return self._new_batch(ws) if ws else None
+
+    # ---- shared plans -------------------------------------------------------------------
+    def _n_pl(self, t_d: float, t_p: float, b: _Batch) -> int:
+        return prefill_layers_for(t_d, t_p, self.layers, b.layers_done)
+
+    def _plan(self, d: int, t_d: float, b: _Batch, reason: str, preempt: bool = False) -> Plan:
+        p = self.total - d
+        t_p = self.est.prefill_ms(p, b.reqs)
+        return Plan(d, p, t_d, t_p, self._n_pl(t_d, t_p, b), b.new_rids, preempt, reason)
+
+    def _decode_only(self, snap: Snapshot, reason: str = DECODE_ONLY) -> Plan:
+        t = self.est.decode_worst_ms(self.total, snap.decode_bs, snap.decode_sum_reused, 0, 0)
+        return Plan(self.total, 0, t, 0.0, 0, (), False, reason)
+
+    def _prefill_only(self, b: _Batch, preempt: bool = False) -> Plan:
+        t_p = self.est.prefill_ms(self.total, b.reqs)
+        rem = self.layers - b.layers_done
+        # Preemptable: launch a TBT-long quantum so a short arrival is considered soon.
+        n = self._n_pl(self.tbt_slo_ms, t_p, b) if b.preemptable else rem
+        reason = PREEMPT_PREFIX + PREFILL_ONLY if preempt else PREFILL_ONLY
+        return Plan(0, self.total, 0.0, t_p, n, b.new_rids, preempt, reason)
+
+    def _mux(self, snap: Snapshot, b: _Batch) -> Plan:  # both phases have work
+        raise NotImplementedError
+
+    def plan(self, snap: Snapshot) -> Plan:
+        b = self._pick(snap)
+        if b is None:
+            if snap.decode_bs <= 0:
+                return Plan(self.total, 0, 0.0, 0.0, 0, (), False, IDLE)
+            return self._decode_only(snap)
+        if snap.decode_bs <= 0:
+            return self._prefill_only(b)
+        return self._mux(snap, b)
+
+
+class MuxDispatcher(_BasePolicy):
+    """MuxWise's SLO-aware dispatching policy (see the module docstring for the rules)."""
+
+    def __init__(self, estimator: EstimatorLike, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
+                 preemption: bool = True, max_prefill_tokens: int = 16384, max_prefill_bs: int = 64,
+                 ttft_ms_per_token: float = 0.0):
+        super().__init__(estimator, max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs,
+                         tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms, ttft_ms_per_token=ttft_ms_per_token)
+        if tbt_slo_ms <= 0 or ttft_slo_ms <= 0 or ttft_ms_per_token < 0:
+            raise ValueError("SLOs must be positive")
+        self.preemption = bool(preemption)
+
+    def _mux(self, snap: Snapshot, b: _Batch, preempt: bool = False) -> Plan:
+        bs, sr = snap.decode_bs, snap.decode_sum_reused
+        worst = self.est.decode_worst_ms
+        t = 0.0
+        for d in self.options:  # ascending: the first that meets the SLO is the best fit
+            t = worst(d, bs, sr, b.new_tokens, b.reused_tokens)
+            if t <= self.tbt_slo_ms:
+                return self._plan(d, t, b, PREEMPT_PREFIX + BEST_FIT if preempt else BEST_FIT, preempt)
+        # Overload: t is the worst case on the largest multiplexed decode partition.
+        d = self.options[-1]
+        t_p = self.est.prefill_ms(self.total - d, b.reqs)
+        rem_ms = t_p * (self.layers - b.layers_done) / self.layers
+        slack_ms = (b.deadline_s - snap.now_s) * 1e3 - rem_ms
+        if slack_ms > self.tbt_slo_ms and not preempt:
+            return self._decode_only(snap, OVERLOAD_DECODE_FIRST)  # new batch not started: no rids
+        reason = PREEMPT_PREFIX + OVERLOAD_MAX_DECODE if preempt else OVERLOAD_MAX_DECODE
+        return Plan(d, self.total - d, t, t_p, self._n_pl(t, t_p, b), b.new_rids, preempt, reason)
+
+    def plan(self, snap: Snapshot) -> Plan:
+        plan = super().plan(snap)
+        if (self.preemption and plan.prefill_layers > 0 and not plan.new_prefill_rids
+                and snap.active_prefill is not None and snap.paused_prefill is None
+                and not snap.active_prefill.is_preemptor and not snap.active_prefill.preempted_by_other):
+            alt = self._preempting_plan(snap, plan)
+            if alt is not None:
+                return alt
+        return plan
+
+    def _preempting_plan(self, snap: Snapshot, cur: Plan) -> Plan | None:
+        ws = self._form(snap.waiting)
+        if not ws:
+            return None
+        short = self._new_batch(ws)
+        short.preemptable = False  # a preemptor cannot be preempted
+        long = self._state_batch(snap.active_prefill)
+        rem_long = cur.t_prefill_ms * (self.layers - long.layers_done) / self.layers
+        t_short = self.est.prefill_ms(cur.prefill_sms, short.reqs)  # on the current prefill SMs
+        if t_short >= rem_long:
+            return None  # not a short batch: waiting is faster for everyone
+        both_done_s = snap.now_s + (rem_long + t_short) * 1e-3
+        if both_done_s <= short.deadline_s:
+            return None  # the short batch meets its TTFT waiting
+        if both_done_s > long.deadline_s:
+            return None  # the long batch would miss its TTFT because of the delay
+        if snap.decode_bs <= 0:
+            return self._prefill_only(short, preempt=True)
+        return self._mux(snap, short, preempt=True)
+
+
+class FixedPolicy(_BasePolicy):
+    """One fixed partition whenever both phases have work (a static-split baseline).
+
+    With `full_gpu_when_alone` (default) a phase that runs alone gets the whole GPU, as in the
+    other policies, so that the comparison isolates the choice of partition.
+    """
+
+    def __init__(self, estimator: EstimatorLike, decode_sms: int = 64, *, full_gpu_when_alone: bool = True,
+                 max_prefill_tokens: int = 16384, max_prefill_bs: int = 64):
+        super().__init__(estimator, max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs)
+        if not 0 < decode_sms < self.total:
+            raise ValueError(f"fixed decode_sms {decode_sms} must be in (0, {self.total})")
+        self.decode_sms = int(decode_sms)
+        self.full_gpu_when_alone = full_gpu_when_alone
+
+    def plan(self, snap: Snapshot) -> Plan:
+        plan = super().plan(snap)
+        if self.full_gpu_when_alone or plan.reason == IDLE or (plan.decode_sms and plan.prefill_sms):
+            return plan
+        d, b = self.decode_sms, self._pick(snap)
+        if plan.reason == DECODE_ONLY:
+            t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, 0, 0)
+            return Plan(d, self.total - d, t, 0.0, 0, (), False, FIXED)
+        t_p = self.est.prefill_ms(self.total - d, b.reqs)
+        return Plan(d, self.total - d, 0.0, t_p, self.layers - b.layers_done, b.new_rids, False, FIXED)
+
+    def _mux(self, snap: Snapshot, b: _Batch) -> Plan:
+        d = self.decode_sms
+        t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, b.new_tokens, b.reused_tokens)
+        return self._plan(d, t, b, FIXED)
+
+
+class BatchSizePolicy(_BasePolicy):
+    """Interim rule of SGLang's PD-multiplexing demo: decode share grows with decode batch size.
+
+    Option index = clamp(bs * k // decode_bs_divisor, 1, k) - 1 over the k multiplexed
+    partitions (SGLang: stream group = clamp(bs*(G-2)//36, 1, G-2)); prefill layers per launch
+    = split_forward_token_budget // new tokens (SGLang's split-forward budget), at least 1.
+    """
+
+    def __init__(self, estimator: EstimatorLike, decode_bs_divisor: int = 36,
+                 split_forward_token_budget: int = 65536, *, max_prefill_tokens: int = 16384,
+                 max_prefill_bs: int = 64):
+        super().__init__(estimator, max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs)
+        self.divisor = max(1, int(decode_bs_divisor))
+        self.budget = max(1, int(split_forward_token_budget))
+
+    def decode_sms_for(self, bs: int) -> int:
+        k = len(self.options)
+        return self.options[max(1, min(k, bs * k // self.divisor)) - 1]
+
+    def _mux(self, snap: Snapshot, b: _Batch) -> Plan:
+        d = self.decode_sms_for(snap.decode_bs)
+        t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, b.new_tokens, b.reused_tokens)
+        p = self.total - d
+        t_p = self.est.prefill_ms(p, b.reqs)
+        n = max(1, min(self.layers - b.layers_done, self.budget // max(1, b.new_tokens)))
+        return Plan(d, p, t, t_p, n, b.new_rids, False, BATCH_SIZE)
+
+
+def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
+                preemption: bool = True, ttft_ms_per_token: float = 0.0, **kw) -> Policy:
+    """'dispatcher' | 'batch-size' | 'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs)."""
+    if name == "dispatcher":
+        return MuxDispatcher(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
+                             ttft_ms_per_token=ttft_ms_per_token, **kw)
+    if name == "batch-size":
+        return BatchSizePolicy(estimator, **kw)
+    if name == "fixed" or name.startswith("fixed:"):
+        return FixedPolicy(estimator, int(name.partition(":")[2] or 64), **kw)
+    raise ValueError(f"unknown policy {name!r}: use dispatcher, batch-size or fixed:<decode SMs>")
+
+
+# ---- CLI ------------------------------------------------------------------------------------
+
+def _load_estimator(table: str):
+    from sglang_mux.estimator import Estimator
+
+    return Estimator.from_table(table)
+
+
+def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sglang_mux.dispatch", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plan", help="one decision for a described state; prints the Plan as JSON")
+    p.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>/ dir")
+    p.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<decode SMs>")
+    p.add_argument("--tbt-slo-ms", type=float, default=50.0)
+    p.add_argument("--ttft-slo-ms", type=float, default=5000.0)
+    p.add_argument("--ttft-ms-per-token", type=float, default=0.0, help="TTFT SLO += this x prompt tokens")
+    p.add_argument("--decode-bs", type=int, default=0)
+    p.add_argument("--decode-reused", type=int, default=0, help="context tokens per decode request")
+    p.add_argument("--prefill-new", type=int, default=0, help="new tokens of the prefill (0 = none)")
+    p.add_argument("--prefill-reused", type=int, default=0)
+    p.add_argument("--prefill-layers-done", type=int, default=0, help=">0: an active batch this far along")
+    p.add_argument("--prefill-age-ms", type=float, default=0.0, help="how long the prefill has waited")
+    p.add_argument("--waiting-new", type=int, default=0,
+                   help="with --prefill-layers-done: a waiting request of this many new tokens (may preempt)")
+    p.add_argument("--waiting-reused", type=int, default=0)
+    p.add_argument("--waiting-age-ms", type=float, default=0.0)
+    p.add_argument("--no-preemption", action="store_true")
+    a = ap.parse_args(argv)
+    est = estimator if estimator is not None else _load_estimator(a.table)
+    pol = make_policy(a.policy, est, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
+                      preemption=not a.no_preemption, ttft_ms_per_token=a.ttft_ms_per_token)
+    now = 1000.0
+    active, waiting = None, ()
+    if a.prefill_new > 0:
+        arr = now - a.prefill_age_ms / 1e3
+        if a.prefill_layers_done > 0:
+            active = PrefillBatchState(["prefill"], [PrefillReq(a.prefill_new, a.prefill_reused)],
+                                       a.prefill_layers_done, arr)
+        else:
+            waiting = (WaitingReq("prefill", arr, a.prefill_new, a.prefill_reused),)
+    if a.waiting_new > 0 and active is not None:
+        waiting = (WaitingReq("waiting", now - a.waiting_age_ms / 1e3, a.waiting_new, a.waiting_reused),)
+    snap = Snapshot(now, a.decode_bs, a.decode_bs * a.decode_reused, active, None, waiting)
+    out = pol.plan(snap).to_dict()
+    out["num_layers"] = est.num_layers
+    json.dump(out, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+"""Contention-tolerant estimator (MuxWise §3.3): worst-case decode = solo × contention guard.
+
+Construction:
+- ``Estimator.from_table(dir)``: Eq. 1/2 fits (fit.json) + grid guard (guard.json);
+- ``Estimator.cold_start(model_shape, probe, total_sms, granularity)``: roofline solo times
+  and a constant guard (1.3, MuxWise's max on H100), with a warning saying how to profile;
+- ``Estimator.for_model(config, gpu_name, total_sms, tables_root)``: a matching table, else
+  cold start.
+
+Online refinement:
+- decode: ``observe_decode`` feeds measured/predicted-solo into the guard, which only rises.
+  Observations above ``MAX_PLAUSIBLE_SLOWDOWN`` are logged and dropped: a GC pause or a
+  profiler hiccup must not inflate a cell forever (the paper's worst is 1.3x);
+- prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
+  need not be worst-case (§3.4.1), only close, so this tracks the as-run (co-running) speed.
+
+``decode_sms == total_sms`` or ``prefill_new == 0`` means no co-runner: guard = 1.0.
+
+CLI::
+
+    python -m sglang_mux.estimator fit DIR        # (re)write fit.json + guard.json from the CSVs
+    python -m sglang_mux.estimator check DIR      # held-out accuracy + guard bound; rc 0/1/2
+    python -m sglang_mux.estimator predict DIR --prefill-new N --prefill-reused R \
+        --decode-bs B --decode-reused R2 --decode-sms S
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import warnings
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .contention_guard import ConstantGuard, ContentionGuard
+from .latency_model import (PrefillReq, SoloLatencyModel, UnprofiledPartition, fit_decode_frame,
+                            fit_prefill_frame, predict_decode_frame, predict_prefill_frame)
+from .partitions import partition_configs
+from .roofline import DEFAULT_H100_PROBE, RooflineModel
+from .tables import (CONTENTION, FIT, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
+                     find_table, read_table, slug, table_dirname, write_json)
+
+__all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
+
+logger = logging.getLogger(__name__)
+
+COLD_START_GUARD = 1.3
+MAX_PLAUSIBLE_SLOWDOWN = 2.0
+PREFILL_EWMA_ALPHA = 0.1
+PREFILL_RATIO_BOUNDS = (0.25, 4.0)  # measured/predicted outside this is a glitch, not a trend
+MAX_REL_ERR = 0.10
+MEAN_REL_ERR = 0.03
+CV_FOLDS = 5
+
+
+class Estimator:
+    """Solo-run predictor × contention guard (see module docstring)."""
+
+    def __init__(self, solo, guard, num_layers: int, total_sms: int, granularity: int = 16,
+                 source: str = ""):
+        self._solo = solo  # SoloLatencyModel or RooflineModel
+        self._guard = guard  # ContentionGuard or ConstantGuard
+        self.num_layers = int(num_layers)
+        self.total_sms = int(total_sms)
+        self.granularity = int(granularity)
+        self.decode_sms_options: list[int] = [c.decode_sms for c in partition_configs(total_sms, granularity)]
+        self.prefill_sms_options: list[int] = [self.total_sms - d for d in self.decode_sms_options]
+        self.source = source
+        self._prefill_corr: dict[int, float] = {}
+        self._dropped = 0
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_table(cls, path: str | Path, *, model_shape=None, gpu_name: str | None = None,
+                   total_sms: int | None = None, granularity: int | None = None) -> "Estimator":
+        """Load a fitted table; the optional arguments make it refuse a mismatching table."""
+        path = Path(path)
+        t = read_table(path, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms)
+        total = t.sm_count
+        gran = int(granularity or t.granularity)
+        try:
+            dec = [c.decode_sms for c in partition_configs(total, gran)]
+        except ValueError as e:
+            raise TableError(path / "meta.json", str(e)) from None
+        pre = [total - d for d in dec]
+        read_table_sms_check(t, dec, pre)
+        refit = f"; rewrite it: python -m sglang_mux.estimator fit {path}"
+        try:
+            solo = SoloLatencyModel.from_dict(t.fit)
+        except (KeyError, TypeError, ValueError) as e:
+            raise TableError(path / FIT, f"bad coefficients ({e}){refit}") from None
+        for kind, want, have in (("decode", dec, solo.decode_sms), ("prefill", pre, solo.prefill_sms)):
+            missing = sorted(set(want) - set(have))
+            if missing:
+                raise TableError(path / FIT, f"no {kind} fit for SM counts {missing}{refit}")
+        try:
+            guard = ContentionGuard.from_dict(t.guard)
+        except (KeyError, TypeError, ValueError) as e:
+            raise TableError(path / GUARD, f"bad grid ({e}){refit}") from None
+        missing = sorted(set(dec) - set(guard.partitions))
+        if missing:
+            raise TableError(path / GUARD, f"SM counts {missing} not in the guard{refit}")
+        return cls(solo, guard, t.model_shape.num_layers, total, gran, source=f"table:{path}")
+
+    @classmethod
+    def cold_start(cls, model_shape, probe: Mapping | None = None, total_sms: int = 132,
+                   granularity: int = 16, guard: float = COLD_START_GUARD, *,
+                   warn: bool = True, hint: str | None = None) -> "Estimator":
+        """Roofline solo times + a constant guard; warns that the decisions are uncalibrated."""
+        shape = ModelShape.coerce(model_shape)
+        if warn:
+            msg = (f"no contention table for {shape.architecture} ({shape.num_layers} layers, hidden "
+                   f"{shape.hidden_size}); using a roofline cold-start estimate with a constant "
+                   f"{guard}x contention guard. Profile this model on this GPU for SLO-grade decisions: "
+                   + (hint or "python -m profiling.run --model-config <config.json> --out contention_tables/<model>__<gpu>"))
+            logger.warning(msg)
+            warnings.warn(msg, stacklevel=2)
+        solo = RooflineModel.from_probe(probe if probe is not None else DEFAULT_H100_PROBE, shape)
+        return cls(solo, ConstantGuard(guard), shape.num_layers, total_sms, granularity, source="cold-start")
+
+    @classmethod
+    def for_model(cls, model_config, gpu_name: str, total_sms: int, tables_root: str | Path,
+                  probe: Mapping | None = None, granularity: int = 16,
+                  table_dir: str | Path | None = None) -> "Estimator":
+        """``model_config``: HF config.json path or dict (or a meta-style shape dict).
+
+        ``table_dir`` (``--mux-contention-table DIR``): use exactly that table; a mismatch
+        with the model, GPU or SM count raises TableError instead of falling back.
+        A found table that is malformed raises too (never a silent cold start).
+        """
+        shape = ModelShape.coerce(model_config)
+        if table_dir is not None:
+            return cls.from_table(table_dir, model_shape=shape, gpu_name=gpu_name, total_sms=total_sms,
+                                  granularity=granularity)
+        found = find_table(tables_root, shape, gpu_name)
+        if found is not None:
+            return cls.from_table(found, model_shape=shape, gpu_name=gpu_name, total_sms=total_sms,
+                                  granularity=granularity)
+        name = _model_name(model_config, shape)
+        cfg = str(model_config) if isinstance(model_config, (str, Path)) else f"<{name} config.json>"
+        hint = (f"python -m profiling.run --model-config {cfg} "
+                f"--out {Path(tables_root) / table_dirname(name, gpu_name)}")
+        return cls.cold_start(shape, probe, total_sms, granularity, hint=hint)
+
+    # ------------------------------------------------------------------ predictions (hot path)
+
+    def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
+        """Solo whole-model prefill latency, times the partition's online correction."""
+        return self._solo.prefill_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
+
+    def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int) -> float:
+        return self._solo.decode_ms(decode_sms, bs, sum_reused)
+
+    def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
+                       prefill_reused: int) -> float:
+        if decode_sms >= self.total_sms or prefill_new <= 0:
+            return 1.0
+        return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+
+    def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
+                        prefill_reused: int) -> float:
+        t = self._solo.decode_ms(decode_sms, bs, sum_reused)
+        if decode_sms >= self.total_sms or prefill_new <= 0:
+            return t
+        return t * self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+
+    # ------------------------------------------------------------------ online refinement
+
+    def observe_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms) -> bool:
+        """A measured co-running decode iteration; raises the guard's cell if slower than it.
+        Returns True when the guard's value for this query went up (a refinement)."""
+        if decode_sms >= self.total_sms or prefill_new <= 0 or bs <= 0 or not measured_ms > 0:
+            return False  # no co-runner: nothing to learn about contention
+        solo = self._solo.decode_ms(decode_sms, bs, sum_reused)
+        slowdown = measured_ms / solo
+        if slowdown > MAX_PLAUSIBLE_SLOWDOWN:
+            self._dropped += 1
+            if self._dropped & (self._dropped - 1) == 0:  # log 1st, 2nd, 4th, 8th ... only
+                logger.warning("ignoring implausible decode slowdown %.2fx (D%d bs=%d Σr=%d, prefill "
+                               "%d+%d; %d dropped so far)", slowdown, decode_sms, bs, sum_reused,
+                               prefill_new, prefill_reused, self._dropped)
+            return False
+        before = self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+        self._guard.observe(decode_sms, bs, sum_reused, prefill_new, prefill_reused, slowdown)
+        return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused) > before
+
+    def observe_prefill(self, prefill_sms, reqs, measured_ms) -> None:
+        """A measured whole-model prefill (scale a partial-layer timing by layers first)."""
+        pred = self._solo.prefill_ms(prefill_sms, reqs)
+        if not (pred > 0 and measured_ms > 0):
+            return
+        ratio = measured_ms / pred
+        if not PREFILL_RATIO_BOUNDS[0] <= ratio <= PREFILL_RATIO_BOUNDS[1]:
+            return
+        c = self._prefill_corr.get(prefill_sms, 1.0)
+        self._prefill_corr[prefill_sms] = c + PREFILL_EWMA_ALPHA * (ratio - c)
+
+    def prefill_correction(self, prefill_sms: int) -> float:
+        return self._prefill_corr.get(prefill_sms, 1.0)
+
+    @property
+    def guard(self):
+        return self._guard
+
+    @property
+    def solo(self):
+        return self._solo
+
+
+def read_table_sms_check(t, dec, pre) -> None:
+    """The partitions the engine will use must be profiled (solo CSVs + contention.csv)."""
+    for name, df, col, want in ((SOLO_DECODE, t.solo_decode, "decode_sms", dec),
+                                (CONTENTION, t.contention, "decode_sms", dec),
+                                (SOLO_PREFILL, t.solo_prefill, "prefill_sms", pre)):
+        have = set(int(v) for v in df[col].unique())
+        missing = sorted(set(want) - have)
+        if missing:
+            raise TableError(t.path / name, f"SM counts {missing} not in the table ({col} has {sorted(have)}; "
+                                            f"{t.sm_count} SMs at granularity {t.granularity} need {sorted(want)})")
+
+
+def _model_name(model_config, shape: ModelShape) -> str:
+    if isinstance(model_config, (str, Path)):
+        p = Path(model_config)
+        return slug(p.parent.name if p.name == "config.json" else p.stem)
+    for k in ("_name_or_path", "name"):
+        if isinstance(model_config, Mapping) and model_config.get(k):
+            return slug(str(model_config[k]).split("/")[-1])
+    return slug(shape.architecture)
+
+
+# ----------------------------------------------------------------------------- fit / check
+
+def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[dict, dict]:
+    """(Re)write fit.json and guard.json from a table's raw CSVs; returns both dicts.
+
+    The profiler calls this after writing meta.json and the three CSVs.
+    """
+    from .contention_guard import OUTSIDE_MARGIN
+
+    t = read_table(path, require_fit=False)
+    solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode)
+    fit = solo.to_dict()
+    for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", predict_prefill_frame),
+                                ("decode", t.solo_decode, "decode_sms", predict_decode_frame)):
+        for s, g in df.groupby(col):
+            err = abs(pred(fit[kind][str(int(s))]["theta"], g) / g["latency_ms"].to_numpy() - 1.0)
+            fit[kind][str(int(s))].update(rows=int(len(g)), train_max_rel_err=float(err.max()),
+                                          train_mean_rel_err=float(err.mean()))
+    guard = ContentionGuard.build(t.contention, solo.decode_ms,
+                                  OUTSIDE_MARGIN if outside_margin is None else outside_margin).to_dict()
+    write_json(t.path, FIT, fit)
+    write_json(t.path, GUARD, guard)
+    return fit, guard
+
+
+def heldout_errors(df, fit_fn, pred_fn, folds: int = CV_FOLDS, seed: int = 0):
+    """Relative errors of every row predicted by a fit that did not see it (k-fold)."""
+    import numpy as np
+
+    n = len(df)
+    k = min(folds, n)
+    order = np.random.default_rng(seed).permutation(n)
+    err = np.empty(n)
+    y = df["latency_ms"].to_numpy(dtype=float)
+    for f in range(k):
+        test = order[f::k]
+        train = np.setdiff1d(order, test)
+        theta = fit_fn(df.iloc[train])
+        err[test] = np.abs(pred_fn(theta, df.iloc[test]) / y[test] - 1.0)
+    return err
+
+
+def check_table(path: str | Path, out=sys.stdout) -> bool:
+    """Print the held-out fit accuracy and guard range per partition; True if all bounds hold.
+
+    Raises TableError on a malformed table.
+    """
+    import numpy as np
+
+    est = Estimator.from_table(path)
+    t = read_table(path)
+    ok = True
+    print(f"table {t.path}: {t.meta['gpu_name']} ({t.sm_count} SMs), {t.model_shape.architecture} "
+          f"{t.model_shape.num_layers} layers; bounds: held-out max <= {MAX_REL_ERR:.0%}, mean <= {MEAN_REL_ERR:.0%}",
+          file=out)
+    for kind, df, col, fit_fn, pred_fn, nfeat in (
+            ("prefill", t.solo_prefill, "prefill_sms", fit_prefill_frame, predict_prefill_frame, 4),
+            ("decode", t.solo_decode, "decode_sms", fit_decode_frame, predict_decode_frame, 3)):
+        for s, g in df.groupby(col):
+            if len(g) < 2 * nfeat:
+                ok = False
+                print(f"{kind:8s} sms={int(s):4d} rows={len(g):5d}  too few rows for a held-out check  FAIL", file=out)
+                continue
+            err = heldout_errors(g, fit_fn, pred_fn)
+            good = err.max() <= MAX_REL_ERR and err.mean() <= MEAN_REL_ERR
+            ok &= bool(good)
+            print(f"{kind:8s} sms={int(s):4d} rows={len(g):5d}  held-out rel err max {err.max():6.2%} "
+                  f"mean {err.mean():6.2%}  {'OK' if good else 'FAIL'}", file=out)
+    ct = t.contention
+    for d, g in ct.groupby("decode_sms"):
+        d = int(d)
+        raw = (g["decode_corun_ms"] / g["decode_solo_ms"]).to_numpy()
+        worst = np.array([est.decode_worst_ms(d, int(b), int(round(b * r)), int(pn), int(pr)) for b, r, pn, pr in
+                          zip(g["decode_bs"], g["decode_reused_per_req"], g["prefill_new"], g["prefill_reused"])])
+        miss = int((worst < g["decode_corun_ms"].to_numpy() * (1 - 1e-9)).sum())
+        ok &= miss == 0
+        cells = est.guard.cell_values(d) if d in est.guard.partitions else []
+        cell_rng = f"cells {min(cells):.3f}..{max(cells):.3f}" if cells else "cells: not in guard.json"
+        print(f"guard    sms={d:4d} rows={len(g):5d}  measured slowdown min {raw.min():.3f} max {raw.max():.3f}  "
+              f"{cell_rng}  worst<corun rows {miss}  {'OK' if miss == 0 else 'FAIL'}", file=out)
+    print("check: " + ("OK" if ok else "FAILED"), file=out)
+    return ok
+
+
+def predict(path: str | Path, prefill_new: int, prefill_reused: int, decode_bs: int,
+            decode_reused: int, decode_sms: int) -> dict:
+    """The ``predict`` subcommand's JSON object. ``decode_reused`` is Σ reused of the batch."""
+    est = Estimator.from_table(path)
+    prefill_sms = est.total_sms - decode_sms
+    g = est.guard_slowdown(decode_sms, decode_bs, decode_reused, prefill_new, prefill_reused)
+    return {
+        "decode_sms": decode_sms,
+        "prefill_sms": prefill_sms,
+        "decode_solo_ms": est.decode_solo_ms(decode_sms, decode_bs, decode_reused),
+        "decode_worst_ms": est.decode_worst_ms(decode_sms, decode_bs, decode_reused, prefill_new, prefill_reused),
+        "guard_slowdown": g,
+        "prefill_solo_ms": (est.prefill_ms(prefill_sms, [PrefillReq(prefill_new, prefill_reused)])
+                            if prefill_sms > 0 and prefill_new > 0 else None),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sglang_mux.estimator", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("fit", help="(re)write fit.json and guard.json from the CSVs").add_argument("dir")
+    sub.add_parser("check", help="held-out fit accuracy and guard bound; rc 0 ok, 1 bounds missed, 2 malformed").add_argument("dir")
+    p = sub.add_parser("predict", help="solo and worst-case estimates as JSON")
+    p.add_argument("dir")
+    p.add_argument("--prefill-new", type=int, required=True)
+    p.add_argument("--prefill-reused", type=int, default=0)
+    p.add_argument("--decode-bs", type=int, required=True)
+    p.add_argument("--decode-reused", type=int, default=0,
+                   help="reused (context) tokens per decode request, as in contention.csv")
+    p.add_argument("--decode-sms", type=int, required=True)
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "fit":
+            fit, guard = fit_table(a.dir)
+            print(f"wrote {Path(a.dir) / FIT} ({len(fit['prefill'])} prefill, {len(fit['decode'])} decode "
+                  f"partitions) and {Path(a.dir) / GUARD} ({len(guard['cells'])} partitions)")
+            return 0
+        if a.cmd == "check":
+            return 0 if check_table(a.dir) else 1
+        # The CLI speaks per request (like the table and `dispatch plan`); predict() takes the sum.
+        print(json.dumps(predict(a.dir, a.prefill_new, a.prefill_reused, a.decode_bs,
+                                 a.decode_reused * a.decode_bs, a.decode_sms), indent=1))
+        return 0
+    except (TableError, UnprofiledPartition) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""`python -m sglang_mux.launch_server`: SGLang's server with PD multiplexing.
+
+Takes every `sglang.launch_server` argument plus the `--mux-*` ones (mux_args.py). The HTTP API
+(/generate, OpenAI /v1/*, radix prefix cache) is SGLang's own; only the scheduler loop differs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from sglang_mux.mux_args import ENV_VAR, MuxArgError, reconcile_sglang_args, split_argv
+
+logger = logging.getLogger("sglang_mux")
+
+# Flags we set on SGLang's command line before it parses, so its own defaults derived from them
+# (e.g. prefill token budgets) are consistent; an explicit conflicting value is rejected later.
+_FORCED = (("--chunked-prefill-size", ["-1"]), ("--disable-overlap-schedule", []), ("--enable-pdmux", []))
+
+
+def explicit_flags(argv: list[str]) -> set[str]:
+    return {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+
+
+def build_server_args(argv: list[str]):
+    """Parse argv into (MuxArgs, SGLang ServerArgs, notes). Raises MuxArgError on bad input."""
+    from sglang.srt.server_args import prepare_server_args
+
+    mux, rest = split_argv(argv)
+    mux.validate()
+    explicit = explicit_flags(rest)
+    notes: list[str] = []
+    if not mux.disable_mux:
+        for flag, vals in _FORCED:
+            if flag not in explicit:
+                rest = [*rest, flag, *vals]
+    server_args = prepare_server_args(rest)
+    if not mux.disable_mux:
+        notes = reconcile_sglang_args(server_args, explicit)
+    return mux, server_args, notes
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="[sglang_mux] %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        mux, server_args, notes = build_server_args(argv)
+    except MuxArgError as e:
+        sys.exit(f"sglang_mux: error: {e}")
+    for n in notes:
+        logger.info(n)
+
+    from sglang.srt.entrypoints.http_server import launch_server
+    from sglang.srt.utils import kill_process_tree
+
+    try:
+        if mux.disable_mux:
+            logger.info("multiplexing off (--disable-mux): plain SGLang scheduling")
+            launch_server(server_args)
+        else:
+            from sglang_mux.patches import check_sglang_version, run_mux_scheduler_process
+
+            check_sglang_version()
+            os.environ[ENV_VAR] = mux.to_env()  # read by the spawned scheduler process
+            launch_server(server_args, run_scheduler_process_func=run_mux_scheduler_process)
+    finally:
+        kill_process_tree(os.getpid(), include_parent=False)
+
+
+if __name__ == "__main__":
+    main()

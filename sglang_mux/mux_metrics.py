@@ -1,0 +1,159 @@
+"""Prometheus metrics of the multiplexing state, and a JSONL timeline of dispatch decisions.
+
+`MuxMetrics(registry=None)` registers its collectors in `registry` (default: prometheus_client's
+default REGISTRY, which SGLang serves at /metrics with --enable-metrics). Registration is
+idempotent: a second MuxMetrics on the same registry reuses the collectors already there
+instead of raising "Duplicated timeseries".
+
+    sglang_mux:decode_sms / sglang_mux:prefill_sms          Gauge   current partition
+    sglang_mux:decisions_total{reason}                      Counter decisions by Plan.reason
+    sglang_mux:preemptions_total                            Counter prefill preemptions
+    sglang_mux:decode_latency_ratio                         Histogram measured / worst-case estimate
+    sglang_mux:decision_seconds                             Histogram CPU time of one decision
+    sglang_mux:guard_refinements_total                      Counter contention-guard raises
+
+`TimelineWriter(path)` appends one JSON object per decision (time, the Plan's fields, decode bs,
+measured decode latency when known, anything else given); `load_timeline(path)` reads it back
+as a pandas DataFrame (a torn last line from a crash is skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Mapping
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX = "sglang_mux:"
+RATIO_BUCKETS = (0.25, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0)
+DECISION_BUCKETS = (5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3)
+_lock = threading.Lock()
+
+
+def _get_or_create(cls, name: str, doc: str, labelnames, registry: CollectorRegistry, **kw):
+    """The collector `name` in `registry`: the existing one, else a new one registered there."""
+    with _lock:
+        existing = getattr(registry, "_names_to_collectors", {}).get(name)
+        if existing is not None:
+            if not isinstance(existing, cls):
+                raise ValueError(f"metric {name} is already registered as a {type(existing).__name__}")
+            return existing
+        try:
+            return cls(name, doc, labelnames=labelnames, registry=registry, **kw)
+        except ValueError:  # a racing registration in another code path: take that one
+            existing = getattr(registry, "_names_to_collectors", {}).get(name)
+            if existing is None:
+                raise
+            return existing
+
+
+class MuxMetrics:
+    """The mux's Prometheus collectors. `labels`: constant labels (e.g. model_name, tp_rank)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, labels: Mapping[str, str] | None = None):
+        self.registry = registry if registry is not None else REGISTRY
+        self.labels = dict(labels or {})
+        ln = tuple(self.labels)
+        r = self.registry
+        # mostrecent: under PROMETHEUS_MULTIPROC_DIR the scheduler's latest value wins.
+        self._decode_sms = _get_or_create(Gauge, PREFIX + "decode_sms", "SMs of the decode partition now",
+                                          ln, r, multiprocess_mode="mostrecent")
+        self._prefill_sms = _get_or_create(Gauge, PREFIX + "prefill_sms", "SMs of the prefill partition now",
+                                           ln, r, multiprocess_mode="mostrecent")
+        self._decisions = _get_or_create(Counter, PREFIX + "decisions", "Dispatch decisions by the rule that fired",
+                                         ln + ("reason",), r)
+        self._preemptions = _get_or_create(Counter, PREFIX + "preemptions", "Prefill batches preempted", ln, r)
+        self._ratio = _get_or_create(Histogram, PREFIX + "decode_latency_ratio",
+                                     "Measured decode iteration latency / worst-case estimate", ln, r,
+                                     buckets=RATIO_BUCKETS)
+        self._decide = _get_or_create(Histogram, PREFIX + "decision_seconds", "CPU time of one dispatch decision",
+                                      ln, r, buckets=DECISION_BUCKETS)
+        self._refine = _get_or_create(Counter, PREFIX + "guard_refinements",
+                                      "Contention-guard cells raised by online measurements", ln, r)
+
+    def _l(self, m, **extra):
+        return m.labels(**self.labels, **extra) if (self.labels or extra) else m
+
+    # The scheduler loop's hooks.
+    def on_partition(self, decode_sms: int, prefill_sms: int) -> None:
+        self._l(self._decode_sms).set(decode_sms)
+        self._l(self._prefill_sms).set(prefill_sms)
+
+    def on_plan(self, plan, decide_us: float | None = None) -> None:
+        """One decision (call once per Plan; on_decode does it for loops that call only that)."""
+        self._l(self._decisions, reason=plan.reason).inc()
+        if decide_us is not None:
+            self._l(self._decide).observe(decide_us * 1e-6)
+
+    def on_decode(self, plan, measured_ms: float, decide_us: float | None = None, *,
+                  count_decision: bool = True) -> None:
+        """A finished decode iteration launched by `plan` (one decision per iteration)."""
+        if count_decision:
+            self.on_plan(plan, decide_us)
+        if plan.t_decode_worst_ms > 0 and measured_ms > 0:
+            self._l(self._ratio).observe(measured_ms / plan.t_decode_worst_ms)
+
+    def on_preemption(self) -> None:
+        self._l(self._preemptions).inc()
+
+    def on_guard_refinement(self, n: int = 1) -> None:
+        if n > 0:
+            self._l(self._refine).inc(n)
+
+
+class TimelineWriter:
+    """Appends one JSON line per decision; line-buffered so a crash loses at most one line."""
+
+    def __init__(self, path: str | os.PathLike, mode: str = "a"):
+        self.path = os.fspath(path)
+        d = os.path.dirname(self.path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        self._f = open(self.path, mode, buffering=1, encoding="utf-8")
+        if "a" in mode and self._f.tell() > 0:  # a torn last line must not swallow our first one
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    self._f.write("\n")
+
+    def write(self, plan=None, *, now: float | None = None, **fields: Any) -> None:
+        """Record `plan`'s fields at time `now` (default: wall clock); `fields` add or override
+        (e.g. decode_bs=, measured_decode_ms=, policy=)."""
+        rec: dict[str, Any] = {"time": time.time() if now is None else now}
+        if plan is not None:
+            rec.update(decode_sms=plan.decode_sms, prefill_sms=plan.prefill_sms,
+                       t_decode_worst_ms=plan.t_decode_worst_ms, t_prefill_ms=plan.t_prefill_ms,
+                       prefill_layers=plan.prefill_layers, new_prefill=len(plan.new_prefill_rids),
+                       preempt=plan.preempt, reason=plan.reason)
+        rec.update(fields)
+        self._f.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+    def __enter__(self) -> "TimelineWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def load_timeline(path: str | os.PathLike):
+    """The timeline as a DataFrame, one row per decision, in file order."""
+    import pandas as pd
+
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # torn last line of a crashed writer
+                continue
+    return pd.DataFrame(rows)

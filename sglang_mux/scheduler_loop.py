@@ -1,0 +1,387 @@
+"""The multiplexed scheduler loop: SGLang's Scheduler methods, driven by our policy.
+
+One iteration:
+  1. receive requests; poll the in-flight prefill's completion event (never block on it);
+     a finished prefill is processed and merged into the running decode batch;
+  2. form a new prefill batch with SGLang's own batch formation when the policy asks;
+  3. ask the policy for a Plan (partition, N_PL prefill layers, preemption);
+  4. switch partition if needed: the new streams wait on the old ones' events (no host sync);
+  5. launch one decode iteration (a CUDA graph captured on this partition's decode stream);
+  6. launch N_PL prefill layers on the prefill stream (at most two chunks in flight, so a
+     preemption or partition change takes effect within about one decode iteration);
+  7. wait for the decode iteration (its tokens are needed), process it, feed the measured
+     latency back to the estimator.
+The glue is kept thin: the decisions live in dispatch.py, the numbers in estimator.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from sglang_mux.mux_args import MuxArgs
+
+logger = logging.getLogger(__name__)
+WAITING_VIEW = 64  # the policy looks at the head of the queue only (decision cost is bounded)
+
+
+@dataclass
+class _PrefillRun:
+    batch: object  # ScheduleBatch in SPLIT_PREFILL mode
+    state: object  # dispatch.PrefillBatchState
+    inflight: list = field(default_factory=list)  # [(start_event, end_event, layers, prefill_sms)]
+    result: object = None
+    needs_reinit: bool = False  # resumed after preemption: attention metadata must be rebuilt
+
+
+@dataclass
+class MuxState:
+    args: MuxArgs
+    parts: object
+    cfgs: list
+    cfg_index: dict
+    policy: object
+    estimator: object
+    metrics: object = None
+    timeline: object = None
+    idx: int = 0
+    active: _PrefillRun | None = None
+    paused: _PrefillRun | None = None
+    arrival: dict = field(default_factory=dict)
+
+
+def _build_policy(args: MuxArgs, estimator):
+    from sglang_mux import dispatch
+
+    if args.policy == "fixed":
+        return dispatch.FixedPolicy(estimator, args.fixed_decode_sms)
+    if args.policy == "batch-size":
+        return dispatch.BatchSizePolicy(estimator)
+    return dispatch.MuxDispatcher(
+        estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms, preemption=args.preemption,
+        ttft_ms_per_token=args.ttft_ms_per_token,
+    )
+
+
+def init_mux(self):
+    """Replaces SchedulerMultiplexMixin.init_pdmux (which reads a missing self.gpu_id)."""
+    import torch
+    from sglang.srt.multiplex import pdmux_context
+
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.green_ctx import GreenPartitionSet
+
+    args = MuxArgs.from_env()
+    gpu_id = getattr(self, "gpu_id", None)
+    if gpu_id is None:
+        gpu_id = self.ps.gpu_id
+    parts = GreenPartitionSet(device_index=gpu_id, granularity=args.sm_granularity)
+    args.validate(parts.total_sms)
+    cfgs = parts.all_configs()
+    pdmux_context.STREAM_GROUPS = [parts.streams(c) for c in cfgs]
+    pdmux_context.SM_COUNTS = [(c.prefill_sms, c.decode_sms) for c in cfgs]
+    pdmux_context.set_current_stream_idx(0)
+    # One decode attention backend (and one decode graph set) per stream group.
+    self.server_args.sm_group_num = len(cfgs)
+    self.stream_groups = pdmux_context.STREAM_GROUPS
+    self.sm_counts = pdmux_context.SM_COUNTS
+    self.real_sm_group_num = len(cfgs)
+    self.split_prefill_batch = None
+
+    model_config = os.path.join(self.server_args.model_path, "config.json")
+    tables = None if args.contention_table == "auto" else args.contention_table
+    estimator = Estimator.for_model(
+        model_config,
+        gpu_name=torch.cuda.get_device_name(gpu_id),
+        total_sms=parts.total_sms,
+        tables_root=_tables_root(),
+        table_dir=tables,
+        granularity=args.sm_granularity,
+    )
+    self._mux = MuxState(
+        args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
+        policy=_build_policy(args, estimator), estimator=estimator,
+    )
+    try:
+        from sglang_mux import mux_metrics
+
+        self._mux.metrics = mux_metrics.MuxMetrics()
+        if args.timeline:
+            self._mux.timeline = mux_metrics.TimelineWriter(args.timeline)
+    except Exception as e:  # metrics must never stop serving
+        logger.warning("sglang_mux metrics disabled: %s", e)
+    logger.info(
+        "sglang_mux: %d partitions on %d SMs, policy=%s, TBT SLO %.0f ms, TTFT SLO %.0f ms",
+        len(cfgs), parts.total_sms, args.policy, args.tbt_slo_ms, args.ttft_slo_ms,
+    )
+
+
+def _tables_root() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.environ.get("SGLANG_MUX_TABLES", os.path.join(here, "contention_tables"))
+
+
+def _decode_shape(batch) -> tuple[int, int]:
+    if batch is None or batch.is_empty():
+        return 0, 0
+    s = getattr(batch, "seq_lens_sum", None)
+    if s is None:
+        s = sum(len(r.origin_input_ids) + len(r.output_ids) for r in batch.reqs)
+    return batch.batch_size(), int(s)
+
+
+def _prefill_state(batch, now: float, arrival: dict):
+    from sglang_mux.dispatch import PrefillBatchState
+    from sglang_mux.estimator import PrefillReq
+
+    reqs, rids = [], []
+    for r in batch.reqs:
+        n_total = len(r.fill_ids) if getattr(r, "fill_ids", None) is not None else len(r.origin_input_ids)
+        cached = len(r.prefix_indices) if getattr(r, "prefix_indices", None) is not None else 0
+        reqs.append(PrefillReq(n=max(1, n_total - cached), r=cached))
+        rids.append(r.rid)
+    first = min((arrival.get(rid, now) for rid in rids), default=now)
+    return PrefillBatchState(rids=rids, reqs=reqs, layers_done=0, arrival_s=first)
+
+
+def _snapshot(self, now: float):
+    from sglang_mux.dispatch import Snapshot, WaitingReq
+
+    m = self._mux
+    bs, sum_reused = _decode_shape(self.running_batch)
+    waiting = []
+    for req in self.waiting_queue[:WAITING_VIEW]:
+        t = m.arrival.setdefault(req.rid, now)
+        waiting.append(WaitingReq(rid=req.rid, arrival_s=t, n=len(req.origin_input_ids), r=0))
+    act = m.active.state if m.active else None
+    if act is not None:
+        act.layers_done = m.active.batch.split_index
+    return Snapshot(
+        now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, active_prefill=act,
+        paused_prefill=m.paused.state if m.paused else None, waiting=waiting,
+    )
+
+
+def _switch(self, cfg) -> None:
+    """Make `cfg` current. New streams wait on the old ones' last work (GPU-side ordering, no
+    host sync); SGLang's graph runner then replays the graph set captured for this partition."""
+    import torch
+    from sglang.srt.multiplex import pdmux_context
+
+    m = self._mux
+    new = m.cfg_index[cfg]
+    if new == m.idx:
+        return
+    old_p, old_d = self.stream_groups[m.idx]
+    new_p, new_d = self.stream_groups[new]
+    for old, nw in ((old_p, new_p), (old_d, new_d)):
+        if old is not nw:
+            ev = torch.cuda.Event()
+            ev.record(old)
+            nw.wait_event(ev)
+    # Prefill and decode results are exchanged across the two roles too (merge, radix hits).
+    ev = torch.cuda.Event()
+    ev.record(old_d)
+    new_p.wait_event(ev)
+    m.idx = new
+    pdmux_context.set_current_stream_idx(new)
+    self.tp_worker.model_runner.update_decode_attn_backend(new)
+    if m.metrics:
+        m.metrics.on_partition(cfg.decode_sms, cfg.prefill_sms)
+
+
+def _start_prefill(self, now: float, rids=()) -> bool:
+    """Start the batch the policy chose. SGLang's own batch formation (prefix match, memory
+    checks) does the work, restricted to the chosen requests so its ordering cannot override ours."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    others = None
+    if rids:
+        chosen = set(rids)
+        others = [r for r in self.waiting_queue if r.rid not in chosen]
+        self.waiting_queue = [r for r in self.waiting_queue if r.rid in chosen]
+    try:
+        plan = self.get_new_batch_prefill(self.running_batch)
+    finally:
+        if others is not None:  # leftovers of the chosen (e.g. no memory) keep their place first
+            self.waiting_queue = self.waiting_queue + others
+    self.running_batch = plan.running_batch
+    batch = plan.batch_to_run
+    if not batch or batch.is_empty():
+        return False
+    batch.forward_mode = ForwardMode.SPLIT_PREFILL
+    batch.split_index = 0
+    batch.split_prefill_finished = False
+    self._mux.active = _PrefillRun(batch=batch, state=_prefill_state(batch, now, self._mux.arrival))
+    return True
+
+
+def _launch_prefill_layers(self, run: _PrefillRun, layers: int, prefill_sms: int) -> None:
+    import torch
+    from sglang.srt.distributed.parallel_state import set_pdmux_status
+
+    batch = run.batch
+    n_layers = self.model_config.num_hidden_layers
+    layers = max(1, min(layers, n_layers - batch.split_index))
+    stream = self.stream_groups[self._mux.idx][0]
+    with torch.cuda.stream(stream):
+        set_pdmux_status(True)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        batch.split_forward_count = layers
+        if run.needs_reinit and batch.split_index > 0:
+            # Another batch's prefill replaced the attention metadata while this one was paused.
+            self.tp_worker.model_runner.attn_backend.init_forward_metadata(batch.split_forward_batch)
+            run.needs_reinit = False
+        next_index = batch.split_index + layers
+        result = self.run_batch(batch)
+        end.record(stream)
+        batch.split_index = next_index
+        if next_index >= n_layers:
+            batch.split_prefill_finished = True
+            run.result = result
+        run.inflight.append((start, end, layers, prefill_sms))
+        set_pdmux_status(False)
+
+
+def _poll_prefill(self, now: float) -> None:
+    """Query-based sync: retire finished chunks; merge a finished batch into decode."""
+    m = self._mux
+    run = m.active
+    if run is None:
+        return
+    n_layers = self.model_config.num_hidden_layers
+    while run.inflight and run.inflight[0][1].query():
+        start, end, layers, psms = run.inflight.pop(0)
+        ms = start.elapsed_time(end)
+        if psms and layers:
+            m.estimator.observe_prefill(psms, run.state.reqs, ms * n_layers / layers)
+    if run.batch.split_prefill_finished and not run.inflight:
+        batch = run.batch
+        self.process_batch_result(batch, run.result)
+        for r in batch.reqs:
+            m.arrival.pop(r.rid, None)
+        batch.filter_batch()
+        if not batch.is_empty():
+            if self.running_batch is None or self.running_batch.is_empty():
+                self.running_batch = batch
+            else:
+                self.running_batch.merge_batch(batch)
+        m.active = None
+        if m.paused is not None:  # resume the preempted batch where it stopped, KV kept
+            m.active, m.paused = m.paused, None
+            m.active.needs_reinit = True
+
+
+def _apply_plan(self, plan, now: float) -> None:
+    m = self._mux
+    if plan.preempt and m.active is not None and m.paused is None:
+        # Its launched layers must finish first: the prefill attention backend's metadata
+        # buffers are shared, and the new batch is about to rewrite them.
+        for _, end, _, _ in m.active.inflight:
+            end.synchronize()
+        _poll_prefill(self, now)
+        if m.active is not None and not m.active.batch.split_prefill_finished:
+            # The preempted batch keeps its KV and hidden state (ForwardBatch) and resumes later.
+            m.paused, m.active = m.active, None
+            m.paused.state.preempted_by_other = True
+            if _start_prefill(self, now, plan.new_prefill_rids):
+                m.active.state.is_preemptor = True
+                if m.metrics:
+                    m.metrics.on_preemption()
+            else:  # nothing could be scheduled after all: resume at once
+                m.active, m.paused = m.paused, None
+        elif m.active is None and m.paused is None:
+            _start_prefill(self, now, plan.new_prefill_rids)
+    elif plan.new_prefill_rids and m.active is None:
+        _start_prefill(self, now, plan.new_prefill_rids)
+
+
+def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
+    """The partition to run now: the plan's, or a full mode when only one phase has work."""
+    if has_decode and has_prefill:
+        cfg = plan.config
+        if cfg in m.cfg_index:
+            return cfg
+        # (total, 0): decode alone while prefill is held; (0, total) cannot happen with a decode.
+        return m.parts.full_decode if plan.prefill_layers == 0 else m.parts.configs[-1]
+    return m.parts.full_decode if has_decode else m.parts.full_prefill
+
+
+def mux_event_loop(self):
+    """Replaces SchedulerMultiplexMixin.event_loop_pdmux."""
+    import torch
+    from sglang.srt.distributed.parallel_state import set_pdmux_status
+
+    m = self._mux
+    torch.cuda.empty_cache()
+    with torch.inference_mode():
+        while True:
+            if self.gracefully_exit:
+                break
+            now = time.monotonic()
+            self.process_input_requests(self.request_receiver.recv_requests())
+            _poll_prefill(self, now)
+
+            snap = _snapshot(self, now)
+            t0 = time.perf_counter()
+            plan = m.policy.plan(snap)
+            decide_us = (time.perf_counter() - t0) * 1e6
+            _apply_plan(self, plan, now)
+
+            has_decode = self.running_batch is not None and not self.running_batch.is_empty()
+            has_prefill = m.active is not None
+            if m.metrics:
+                m.metrics.on_plan(plan, decide_us)
+            if not has_decode and not has_prefill:
+                self.on_idle()
+                continue
+            cfg = _config_for(m, plan, has_decode, has_prefill)
+            _switch(self, cfg)
+            prefill_stream, decode_stream = self.stream_groups[m.idx]
+
+            decode_batch, d_start, d_end = None, None, None
+            if has_decode:
+                with torch.cuda.stream(decode_stream):
+                    set_pdmux_status(False)
+                    self.running_batch = self.update_running_batch(self.running_batch)
+                    if not self.running_batch.is_empty():
+                        decode_batch = self.running_batch
+                        d_start = torch.cuda.Event(enable_timing=True)
+                        d_end = torch.cuda.Event(enable_timing=True)
+                        d_start.record(decode_stream)
+                        decode_result = self.run_batch(decode_batch)
+                        d_end.record(decode_stream)
+
+            run = m.active
+            # prefill_layers == 0 means the policy holds prefill back (overload: decode first).
+            if run is not None and plan.prefill_layers > 0 and cfg.prefill_sms > 0 \
+                    and not run.batch.split_prefill_finished:
+                busy = sum(1 for ev in run.inflight if not ev[1].query())
+                if busy < 2:  # at most two chunks queued: bounded preemption/switch latency
+                    _launch_prefill_layers(self, run, plan.prefill_layers, cfg.prefill_sms)
+
+            if decode_batch is not None:
+                with torch.cuda.stream(decode_stream):
+                    decode_stream.synchronize()
+                    self.process_batch_result(decode_batch, decode_result)
+                ms = d_start.elapsed_time(d_end)
+                bs, sum_reused = snap.decode_bs, snap.decode_sum_reused
+                co = run is not None and run.inflight and cfg.is_multiplexed
+                p_new = sum(r.n for r in run.state.reqs) if co else 0
+                p_reused = sum(r.r for r in run.state.reqs) if co else 0
+                refined = bs > 0 and m.estimator.observe_decode(cfg.decode_sms, bs, sum_reused, p_new, p_reused, ms)
+                if m.metrics:
+                    m.metrics.on_decode(plan, ms, count_decision=False)
+                    if refined:
+                        m.metrics.on_guard_refinement()
+                if m.timeline:
+                    m.timeline.write(plan, now=now, decode_bs=bs, measured_decode_ms=ms,
+                                     decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms)
+            elif has_prefill:
+                # Prefill alone: nothing else to launch until its event fires or a request comes.
+                time.sleep(0.0002)
+            self.last_batch = decode_batch

@@ -1,0 +1,419 @@
+"""Discrete-event simulator: replay a Mooncake-format trace with the estimator playing the GPU.
+
+    python -m sglang_mux.sim --table DIR [--trace conversation|synthetic|FILE]
+        [--policy dispatcher|batch-size|fixed:64|all|a,b,...] [--rate R | --time-scale S]
+        [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--no-preemption]
+        [--slowdown uniform|worst|none] [--cache-tokens C] [--timeline out.jsonl] [--json]
+
+Modelling choices (the same for every policy, so that policies are compared like for like):
+
+- Trace: one request per line (timestamp ms, input_length, output_length, hash_ids per 512-token
+  block). `--limit` keeps the first N requests; `--rate R` rescales arrivals to R req/s over the
+  slice, `--time-scale S` multiplies the gaps; `--input-cap T` truncates prompts to T tokens
+  (and their hash_ids accordingly). `conversation` / `synthetic` are the first 300 requests of
+  each Mooncake trace, shipped in sglang_mux/data/traces/.
+- Prefix reuse: r = 512 x (longest prefix of the request's hash_ids already seen, in arrival
+  order), capped at input_length-1 — a radix cache of unbounded capacity, or an LRU of
+  `--cache-tokens` tokens (blocks). Computed once at arrival, independent of the policy.
+- Rounds: each decision starts a round. Decode (if any) runs one iteration of
+  solo(decode_sms) x s ms, where s = 1 without a co-running prefill (or on the full GPU) and
+  otherwise drawn uniformly in [1, guard] (`--slowdown uniform`, seeded; `worst` = guard,
+  `none` = 1): the guard is the estimator's worst case, so the dispatcher's estimate is an
+  upper bound, as in the paper's design. The round lasts one decode iteration; without decode,
+  it lasts the launched prefill layers.
+- Prefill: the active batch runs at its solo speed T_P(prefill_sms)/N_T per layer (the paper
+  models no prefill slowdown) and advances fluidly through the launched layers: at each
+  decision the engine tops its queue up to N_PL layers beyond the layer now executing
+  (launched layers stay launched), so with N_PL from the formula the prefill partition stays
+  busy for the whole iteration; a plan with prefill_layers = 0 (e.g. overload-decode-first)
+  holds the prefill, launched layers included. Snapshot.layers_done = completed layers. Partition changes
+  take effect at the next round (green-context switches cost microseconds; in-flight layers
+  continue at the new partition's speed).
+  A batch that finishes mid-round is noticed at the round's end (the scheduler polls its CUDA
+  event once per iteration): its first tokens are emitted then and it joins the next round's
+  decode batch; the prefill partition idles for the rest of that round (< 1 iteration).
+- Decode context: each decode request's reused length is its prompt plus the tokens generated
+  so far; no KV-capacity limit, no request admission limit.
+- Metrics: TTFT = first token - arrival; TBT = gap between consecutive tokens of a request
+  (including first token -> first decode token); a request's TTFT SLO is --ttft-slo-ms +
+  --ttft-ms-per-token x its prompt tokens; SLO attainment = share of requests with
+  TTFT <= its TTFT SLO and every TBT <= TBT SLO; throughput = output tokens / (last finish - first
+  arrival). Partition time shares are over busy time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+from collections import OrderedDict, defaultdict, deque
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sglang_mux.dispatch import Snapshot, WaitingReq, apply_plan, make_policy
+
+BLOCK = 512
+BUNDLED = {"conversation": "mooncake_conversation_head300.jsonl",
+           "synthetic": "mooncake_synthetic_head300.jsonl"}
+
+
+@dataclass
+class TraceReq:
+    rid: str
+    arrival_s: float
+    n_input: int
+    output_len: int
+    reused: int = 0
+
+
+# ---- trace ----------------------------------------------------------------------------------
+
+def trace_path(name_or_path: str) -> Path:
+    """A file path, or the name of a bundled slice ('conversation', 'synthetic')."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    fname = BUNDLED.get(name_or_path, name_or_path)
+    q = resources.files("sglang_mux") / "data" / "traces" / fname
+    if q.is_file():
+        return Path(str(q))
+    raise FileNotFoundError(f"no trace file {name_or_path!r} (bundled: {', '.join(BUNDLED)})")
+
+
+def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | None = None,
+               rate: float | None = None, time_scale: float | None = None,
+               cache_tokens: int | None = None) -> list[TraceReq]:
+    """Requests in arrival order, arrivals shifted to start at 0, reuse computed (see module doc)."""
+    if rate is not None and time_scale is not None:
+        raise ValueError("give --rate or --time-scale, not both")
+    rows = []
+    with open(trace_path(name_or_path), encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                rows.append(json.loads(line))
+                if limit is not None and len(rows) >= limit:
+                    break
+    if not rows:
+        raise ValueError(f"trace {name_or_path!r} has no requests")
+    rows.sort(key=lambda x: x["timestamp"])  # stable: equal timestamps keep file order
+    t0 = rows[0]["timestamp"] / 1e3
+    span = rows[-1]["timestamp"] / 1e3 - t0
+    scale = 1.0
+    if rate is not None:
+        if rate <= 0:
+            raise ValueError("--rate must be > 0")
+        scale = (len(rows) - 1) / rate / span if span > 0 else 0.0
+    elif time_scale is not None:
+        scale = time_scale
+    cap_blocks = None if not cache_tokens else max(1, cache_tokens // BLOCK)
+    cache: OrderedDict = OrderedDict()
+    out = []
+    for i, x in enumerate(rows):
+        n, ids = int(x["input_length"]), list(x.get("hash_ids") or [])
+        if input_cap is not None and n > input_cap:
+            n, ids = input_cap, ids[: math.ceil(input_cap / BLOCK)]
+        hit = 0
+        for h in ids:  # longest prefix already cached
+            if h not in cache:
+                break
+            hit += 1
+        for h in ids:  # LRU: touch / insert every block of this request
+            cache[h] = None
+            cache.move_to_end(h)
+        if cap_blocks is not None:
+            while len(cache) > cap_blocks:
+                cache.popitem(last=False)
+        arrival = (x["timestamp"] / 1e3 - t0) * scale
+        if rate is not None and span <= 0:
+            arrival = i / rate
+        out.append(TraceReq(f"r{i}", arrival, n, max(1, int(x["output_length"])),
+                            min(hit * BLOCK, max(0, n - 1))))
+    return out
+
+
+# ---- simulation -----------------------------------------------------------------------------
+
+@dataclass
+class SimResult:
+    policy: str
+    summary: dict
+    ttft_s: np.ndarray = field(repr=False)
+    finish_s: np.ndarray = field(repr=False)
+
+
+def _wpct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """Weighted nearest-rank percentile."""
+    if len(values) == 0 or weights.sum() <= 0:
+        return float("nan")
+    o = np.argsort(values, kind="stable")
+    v, c = values[o], np.cumsum(weights[o])
+    return float(v[min(len(v) - 1, int(np.searchsorted(c, q / 100.0 * c[-1])))])
+
+
+def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy",
+             tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0,
+             slowdown: str = "uniform", seed: int = 0, timeline=None,
+             max_rounds: int = 10_000_000) -> SimResult:
+    """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring."""
+    if slowdown not in ("uniform", "worst", "none"):
+        raise ValueError(f"slowdown must be uniform, worst or none, got {slowdown!r}")
+    rng = random.Random(seed)
+    est, L, total = estimator, estimator.num_layers, estimator.total_sms
+    reqs = sorted(reqs, key=lambda q: q.arrival_s)
+    n = len(reqs)
+    idx = {q.rid: i for i, q in enumerate(reqs)}
+    n_in = np.array([q.n_input for q in reqs], dtype=np.int64)
+    out_len = np.array([q.output_len for q in reqs], dtype=np.int64)
+    arrival = np.array([q.arrival_s for q in reqs])
+    first_tok = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    first_round = np.full(n, -1, dtype=np.int64)
+    first_gap = np.full(n, np.nan)
+
+    waiting: deque = deque()
+    active = paused = None
+    progress: dict[int, list] = {}  # id(batch) -> [layers done (fractional), layers launched]
+    dec_bs = dec_ctx = 0
+    finish_at: dict[int, list] = defaultdict(list)  # decode round -> requests finishing then
+    pending_join: list[int] = []
+    taus: list[float] = []  # per decode round: duration (ms) and regular-gap token count
+    regular: list[int] = []
+    share: dict[str, float] = defaultdict(float)
+    reasons: dict[str, int] = defaultdict(int)
+    t, nxt, done, rounds, decisions, preemptions, idle_s = 0.0, 0, 0, 0, 0, 0, 0.0
+
+    while done < n:
+        while nxt < n and reqs[nxt].arrival_s <= t + 1e-12:
+            q = reqs[nxt]
+            waiting.append(WaitingReq(q.rid, q.arrival_s, q.n_input - q.reused, q.reused))
+            nxt += 1
+        joined = pending_join
+        pending_join = []
+        for i in joined:  # prefill finished last round: joins this round's decode
+            dec_bs += 1
+            dec_ctx += int(n_in[i]) + 1
+            first_round[i] = rounds
+            finish_at[rounds + int(out_len[i]) - 2].append(i)
+        if dec_bs == 0 and active is None and paused is None and not waiting:
+            if nxt >= n:
+                raise RuntimeError("simulator lost track of requests")  # pragma: no cover
+            idle_s += reqs[nxt].arrival_s - t
+            t = reqs[nxt].arrival_s
+            continue
+
+        bs0 = dec_bs
+        plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, active, paused, waiting))
+        decisions += 1
+        reasons[plan.reason] += 1
+        active, paused, k = apply_plan(plan, active, paused, waiting)
+        for _ in range(k):
+            waiting.popleft()
+        if plan.preempt:
+            preemptions += 1
+        if active is not None and id(active) not in progress:
+            progress[id(active)] = [float(active.layers_done), active.layers_done]
+
+        runs_prefill = active is not None and plan.prefill_layers > 0 and plan.prefill_sms > 0
+        runs_decode = dec_bs > 0 and plan.decode_sms > 0
+        if dec_bs > 0 and not runs_decode:
+            raise RuntimeError(f"policy gave no SMs to a decode batch of {dec_bs}: {plan}")
+        if runs_prefill:
+            layer_ms = est.prefill_ms(plan.prefill_sms, active.reqs) / L
+            prog, launched = progress[id(active)]
+            # Keep N_PL layers queued beyond the one executing; launched layers stay launched.
+            target = max(launched, min(L, math.ceil(prog - 1e-9) + plan.prefill_layers))
+            avail_ms = max(0.0, target - prog) * layer_ms
+        if runs_decode:
+            d = plan.decode_sms
+            tau = est.decode_solo_ms(d, dec_bs, dec_ctx)
+            if runs_prefill and d < total and slowdown != "none":
+                pn = sum(r.n for r in active.reqs)
+                pr = sum(r.r for r in active.reqs)
+                g = max(1.0, est.decode_worst_ms(d, dec_bs, dec_ctx, pn, pr) / tau)
+                tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
+        elif runs_prefill:
+            tau = avail_ms
+        else:  # nothing can run now (e.g. nothing has arrived that the policy would start)
+            if nxt >= n:
+                raise RuntimeError(f"policy made no progress with work left: {plan}")
+            idle_s += reqs[nxt].arrival_s - t
+            t = reqs[nxt].arrival_s
+            continue
+
+        completed_at = None
+        if runs_prefill:
+            if avail_ms <= tau + 1e-9:
+                prog = float(target)
+                if target >= L:  # noticed (event polled) at the round's end: first token then
+                    completed_at = t + tau / 1e3
+            else:
+                prog += tau / layer_ms
+            progress[id(active)] = [prog, target]
+            active.layers_done = min(L, int(prog + 1e-9))
+        share[f"D{plan.decode_sms}/P{plan.prefill_sms}"] += tau / 1e3
+        t_end = t + tau / 1e3
+
+        if runs_decode:
+            taus.append(tau)
+            regular.append(dec_bs - len(joined))
+            for i in joined:
+                first_gap[i] = t_end - first_tok[i]
+            dec_ctx += dec_bs
+            for i in finish_at.pop(rounds, ()):
+                finish[i] = t_end
+                dec_bs -= 1
+                dec_ctx -= int(n_in[i] + out_len[i])
+                done += 1
+            rounds += 1
+        if completed_at is not None:
+            for rid in active.rids:
+                i = idx[rid]
+                first_tok[i] = completed_at
+                if out_len[i] <= 1:
+                    finish[i] = completed_at
+                    done += 1
+                else:
+                    pending_join.append(i)
+            del progress[id(active)]
+            active = None
+        if timeline is not None:
+            timeline.write(plan, now=t, policy=name, decode_bs=bs0,
+                           measured_decode_ms=tau if runs_decode else None, waiting=len(waiting))
+        t = t_end
+        if decisions > max_rounds:
+            raise RuntimeError("simulation exceeded max_rounds")
+
+    # ---- metrics ----
+    ttft = first_tok - arrival
+    tau_a = np.asarray(taus)
+    reg_w = np.asarray(regular, dtype=float)
+    fg = first_gap[~np.isnan(first_gap)]
+    tbt_v = np.concatenate([tau_a, fg * 1e3])
+    tbt_w = np.concatenate([reg_w, np.ones(len(fg))])
+    max_tbt = np.zeros(n)
+    for i in range(n):
+        m = int(out_len[i]) - 1
+        if m >= 1 and first_round[i] >= 0:
+            fr = int(first_round[i])
+            seg = tau_a[fr + 1: fr + m]
+            max_tbt[i] = max(first_gap[i] * 1e3, seg.max() if len(seg) else 0.0)
+    ttft_ok = ttft * 1e3 <= ttft_slo_ms + ttft_ms_per_token * n_in
+    ok = ttft_ok & (max_tbt <= tbt_slo_ms)
+    makespan = float(np.nanmax(finish) - arrival.min())
+    busy = sum(share.values())
+    summary = {
+        "policy": name, "requests": n,
+        "ttft_p50_s": float(np.percentile(ttft, 50)), "ttft_p99_s": float(np.percentile(ttft, 99)),
+        "tbt_p50_ms": _wpct(tbt_v, tbt_w, 50), "tbt_p99_ms": _wpct(tbt_v, tbt_w, 99),
+        "ttft_attainment": float(np.mean(ttft_ok)),
+        "tbt_attainment": float(tbt_w[tbt_v <= tbt_slo_ms].sum() / tbt_w.sum()) if tbt_w.sum() else 1.0,
+        "slo_attainment": float(ok.mean()),
+        "throughput_tok_s": float(out_len.sum() / makespan) if makespan > 0 else float("nan"),
+        "throughput_req_s": float(n / makespan) if makespan > 0 else float("nan"),
+        "makespan_s": makespan, "preemptions": preemptions, "decisions": decisions,
+        "decode_iterations": rounds, "reasons": dict(reasons),
+        "partition_share": {k: v / busy for k, v in sorted(share.items(), key=lambda kv: -kv[1])} if busy else {},
+        "idle_s": idle_s,
+    }
+    return SimResult(name, summary, ttft, finish)
+
+
+# ---- CLI ------------------------------------------------------------------------------------
+
+def policy_names(spec: str, estimator) -> list[str]:
+    if spec == "all":
+        return ["dispatcher", "batch-size"] + [f"fixed:{d}" for d in estimator.decode_sms_options]
+    return [s.strip() for s in spec.split(",") if s.strip()]
+
+
+def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float = 50.0,
+                 ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0, preemption: bool = True,
+                 slowdown: str = "uniform", seed: int = 0, timeline=None) -> list[SimResult]:
+    out = []
+    for nm in policy_names(spec, estimator):
+        pol = make_policy(nm, estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms, preemption=preemption,
+                          ttft_ms_per_token=ttft_ms_per_token)
+        out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
+                            ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
+                            timeline=timeline))
+    return out
+
+
+def _table(results: list[SimResult]) -> str:
+    cols = [("policy", "{:<14}"), ("ttft_p50_s", "{:>9.2f}"), ("ttft_p99_s", "{:>9.2f}"),
+            ("tbt_p99_ms", "{:>9.1f}"), ("slo_attainment", "{:>7.1%}"), ("ttft_attainment", "{:>7.1%}"),
+            ("tbt_attainment", "{:>7.1%}"), ("throughput_tok_s", "{:>8.0f}"), ("preemptions", "{:>5d}")]
+    head = ["policy", "TTFT50s", "TTFT99s", "TBT99ms", "SLO%", "TTFT%", "TBT%", "tok/s", "pre"]
+    w = [14, 9, 9, 9, 7, 7, 7, 8, 5]
+    lines = [" ".join(h.rjust(x) if i else h.ljust(x) for i, (h, x) in enumerate(zip(head, w)))]
+    for r in results:
+        s = r.summary
+        lines.append(" ".join(f.format(s[c]) for c, f in cols))
+    lines.append("")
+    for r in results:
+        top = ", ".join(f"{k} {v:.0%}" for k, v in list(r.summary["partition_share"].items())[:5])
+        lines.append(f"{r.policy:<14} partitions: {top}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, estimator=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
+    ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
+    ap.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>/ dir")
+    ap.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<SMs> | all | comma list")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--rate", type=float, help="rescale arrivals to this many requests/s")
+    g.add_argument("--time-scale", type=float, help="multiply inter-arrival times by this")
+    ap.add_argument("--limit", type=int, help="first N requests of the trace")
+    ap.add_argument("--input-cap", type=int, help="truncate prompts to this many tokens")
+    ap.add_argument("--cache-tokens", type=int, help="prefix cache capacity (LRU); default unbounded")
+    ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
+    ap.add_argument("--ttft-slo-ms", type=float, default=5000.0)
+    ap.add_argument("--ttft-ms-per-token", type=float, default=0.0,
+                    help="length-aware TTFT SLO: += this x prompt tokens (preemption needs it > 0)")
+    ap.add_argument("--no-preemption", action="store_true")
+    ap.add_argument("--slowdown", choices=("uniform", "worst", "none"), default="uniform",
+                    help="actual co-run decode slowdown: U(1, guard), the guard, or none")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeline", help="append every decision to this JSONL file")
+    ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    a = ap.parse_args(argv)
+    if estimator is None:
+        from sglang_mux.estimator import Estimator
+
+        estimator = Estimator.from_table(a.table)
+    reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
+                      cache_tokens=a.cache_tokens)
+    tl = None
+    if a.timeline:
+        from sglang_mux.mux_metrics import TimelineWriter
+
+        tl = TimelineWriter(a.timeline)
+    try:
+        res = run_policies(reqs, estimator, a.policy, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
+                           ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown, seed=a.seed, timeline=tl)
+    finally:
+        if tl is not None:
+            tl.close()
+    setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
+             "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
+             "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption, "slowdown": a.slowdown,
+             "seed": a.seed, "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,
+             "mean_input": float(np.mean([q.n_input for q in reqs])),
+             "reused_share": float(sum(q.reused for q in reqs) / max(1, sum(q.n_input for q in reqs)))}
+    if a.json:
+        print(json.dumps({"setup": setup, "results": [r.summary for r in res]}, indent=1))
+    else:
+        print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in setup.items()))
+        print(_table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

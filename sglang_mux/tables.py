@@ -1,0 +1,368 @@
+"""Read, validate and write contention-table directories (`contention_tables/<model>__<gpu>/`).
+
+A table holds one LLM shape profiled on one GPU model (docs/design.md, "Table format"):
+
+- ``meta.json``         gpu_name, sm_count, model{...}, versions{...}, date, command, granularity
+- ``solo_prefill.csv``  prefill_sms, bs, sum_new_sq, sum_new_reused, sum_new, latency_ms
+- ``solo_decode.csv``   decode_sms, bs, sum_reused, latency_ms
+- ``contention.csv``    decode_sms, prefill_new, prefill_reused, decode_bs,
+                        decode_reused_per_req, decode_solo_ms, decode_corun_ms
+- ``fit.json``          Eq. 1/2 coefficients per partition   (written by ``estimator fit``)
+- ``guard.json``        contention-guard grid and cell maxima (written by ``estimator fit``)
+
+Every problem raises :class:`TableError` whose message starts with the offending file's path,
+then says what is wrong — a bad table must never silently become a wrong SLO decision.
+Extra CSV columns are allowed (ignored); missing ones are not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+META = "meta.json"
+SOLO_PREFILL = "solo_prefill.csv"
+SOLO_DECODE = "solo_decode.csv"
+CONTENTION = "contention.csv"
+FIT = "fit.json"
+GUARD = "guard.json"
+
+SOLO_PREFILL_COLS = ["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"]
+SOLO_DECODE_COLS = ["decode_sms", "bs", "sum_reused", "latency_ms"]
+CONTENTION_COLS = [
+    "decode_sms", "prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req",
+    "decode_solo_ms", "decode_corun_ms",
+]
+META_KEYS = ["gpu_name", "sm_count", "model", "versions", "date", "command", "granularity"]
+MODEL_KEYS = [
+    "architecture", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
+    "intermediate_size", "vocab_size",
+]
+VERSION_KEYS = ["sglang", "torch", "cuda"]
+
+# Per CSV: (columns, latency columns that must be > 0, columns that must be >= 1).
+_CSV_SPECS = {
+    SOLO_PREFILL: (SOLO_PREFILL_COLS, ["latency_ms"], ["prefill_sms", "bs", "sum_new"]),
+    SOLO_DECODE: (SOLO_DECODE_COLS, ["latency_ms"], ["decode_sms", "bs"]),
+    # prefill_new >= 1: a contention row is by definition a decode with a co-running prefill.
+    CONTENTION: (CONTENTION_COLS, ["decode_solo_ms", "decode_corun_ms"],
+                 ["decode_sms", "prefill_new", "decode_bs"]),
+}
+
+
+class TableError(ValueError):
+    """A contention table is missing, malformed, or made for another model/GPU."""
+
+    def __init__(self, file: str | Path, problem: str):
+        self.file = str(file)
+        self.problem = problem
+        super().__init__(f"{self.file}: {problem}")
+
+
+def slug(name: str) -> str:
+    """Directory-safe lower-case name: ``"NVIDIA H200"`` -> ``"nvidia-h200"``."""
+    s = re.sub(r"[^a-z0-9.]+", "-", str(name).strip().lower()).strip("-.")
+    if not s:
+        raise ValueError(f"cannot make a slug of {name!r}")
+    return s
+
+
+def table_dirname(model_name: str, gpu_name: str) -> str:
+    """``table_dirname("Llama-3.1-8B", "NVIDIA H200") == "llama-3.1-8b__nvidia-h200"``."""
+    return f"{slug(model_name)}__{slug(gpu_name)}"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The shape facts that decide latency; equal shapes share a table (weights do not matter)."""
+
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+
+    @classmethod
+    def from_meta(cls, d: Mapping[str, Any]) -> "ModelShape":
+        """From meta.json's ``model`` object (exactly MODEL_KEYS)."""
+        missing = [k for k in MODEL_KEYS if k not in d]
+        if missing:
+            raise ValueError(f"model shape lacks {missing}")
+        return cls(str(d["architecture"]), *(int(d[k]) for k in MODEL_KEYS[1:]))
+
+    @classmethod
+    def from_hf_config(cls, cfg: Mapping[str, Any]) -> "ModelShape":
+        """From a Hugging Face ``config.json`` dict (Llama/Qwen style keys)."""
+        archs = cfg.get("architectures") or [cfg.get("model_type", "unknown")]
+        heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
+        return cls(
+            architecture=str(archs[0]),
+            num_layers=int(cfg["num_hidden_layers"]),
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            intermediate_size=int(cfg["intermediate_size"]),
+            vocab_size=int(cfg["vocab_size"]),
+        )
+
+    @classmethod
+    def coerce(cls, x: "ModelShape | Mapping[str, Any] | str | Path") -> "ModelShape":
+        """Accept a ModelShape, a meta-style dict, an HF config dict, or a config.json path."""
+        if isinstance(x, ModelShape):
+            return x
+        if isinstance(x, (str, Path)):
+            x = json.loads(Path(x).read_text())
+        if "num_layers" in x:
+            return cls.from_meta(x)
+        return cls.from_hf_config(x)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def mismatches(self, other: "ModelShape") -> list[str]:
+        return [f"{f.name} {getattr(self, f.name)!r} != {getattr(other, f.name)!r}"
+                for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+
+
+@dataclass
+class Table:
+    path: Path
+    meta: dict
+    solo_prefill: pd.DataFrame
+    solo_decode: pd.DataFrame
+    contention: pd.DataFrame
+    fit: dict | None = None
+    guard: dict | None = None
+
+    @property
+    def model_shape(self) -> ModelShape:
+        return ModelShape.from_meta(self.meta["model"])
+
+    @property
+    def gpu_name(self) -> str:
+        return self.meta["gpu_name"]
+
+    @property
+    def sm_count(self) -> int:
+        return int(self.meta["sm_count"])
+
+    @property
+    def granularity(self) -> int:
+        return int(self.meta["granularity"])
+
+
+# ----------------------------------------------------------------------------- validation
+
+def validate_meta(meta: Any, file: str | Path = META) -> dict:
+    if not isinstance(meta, dict):
+        raise TableError(file, "must be a JSON object")
+    missing = [k for k in META_KEYS if k not in meta]
+    if missing:
+        raise TableError(file, f"missing key(s) {missing}")
+    for k in ("sm_count", "granularity"):
+        v = meta[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise TableError(file, f"{k} must be a positive integer, got {v!r}")
+    if not isinstance(meta["model"], dict):
+        raise TableError(file, "model must be an object")
+    missing = [k for k in MODEL_KEYS if k not in meta["model"]]
+    if missing:
+        raise TableError(file, f"model lacks key(s) {missing}")
+    try:
+        ModelShape.from_meta(meta["model"])
+    except (TypeError, ValueError) as e:
+        raise TableError(file, f"model has a bad value: {e}") from None
+    if not isinstance(meta["versions"], dict):
+        raise TableError(file, "versions must be an object")
+    missing = [k for k in VERSION_KEYS if k not in meta["versions"]]
+    if missing:
+        raise TableError(file, f"versions lacks key(s) {missing}")
+    if not str(meta["gpu_name"]).strip():
+        raise TableError(file, "gpu_name is empty")
+    return meta
+
+
+def validate_frame(df: pd.DataFrame, name: str, file: str | Path | None = None) -> pd.DataFrame:
+    """Check one CSV's frame against its spec; returns it (extra columns kept)."""
+    file = file or name
+    cols, positive, at_least_one = _CSV_SPECS[name]
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise TableError(file, f"missing column(s) {missing} (expected {cols})")
+    if len(df) == 0:
+        raise TableError(file, "has no rows")
+    for c in cols:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            bad = pd.to_numeric(df[c], errors="coerce").isna() & df[c].notna()
+            where = f" (row {_first(bad)}: {df[c][bad].iloc[0]!r})" if bad.any() else ""
+            raise TableError(file, f"column {c} is not numeric{where}")
+        nan = df[c].isna()
+        if nan.any():
+            raise TableError(file, f"NaN in column {c} (row {_first(nan)})")
+        inf = pd.Series(~np.isfinite(df[c].to_numpy(dtype=float)))
+        if inf.any():
+            raise TableError(file, f"non-finite value in column {c} (row {_first(inf)})")
+        neg = df[c] < 0
+        if neg.any():
+            raise TableError(file, f"negative value in column {c} (row {_first(neg)}: {df[c][neg].iloc[0]})")
+    for c in positive:
+        bad = df[c] <= 0
+        if bad.any():
+            raise TableError(file, f"zero or negative latency in column {c} (row {_first(bad)}: {df[c][bad].iloc[0]})")
+    for c in at_least_one:
+        bad = df[c] < 1
+        if bad.any():
+            raise TableError(file, f"column {c} must be >= 1 (row {_first(bad)}: {df[c][bad].iloc[0]})")
+    return df
+
+
+def _first(mask: pd.Series) -> int:
+    # Row number as in the CSV file (header = line 1, first data row = line 2).
+    return int(mask.to_numpy().nonzero()[0][0]) + 2
+
+
+def _read_json(file: Path) -> Any:
+    if not file.is_file():
+        raise TableError(file, "missing file")
+    try:
+        return json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise TableError(file, f"not valid JSON ({e})") from None
+
+
+def _read_csv(path: Path, name: str) -> pd.DataFrame:
+    file = path / name
+    if not file.is_file():
+        raise TableError(file, "missing file")
+    try:
+        df = pd.read_csv(file)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise TableError(file, f"unreadable CSV ({e})") from None
+    return validate_frame(df, name, file)
+
+
+def check_match(meta: dict, file: str | Path, *, model_shape=None, gpu_name: str | None = None,
+                total_sms: int | None = None) -> None:
+    """Refuse a table made for another model shape, GPU model, or SM count."""
+    if gpu_name is not None and slug(meta["gpu_name"]) != slug(gpu_name):
+        raise TableError(file, f"table was made on GPU {meta['gpu_name']!r}, not on {gpu_name!r}; "
+                               f"profile this GPU (python -m profiling.run ...)")
+    if total_sms is not None and int(meta["sm_count"]) != int(total_sms):
+        raise TableError(file, f"table was made on a {meta['sm_count']}-SM device, this one has {total_sms} SMs")
+    if model_shape is not None:
+        want = ModelShape.coerce(model_shape)
+        diff = ModelShape.from_meta(meta["model"]).mismatches(want)
+        if diff:
+            raise TableError(file, "table was made for another model (table vs requested: " + "; ".join(diff) + ")")
+
+
+def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = None,
+               total_sms: int | None = None, decode_sms: Iterable[int] = (),
+               prefill_sms: Iterable[int] = (), require_fit: bool = True) -> Table:
+    """Load and validate a table dir.
+
+    ``model_shape``/``gpu_name``/``total_sms``: refuse a table made for something else.
+    ``decode_sms``/``prefill_sms``: SM counts that must be profiled (solo CSVs, contention.csv).
+    ``require_fit``: load fit.json and guard.json, which must exist; False: ignore them
+    (``estimator fit`` reads the raw CSVs only and rewrites both).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise TableError(path, "missing table directory")
+    meta = validate_meta(_read_json(path / META), path / META)
+    check_match(meta, path / META, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms)
+    sp = _read_csv(path, SOLO_PREFILL)
+    sd = _read_csv(path, SOLO_DECODE)
+    ct = _read_csv(path, CONTENTION)
+    for name, df, col, want in ((SOLO_DECODE, sd, "decode_sms", decode_sms),
+                                (CONTENTION, ct, "decode_sms", decode_sms),
+                                (SOLO_PREFILL, sp, "prefill_sms", prefill_sms)):
+        have = set(int(v) for v in df[col].unique())
+        missing = sorted(set(int(s) for s in want) - have)
+        if missing:
+            raise TableError(path / name, f"SM counts {missing} not in the table ({col} has {sorted(have)})")
+    fit = guard = None
+    if require_fit:  # not for `estimator fit`, which must work even if the old ones are broken
+        fit = _read_json(path / FIT)
+        if not isinstance(fit, dict) or not isinstance(fit.get("prefill"), dict) or not isinstance(fit.get("decode"), dict):
+            raise TableError(path / FIT, "must be an object with 'prefill' and 'decode' objects; "
+                                         "rewrite it: python -m sglang_mux.estimator fit DIR")
+    if require_fit:
+        guard = _read_json(path / GUARD)
+        if not isinstance(guard, dict) or "axes" not in guard or "cells" not in guard:
+            raise TableError(path / GUARD, "must be an object with 'axes' and 'cells'; "
+                                           "rewrite it: python -m sglang_mux.estimator fit DIR")
+    return Table(path, meta, sp, sd, ct, fit, guard)
+
+
+# ----------------------------------------------------------------------------- writing
+
+def write_json(path: str | Path, name: str, obj: Any) -> Path:
+    file = Path(path) / name
+    tmp = file.with_suffix(file.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n")
+    tmp.replace(file)  # atomic: a crashed writer never leaves half a table
+    return file
+
+
+def write_table(path: str | Path, meta: dict, solo_prefill: pd.DataFrame, solo_decode: pd.DataFrame,
+                contention: pd.DataFrame, fit: dict | None = None, guard: dict | None = None) -> Path:
+    """Validate then write a table dir (fit/guard optional: ``estimator fit`` derives them)."""
+    path = Path(path)
+    validate_meta(meta, path / META)
+    frames = {SOLO_PREFILL: solo_prefill, SOLO_DECODE: solo_decode, CONTENTION: contention}
+    for name, df in frames.items():
+        validate_frame(df, name, path / name)
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path, META, meta)
+    for name, df in frames.items():
+        df.to_csv(path / name, index=False)
+    if fit is not None:
+        write_json(path, FIT, fit)
+    if guard is not None:
+        write_json(path, GUARD, guard)
+    return path
+
+
+# ----------------------------------------------------------------------------- lookup
+
+def find_table(root: str | Path, model_shape, gpu_name: str) -> Path | None:
+    """The table dir under ``root`` whose meta.json matches the model shape and GPU, or None.
+
+    Matching is by meta.json (not by directory name), so a table of a fine-tuned checkpoint
+    with the same shape is reused. Several matches: the newest ``date`` wins (logged).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    want = ModelShape.coerce(model_shape)
+    hits = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            meta = validate_meta(_read_json(d / META), d / META)
+            check_match(meta, d / META, model_shape=want, gpu_name=gpu_name)
+        except TableError as e:
+            if (d / META).exists() and "table was made" not in e.problem:
+                logger.warning("skipping contention table %s", e)
+            continue
+        hits.append((str(meta.get("date", "")), d))
+    if not hits:
+        return None
+    hits.sort(key=lambda h: h[0])
+    if len(hits) > 1:
+        logger.info("several contention tables match; using the newest: %s", hits[-1][1])
+    return hits[-1][1]

@@ -1,0 +1,183 @@
+"""Token-for-token comparison of the multiplexed server against plain SGLang, plus bad input.
+
+    python tests/gpu/e2e_correctness.py --model-dir /tmp/tiny --out results.json
+
+Workload (same schedule on both servers): single prompts of 16..32K tokens and multi-turn
+sessions whose turns extend the previous prompt + answer (radix-cache hits), sent with staggered
+starts so prefills overlap running decodes. Greedy decoding, ignore_eos. For every divergence
+the top-2 logprob gap at the first differing position is reported: a gap at bf16 rounding level
+means the two kernels' numerics (e.g. a partition-dependent split of attention) broke a near-tie.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import Server, post, tail  # noqa: E402
+
+COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+          "--mem-fraction-static", "0.75", "--disable-overlap-schedule", "--chunked-prefill-size", "-1"]
+
+
+def workload(vocab: int, seed: int = 0):
+    rng = random.Random(seed)
+    singles = []
+    lengths = [int(16 * (2048 ** (i / 39))) for i in range(40)]  # 16 .. 32768, geometric
+    for i, n in enumerate(lengths):
+        ids = [rng.randrange(300, vocab - 300) for _ in range(min(n, 32768))]
+        singles.append({"name": f"single{i}_{len(ids)}", "ids": ids, "max_new": 256 if i % 8 == 0 else 24,
+                        "delay": 0.15 * i})
+    sessions = []
+    for s in range(6):
+        base = [rng.randrange(300, vocab - 300) for _ in range(rng.choice([256, 1024, 4096]))]
+        turns = [[rng.randrange(300, vocab - 300) for _ in range(rng.randrange(32, 512))] for _ in range(4)]
+        sessions.append({"name": f"session{s}", "base": base, "turns": turns, "delay": 0.4 * s})
+    return singles, sessions
+
+
+def generate(url, ids, max_new):
+    return post(url + "/generate", {
+        "input_ids": ids,
+        "sampling_params": {"temperature": 0, "max_new_tokens": max_new, "ignore_eos": True},
+        "return_logprob": True, "top_logprobs_num": 2, "logprob_start_len": -1,
+    })
+
+
+def run_workload(url, singles, sessions):
+    out = {}
+    lock = threading.Lock()
+
+    def one(spec):
+        time.sleep(spec["delay"])
+        r = generate(url, spec["ids"], spec["max_new"])
+        with lock:
+            out[spec["name"]] = r
+
+    def session(spec):
+        time.sleep(spec["delay"])
+        prompt = list(spec["base"])
+        for k, t in enumerate(spec["turns"]):
+            prompt = prompt + t
+            r = generate(url, prompt, 32)
+            with lock:
+                out[f'{spec["name"]}_turn{k}'] = r
+            if "output_ids" in r:
+                prompt = prompt + r["output_ids"]
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in singles]
+    threads += [threading.Thread(target=session, args=(s,)) for s in sessions]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out, time.time() - t0
+
+
+def top2_gap(resp, pos):
+    try:
+        tops = resp["meta_info"]["output_top_logprobs"][pos]
+        return abs(tops[0][0] - tops[1][0])
+    except Exception:
+        return None
+
+
+def compare(a: dict, b: dict):
+    rows = []
+    for name in sorted(a):
+        ra, rb = a[name], b.get(name, {})
+        ia, ib = ra.get("output_ids"), rb.get("output_ids")
+        row = {"name": name, "ok_mux": ia is not None, "ok_ref": ib is not None,
+               "cached_tokens": (ra.get("meta_info") or {}).get("cached_tokens"),
+               "prompt_tokens": (ra.get("meta_info") or {}).get("prompt_tokens")}
+        if ia is not None and ib is not None:
+            div = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), None)
+            row["identical"] = ia == ib
+            if div is not None:
+                row["first_divergence"] = div
+                row["top2_gap_mux"] = top2_gap(ra, div)
+                row["top2_gap_ref"] = top2_gap(rb, div)
+        rows.append(row)
+    return rows
+
+
+def bad_input_checks(url, vocab, ctx_len):
+    res = {}
+    r = generate(url, [500] * (ctx_len + 10), 8)
+    res["too_long_prompt"] = {"got_error": "error" in r or "output_ids" not in r, "resp": str(r)[:300]}
+    # A client that disconnects mid-stream: read one chunk, drop the connection.
+    import http.client
+
+    conn = http.client.HTTPConnection(url.split("//")[1].split(":")[0], int(url.rsplit(":", 1)[1]), timeout=60)
+    body = json.dumps({"input_ids": [400] * 64, "stream": True,
+                       "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True, "temperature": 0}})
+    conn.request("POST", "/generate", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    first = resp.readline()
+    conn.close()
+    time.sleep(1.0)
+    after = generate(url, [600] * 100, 8)
+    res["disconnect_mid_stream"] = {"first_chunk": first[:80].decode(errors="replace"),
+                                    "server_ok_after": "output_ids" in after}
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--logdir", default="/tmp")
+    ap.add_argument("--port", type=int, default=31000)
+    args = ap.parse_args()
+    cfg = json.load(open(os.path.join(args.model_dir, "config.json")))
+    vocab = cfg["vocab_size"]
+    singles, sessions = workload(vocab)
+    base = ["--model-path", args.model_dir] + COMMON
+    result = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": " ".join(sys.argv)}
+
+    # Invalid mux arguments are rejected before anything starts.
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "sglang_mux.launch_server", "--model-path", args.model_dir,
+                        "--mux-tbt-slo-ms", "-5"], capture_output=True, text=True, timeout=120)
+    result["invalid_mux_arg"] = {"returncode": p.returncode, "stderr_tail": p.stderr.strip()[-300:]}
+    p = subprocess.run([sys.executable, "-m", "sglang_mux.launch_server", "--model-path", args.model_dir,
+                        "--enable-mixed-chunk", "--chunked-prefill-size", "512"], capture_output=True, text=True, timeout=120)
+    result["incompatible_sglang_arg"] = {"returncode": p.returncode, "stderr_tail": p.stderr.strip()[-300:]}
+
+    outs = {}
+    for label, mux in (("mux", True), ("ref", False)):
+        srv = Server(base, args.port, os.path.join(args.logdir, f"server_{label}.log"), mux=mux)
+        try:
+            result[f"{label}_start_s"] = round(srv.start(), 1)
+            outs[label], result[f"{label}_wall_s"] = run_workload(srv.url, singles, sessions)
+            if mux:
+                result["bad_input"] = bad_input_checks(srv.url, vocab, cfg.get("max_position_embeddings", 40960))
+                result["mux_log_tail"] = tail(srv.log_path, 15)
+        except Exception as e:
+            result[f"{label}_error"] = str(e)[-3000:]
+            print(result[f"{label}_error"], flush=True)
+        finally:
+            srv.stop()
+    if "mux" in outs and "ref" in outs:
+        rows = compare(outs["mux"], outs["ref"])
+        result["rows"] = rows
+        result["n_requests"] = len(rows)
+        result["n_identical"] = sum(1 for r in rows if r.get("identical"))
+        result["n_failed_mux"] = sum(1 for r in rows if not r["ok_mux"])
+        result["n_cache_hits"] = sum(1 for r in rows if (r.get("cached_tokens") or 0) > 0)
+        gaps = [r["top2_gap_ref"] for r in rows if r.get("top2_gap_ref") is not None]
+        result["max_top2_gap_at_divergence"] = max(gaps) if gaps else None
+    json.dump(result, open(args.out, "w"), indent=1)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "mux_log_tail")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

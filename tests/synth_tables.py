@@ -1,0 +1,144 @@
+"""Synthetic contention tables for CPU tests and the simulator.
+
+``write_synthetic_table(dir)`` writes a complete table (meta.json, the three CSVs and, by
+default, fit.json + guard.json) for the Llama-3.1-8B shape on a 132-SM GPU, granularity 16:
+decode partitions 16..112 and 132 (decode alone), prefill partitions 116..20 and 132.
+
+Ground truth ("roofline-ish"): per partition, compute time (FLOPs / probed GEMM rate) plus
+memory time (bytes / probed copy bandwidth), which is exactly of the form of Eq. 1 / Eq. 2,
+times lognormal noise of relative size ``noise``. Contention slowdowns lie in
+[1, ``guard_max``] and reach ``guard_max`` exactly: corun/solo of the contention rows is the
+slowdown, with no noise on the ratio.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sglang_mux.roofline import DEFAULT_H100_PROBE, probe_at
+from sglang_mux.tables import write_table
+
+LLAMA_8B = {
+    "architecture": "LlamaForCausalLM", "num_layers": 32, "hidden_size": 4096, "num_heads": 32,
+    "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256,
+}
+TOTAL_SMS = 132
+GRANULARITY = 16
+DECODE_SMS = [16, 32, 48, 64, 80, 96, 112]
+PREFILL_SMS = [TOTAL_SMS - d for d in DECODE_SMS]
+# A subset of SGLang's captured CUDA-graph batch sizes.
+CAPTURE_BS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256]
+GRID_PREFILL_NEW = [2048, 8192, 32768, 131072]
+GRID_PREFILL_REUSED = [0, 2048, 8192, 32768, 131072]
+GRID_DECODE_REUSED = [512, 2048, 8192, 32768]
+KV_CAPACITY_TOKENS = 1 << 19  # decode batches whose KV would not fit are not profiled
+
+
+def true_prefill_theta(sms: int, m: dict = LLAMA_8B) -> tuple[float, float, float, float]:
+    """Ground-truth Eq. 1 coefficients (ms) on ``sms`` SMs."""
+    F, B = probe_at(DEFAULT_H100_PROBE, sms)
+    L, h, hq, hkv, hd, it, V = (m[k] for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads",
+                                                "head_dim", "intermediate_size", "vocab_size"))
+    params = h * (hq + 2 * hkv) * hd + hq * hd * h + 3 * h * it
+    attn_eff = 0.6  # attention runs below GEMM peak
+    t1 = L * 2 * hq * hd / (F * attn_eff)  # causal n²/2 pairs x 4·hq·hd flops
+    t2 = L * 4 * hq * hd / (F * attn_eff)
+    t3 = L * (2 * params / F + 24 * h * 2 / B)
+    t4 = (L * params * 2 + V * h * 2) / B + L * 20e-6
+    return tuple(1e3 * t for t in (t1, t2, t3, t4))
+
+
+def true_decode_theta(sms: int, m: dict = LLAMA_8B) -> tuple[float, float, float]:
+    """Ground-truth Eq. 2 coefficients (ms) on ``sms`` SMs."""
+    F, B = probe_at(DEFAULT_H100_PROBE, sms)
+    L, h, hq, hkv, hd, it, V = (m[k] for k in ("num_layers", "hidden_size", "num_heads", "num_kv_heads",
+                                                "head_dim", "intermediate_size", "vocab_size"))
+    params = h * (hq + 2 * hkv) * hd + hq * hd * h + 3 * h * it
+    t1 = L * 2 * hkv * hd * 2 / (0.8 * B)  # KV read per cached token, paged at 80% of copy BW
+    t2 = L * (2 * params / F + 24 * h * 2 / B) + 2 * h * V / F
+    t3 = (L * params * 2 + V * h * 2) / B + L * 12e-6 + 150e-6
+    return tuple(1e3 * t for t in (t1, t2, t3))
+
+
+def _prefill_rows(rng, sms, n_rows):
+    rows = []
+    for _ in range(n_rows):
+        bs = int(rng.integers(1, 9))
+        n = np.exp(rng.uniform(np.log(16), np.log(32768), bs)).astype(int)
+        r = np.where(rng.random(bs) < 0.5, 0, np.exp(rng.uniform(np.log(64), np.log(65536), bs)).astype(int))
+        rows.append((sms, bs, int((n * n).sum()), int((n * r).sum()), int(n.sum())))
+    return rows
+
+
+def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", seed=0, noise=0.01,
+                          guard_max=1.25, fitted: bool = True) -> Path:
+    """Write a complete synthetic table into ``dir`` (created); returns its Path.
+
+    ``model`` is recorded in meta.json's command only (the shape is Llama-3.1-8B's);
+    ``fitted=False`` leaves out fit.json/guard.json (as the profiler writes it before fitting).
+    """
+    rng = np.random.default_rng(seed)
+    jitter = lambda k: np.exp(rng.normal(0.0, noise, k)) if noise > 0 else np.ones(k)  # noqa: E731
+
+    # Solo prefill: random batches on every prefill partition, incl. the full GPU.
+    pre = []
+    for s in PREFILL_SMS + [TOTAL_SMS]:
+        th = true_prefill_theta(s)
+        for s_, bs, sq, nr, n in _prefill_rows(rng, s, 60):
+            pre.append((s_, bs, sq, nr, n, th[0] * sq + th[1] * nr + th[2] * n + th[3]))
+    sp = pd.DataFrame(pre, columns=["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"])
+    sp["latency_ms"] *= jitter(len(sp))
+
+    # Solo decode: captured batch sizes x random per-request context, incl. the full GPU.
+    dec = []
+    for s in DECODE_SMS + [TOTAL_SMS]:
+        th = true_decode_theta(s)
+        for bs in CAPTURE_BS:
+            for _ in range(4):
+                per = np.exp(rng.uniform(np.log(128), np.log(min(65536, KV_CAPACITY_TOKENS / bs))))
+                sr = int(bs * per)
+                dec.append((s, bs, sr, th[0] * sr + th[1] * bs + th[2]))
+    sd = pd.DataFrame(dec, columns=["decode_sms", "bs", "sum_reused", "latency_ms"])
+    sd["latency_ms"] *= jitter(len(sd))
+
+    # Contention grid: partitions x prefill (new, reused) x decode (bs, reused per request).
+    ct = []
+    for d in DECODE_SMS:
+        th = true_decode_theta(d)
+        for pn in GRID_PREFILL_NEW:
+            for pr in GRID_PREFILL_REUSED:
+                if pn == 131072 and pr == 131072:  # excluded in the paper too
+                    continue
+                for bs in CAPTURE_BS:
+                    for rr in GRID_DECODE_REUSED:
+                        if bs * rr > KV_CAPACITY_TOKENS:
+                            continue
+                        ct.append((d, pn, pr, bs, rr, th[0] * bs * rr + th[1] * bs + th[2]))
+    ct = pd.DataFrame(ct, columns=["decode_sms", "prefill_new", "prefill_reused", "decode_bs",
+                                   "decode_reused_per_req", "decode_solo_ms"])
+    ct["decode_solo_ms"] *= jitter(len(ct))
+    # Slowdown: larger with more prefill tokens, a memory-heavier decode and an irregular
+    # per-partition factor (paper Fig. 11: not monotone in SMs), normalized to reach guard_max.
+    part = dict(zip(DECODE_SMS, rng.uniform(0.4, 1.0, len(DECODE_SMS))))
+    f = (ct["decode_sms"].map(part)
+         * np.log2(ct["prefill_new"] + ct["prefill_reused"]) / 18.0
+         * (0.5 + 0.5 * np.log2(ct["decode_bs"] * ct["decode_reused_per_req"]) / 19.0)
+         * rng.uniform(0.7, 1.0, len(ct)))
+    slow = 1.0 + (guard_max - 1.0) * f / f.max()
+    ct["decode_corun_ms"] = ct["decode_solo_ms"] * slow
+
+    meta = {
+        "gpu_name": gpu_name, "sm_count": TOTAL_SMS, "model": dict(LLAMA_8B),
+        "versions": {"sglang": "0.5.16", "torch": "2.11.0", "cuda": "12.9"},
+        "date": "2025-01-01T00:00:00Z",
+        "command": f"tests/synth_tables.py write_synthetic_table(model={model!r}, seed={seed}, noise={noise})",
+        "granularity": GRANULARITY,
+    }
+    path = write_table(dir, meta, sp, sd, ct)
+    if fitted:
+        from sglang_mux.estimator import fit_table
+        fit_table(path)
+    return Path(path)

@@ -1,0 +1,391 @@
+"""The SLO-aware dispatcher: exact expectations against small fake estimators, plus an
+integration check against the real Estimator on a synthetic table."""
+
+import io
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from sglang_mux import dispatch as D
+from sglang_mux.dispatch import (BatchSizePolicy, FixedPolicy, MuxDispatcher, PrefillBatchState, Snapshot,
+                                 WaitingReq, apply_plan, prefill_layers_for)
+from sglang_mux.estimator import PrefillReq
+
+OPTIONS = [16, 32, 48, 64, 80, 96, 112]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeEstimator:
+    """Analytic and cheap: decode slows with fewer SMs, more requests, longer contexts and a
+    co-running prefill (guard 1.25); prefill is linear in tokens and inverse in SMs."""
+
+    num_layers = 32
+    total_sms = 132
+    decode_sms_options = OPTIONS
+    guard = 1.25
+
+    def decode_solo_ms(self, d, bs, sum_reused):
+        return (4.0 + 0.05 * bs + 3e-5 * sum_reused) * (132 / d) ** 0.6
+
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused):
+        t = self.decode_solo_ms(d, bs, sum_reused)
+        return t if d >= 132 or prefill_new <= 0 else t * self.guard
+
+    def prefill_ms(self, p, reqs):
+        return sum(0.1 * q.n + 1e-6 * q.n * q.n + 1e-6 * q.n * q.r for q in reqs) * 132 / p + 2.0
+
+
+class TableEstimator(FakeEstimator):
+    """Worst-case decode latency given per partition, for exact best-fit expectations."""
+
+    def __init__(self, worst, prefill_ms=1000.0):
+        self.worst, self.p_ms = worst, prefill_ms
+
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused):
+        return self.worst[d] if d < 132 and prefill_new > 0 else 10.0
+
+    def prefill_ms(self, p, reqs):
+        return self.p_ms
+
+
+def snap(bs=0, reused_per_req=0, waiting=(), active=None, paused=None, now=100.0):
+    return Snapshot(now, bs, bs * reused_per_req, active, paused, tuple(waiting))
+
+
+def w(rid, n, r=0, arrival=100.0):
+    return WaitingReq(rid, arrival, n, r)
+
+
+# ---- partition choice ------------------------------------------------------------------------
+
+def test_best_fit_exact_table():
+    est = TableEstimator({16: 80.0, 32: 60.0, 48: 50.0, 64: 40.0, 80: 30.0, 96: 20.0, 112: 10.0}, 1000.0)
+    p = MuxDispatcher(est, tbt_slo_ms=50, ttft_slo_ms=5000).plan(snap(8, 100, [w("a", 1000)]))
+    assert (p.decode_sms, p.prefill_sms, p.reason) == (48, 84, "best-fit")  # 50.0 <= 50: meets
+    assert p.t_decode_worst_ms == 50.0 and p.t_prefill_ms == 1000.0
+    assert p.prefill_layers == math.ceil(50 * 32 / 1000)  # 2
+    assert p.new_prefill_rids == ("a",) and not p.preempt
+    p = MuxDispatcher(est, tbt_slo_ms=49.9, ttft_slo_ms=5000).plan(snap(8, 100, [w("a", 1000)]))
+    assert p.decode_sms == 64
+
+
+def test_best_fit_is_fewest_meeting_sms():
+    est = FakeEstimator()
+    for bs in range(1, 300, 3):
+        for rr in (0, 512, 4096, 16384):
+            s = snap(bs, rr, [w("a", 4096, 1024)])
+            p = MuxDispatcher(est, 50, 5000).plan(s)
+            if p.reason != "best-fit":
+                continue
+            assert p.t_decode_worst_ms <= 50
+            assert p.prefill_sms == 132 - p.decode_sms
+            assert est.decode_worst_ms(p.decode_sms, bs, bs * rr, 4096, 1024) <= 50
+            i = OPTIONS.index(p.decode_sms)
+            if i:
+                assert est.decode_worst_ms(OPTIONS[i - 1], bs, bs * rr, 4096, 1024) > 50
+
+
+def _plan(est, slo, bs, rr, active=None, now=100.0):
+    waiting = [] if active else [w("a", 2048, 512, arrival=now)]
+    return MuxDispatcher(est, slo, 5000).plan(snap(bs, rr, waiting, active=active, now=now))
+
+
+@pytest.mark.parametrize("slack", ["fresh", "late"])
+def test_monotone_more_load_never_fewer_decode_sms(slack):
+    est = FakeEstimator()
+    # "late": an active batch past its TTFT slack, so overload takes the max-decode branch.
+    active = (PrefillBatchState(["x"], [PrefillReq(8192, 2048)], 3, arrival_s=100.0 - 4.99)
+              if slack == "late" else None)
+    bss = list(range(1, 400, 5))
+    rrs = [0, 256, 1024, 4096, 8192, 16384, 65536]
+    slos = [100, 80, 60, 50, 40, 30, 20, 15, 10, 5]  # tightening
+    seen, reasons = set(), set()
+    for rr in rrs:
+        prev = 0
+        for bs in bss:
+            p = _plan(est, 50, bs, rr, active)
+            d = p.decode_sms
+            seen.add(d)
+            reasons.add(p.reason)
+            assert d >= prev, (bs, rr)
+            prev = d
+    for bs in bss[::4]:
+        prev = 0
+        for rr in rrs:
+            d = _plan(est, 50, bs, rr, active).decode_sms
+            assert d >= prev, (bs, rr)
+            prev = d
+    for bs in bss[::4]:
+        for rr in rrs[::2]:
+            prev = 0
+            for slo in slos:
+                d = _plan(est, slo, bs, rr, active).decode_sms
+                assert d >= prev, (bs, rr, slo)
+                prev = d
+    assert len(seen) >= 4  # the sweep really crosses partitions and reaches overload
+    assert {"best-fit", "overload-decode-first" if slack == "fresh" else "overload-max-decode"} <= reasons
+
+
+# ---- N_PL --------------------------------------------------------------------------------------
+
+def test_prefill_layers_formula():
+    assert prefill_layers_for(48, 1000, 32, 0) == 2  # ceil(1.536)
+    assert prefill_layers_for(25, 100, 32, 0) == 8  # exactly 8: no spurious round-up
+    assert prefill_layers_for(50, 100, 32, 0) == 16
+    assert prefill_layers_for(50, 10, 32, 30) == 2  # clamped to what remains
+    assert prefill_layers_for(0.1, 1e6, 32, 0) == 1  # at least one layer
+    assert prefill_layers_for(50, 100, 32, 32) == 0  # nothing left
+    assert prefill_layers_for(50, 0.0, 32, 4) == 28
+
+
+def test_plan_n_pl_uses_chosen_partition():
+    est = FakeEstimator()
+    s = snap(32, 2048, [w("a", 16384)])
+    p = MuxDispatcher(est, 50, 5000).plan(s)
+    t_p = est.prefill_ms(p.prefill_sms, [PrefillReq(16384, 0)])
+    assert p.t_prefill_ms == pytest.approx(t_p)
+    assert p.prefill_layers == max(1, math.ceil(p.t_decode_worst_ms * 32 / t_p))
+    act = PrefillBatchState(["a"], [PrefillReq(16384, 0)], 31, 100.0)
+    assert MuxDispatcher(est, 50, 5000).plan(snap(32, 2048, active=act)).prefill_layers == 1
+
+
+# ---- full-GPU modes, batch formation --------------------------------------------------------
+
+def test_full_gpu_modes_and_idle():
+    est = FakeEstimator()
+    d = MuxDispatcher(est, 50, 5000)
+    p = d.plan(snap(64, 1000))
+    assert (p.decode_sms, p.prefill_sms, p.prefill_layers, p.reason) == (132, 0, 0, "decode-only")
+    assert p.t_decode_worst_ms == pytest.approx(est.decode_solo_ms(132, 64, 64000))
+    p = d.plan(snap(0, 0, [w("a", 8192)]))
+    assert (p.decode_sms, p.prefill_sms, p.reason, p.new_prefill_rids) == (0, 132, "prefill-only", ("a",))
+    t_p = est.prefill_ms(132, [PrefillReq(8192, 0)])
+    assert p.prefill_layers == math.ceil(50 * 32 / t_p)  # TBT-long quantum: stays preemptable
+    p = MuxDispatcher(est, 50, 5000, preemption=False).plan(snap(0, 0, [w("a", 8192)]))
+    assert p.prefill_layers == 32  # nothing can preempt it: all layers at once
+    p = d.plan(snap())
+    assert (p.reason, p.prefill_layers, p.new_prefill_rids) == ("idle", 0, ())
+
+
+def test_batch_formation_fcfs_budget():
+    est = FakeEstimator()
+    d = MuxDispatcher(est, 50, 5000, max_prefill_tokens=10000, max_prefill_bs=3)
+    q = [w("a", 4000), w("b", 4000), w("c", 4000), w("d", 100)]
+    assert d.plan(snap(4, 100, q)).new_prefill_rids == ("a", "b")  # c does not fit; d not skipped to
+    q = [w("a", 100), w("b", 100), w("c", 100), w("d", 100)]
+    assert d.plan(snap(4, 100, q)).new_prefill_rids == ("a", "b", "c")  # batch-size cap
+    q = [w("big", 50000), w("b", 10)]
+    assert d.plan(snap(4, 100, q)).new_prefill_rids == ("big",)  # first request always taken
+
+
+def test_batch_formation_reads_only_the_head_of_the_queue():
+    class Guarded(list):
+        def __iter__(self):
+            for i, x in enumerate(list.__iter__(self)):
+                assert i < 20, "read past the batch being formed"
+                yield x
+
+    q = Guarded(w(f"r{i}", 1000) for i in range(1000))
+    p = MuxDispatcher(FakeEstimator(), 50, 5000).plan(Snapshot(100.0, 64, 64000, None, None, q))
+    assert len(p.new_prefill_rids) == 16
+
+
+def test_active_batch_continues_and_paused_resumes_first():
+    est = FakeEstimator()
+    d = MuxDispatcher(est, 50, 5000)
+    act = PrefillBatchState(["a"], [PrefillReq(8000, 0)], 10, 99.0)
+    p = d.plan(snap(16, 1000, [w("z", 100)], active=act))
+    assert p.new_prefill_rids == () and p.prefill_layers > 0
+    paused = PrefillBatchState(["p"], [PrefillReq(8000, 0)], 10, 90.0, preempted_by_other=True)
+    p = d.plan(snap(16, 1000, [w("z", 100)], paused=paused))
+    assert p.new_prefill_rids == () and p.prefill_layers > 0
+    a2, p2, k = apply_plan(p, None, paused, [w("z", 100)])
+    assert a2 is paused and p2 is None and k == 0
+
+
+# ---- preemption --------------------------------------------------------------------------------
+
+class LinearPrefill(FakeEstimator):
+    def prefill_ms(self, p, reqs):  # 0.1 ms per new token on the full GPU
+        return sum(0.1 * q.n for q in reqs) * 132 / p
+
+
+def _preempt_case(*, long_age_s=3.0, short_age_s=0.1, short_n=1000, per_token=0.2, base=500,
+                  preemption=True, **flags):
+    """Prefill-only (no decode): long = 40k tokens (4 s), half done (2 s left); short = 0.1 s.
+    TTFT SLO = 500 ms + 0.2 ms/token: long 8.5 s, short 0.7 s."""
+    est = LinearPrefill()
+    now = 100.0
+    long = PrefillBatchState(["long"], [PrefillReq(40000, 0)], 16, now - long_age_s, **flags)
+    d = MuxDispatcher(est, 50, base, preemption=preemption, ttft_ms_per_token=per_token)
+    return d, snap(0, 0, [w("s", short_n, arrival=now - short_age_s)], active=long, now=now), long
+
+
+def test_preemption_allowed():
+    d, s, long = _preempt_case()
+    p = d.plan(s)
+    assert p.preempt and p.new_prefill_rids == ("s",) and p.reason == "preempt+prefill-only"
+    assert p.prefill_layers == 32  # a preemptor cannot be preempted: no quantum needed
+    act, paused, k = apply_plan(p, long, None, s.waiting)
+    assert k == 1 and paused is long and long.preempted_by_other and long.layers_done == 16
+    assert act.is_preemptor and act.rids == ["s"]
+    # No recursion: a newer short request cannot preempt the preemptor ...
+    later = Snapshot(100.05, 0, 0, act, paused, (w("s2", 500, arrival=100.0),))
+    p2 = d.plan(later)
+    assert not p2.preempt and p2.new_prefill_rids == ()
+    # ... and when the preemptor is done, the preempted batch resumes where it stopped.
+    after = Snapshot(100.2, 1, 1001, None, paused, (w("s2", 500, arrival=100.0),))
+    p3 = d.plan(after)
+    assert not p3.preempt and p3.new_prefill_rids == () and p3.prefill_layers > 0
+    assert apply_plan(p3, None, paused, after.waiting)[:2] == (paused, None)
+    # ... and a resumed batch is not preempted a second time.
+    again = Snapshot(100.3, 0, 0, paused, None, (w("s3", 500, arrival=100.29 - 1.0),))
+    assert not d.plan(again).preempt
+
+
+def test_preemption_with_decode_running_uses_best_fit():
+    d, s, long = _preempt_case()
+    s = Snapshot(s.now_s, 16, 16000, long, None, s.waiting)
+    p = d.plan(s)
+    assert p.preempt and p.reason == "preempt+best-fit" and 0 < p.decode_sms < 132
+
+
+@pytest.mark.parametrize("case, kw", [
+    ("long would miss its TTFT", dict(long_age_s=7.0)),
+    ("short meets its TTFT waiting", dict(per_token=2.0)),
+    ("short is not shorter than what remains", dict(short_n=30000, per_token=0.01)),
+    ("flat SLO: the newer batch never preempts", dict(per_token=0.0, base=2000)),
+    ("preemption switched off", dict(preemption=False)),
+    ("active batch is a preemptor", dict(is_preemptor=True)),
+    ("active batch was preempted already", dict(preempted_by_other=True)),
+])
+def test_preemption_denied(case, kw):
+    d, s, _ = _preempt_case(**kw)
+    p = d.plan(s)
+    assert not p.preempt and p.new_prefill_rids == () and not p.reason.startswith("preempt"), case
+
+
+def test_no_preemption_while_a_batch_is_paused():
+    d, s, long = _preempt_case()
+    other = PrefillBatchState(["o"], [PrefillReq(100, 0)], 0, 99.0, preempted_by_other=True)
+    assert not d.plan(Snapshot(s.now_s, 0, 0, long, other, s.waiting)).preempt
+
+
+# ---- overload ----------------------------------------------------------------------------------
+
+def test_overload_decode_first_then_max_decode():
+    est = TableEstimator({k: 80.0 for k in OPTIONS}, prefill_ms=1000.0)  # nothing meets 50 ms
+    d = MuxDispatcher(est, 50, 5000)
+    p = d.plan(snap(64, 1000, [w("a", 4000, arrival=100.0)]))
+    # Fresh prefill with plenty of TTFT slack: decode alone on the full GPU, batch not started.
+    assert (p.decode_sms, p.prefill_sms, p.prefill_layers, p.reason) == (132, 0, 0, "overload-decode-first")
+    assert p.new_prefill_rids == () and p.t_decode_worst_ms == 10.0
+    # Slack gone (1 s of prefill left on the smallest prefill partition, 4.2 s already waited):
+    p = d.plan(snap(64, 1000, [w("a", 4000, arrival=100.0 - 4.2)]))
+    assert (p.decode_sms, p.prefill_sms, p.reason) == (112, 20, "overload-max-decode")
+    assert p.new_prefill_rids == ("a",) and p.prefill_layers == math.ceil(80 * 32 / 1000)
+    act = PrefillBatchState(["a"], [PrefillReq(4000, 0)], 8, 100.0 - 4.5)
+    p = d.plan(snap(64, 1000, active=act))
+    assert p.reason == "overload-max-decode" and p.prefill_layers == 3
+
+
+# ---- baselines -----------------------------------------------------------------------------------
+
+def test_fixed_and_batch_size_policies():
+    est = FakeEstimator()
+    p = FixedPolicy(est, 64).plan(snap(8, 100, [w("a", 4000)]))
+    assert (p.decode_sms, p.prefill_sms, p.reason) == (64, 68, "fixed")
+    assert FixedPolicy(est, 64).plan(snap(8, 100)).reason == "decode-only"
+    p = FixedPolicy(est, 64, full_gpu_when_alone=False).plan(snap(8, 100))
+    assert (p.decode_sms, p.prefill_sms, p.prefill_layers) == (64, 68, 0)
+    with pytest.raises(ValueError):
+        FixedPolicy(est, 132)
+    bp = BatchSizePolicy(est)
+    assert [bp.decode_sms_for(b) for b in (1, 5, 6, 10, 35, 36, 500)] == [16, 16, 16, 16, 96, 112, 112]
+    p = bp.plan(snap(20, 100, [w("a", 16384)]))
+    assert (p.decode_sms, p.prefill_layers, p.reason) == (bp.decode_sms_for(20), 4, "batch-size")
+    assert D.make_policy("fixed:32", est).decode_sms == 32
+    with pytest.raises(ValueError):
+        D.make_policy("nope", est)
+
+
+# ---- CLI -----------------------------------------------------------------------------------------
+
+def test_cli_prints_plan_json():
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        D.main(["plan", "--tbt-slo-ms", "50", "--ttft-slo-ms", "5000", "--decode-bs", "32",
+                "--decode-reused", "2048", "--prefill-new", "8192", "--prefill-reused", "0"],
+               estimator=FakeEstimator())
+    out = json.loads(buf.getvalue())
+    for k in ("decode_sms", "prefill_sms", "t_decode_worst_ms", "t_prefill_ms", "prefill_layers", "reason",
+              "preempt"):
+        assert k in out
+    assert out["decode_sms"] + out["prefill_sms"] == 132 and out["reason"] == "best-fit"
+
+
+# ---- performance ---------------------------------------------------------------------------------
+
+def _median_us(policy, snaps, reps=300):
+    ts = []
+    for _ in range(reps):
+        for s in snaps:
+            t0 = time.perf_counter()
+            policy.plan(s)
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e6
+
+
+def _perf_snaps():
+    """Decode batch 256, 1,000 waiting requests: a new batch; an active long batch that the
+    queue head preempts (TTFT SLO 1 s + 0.3 ms/token); an overloaded decode."""
+    q = tuple(WaitingReq(f"r{i}", 59.2 + i * 1e-4, 1500 + (i * 37) % 3000, (i * 101) % 4096) for i in range(1000))
+    act = PrefillBatchState(["long"], [PrefillReq(20000, 0)], 5, 59.0)
+    return [Snapshot(60.0, 256, 256 * 1000, None, None, q),
+            Snapshot(60.0, 256, 256 * 1000, act, None, q),
+            Snapshot(60.0, 256, 256 * 30000, act, None, q)]
+
+
+def _perf_policy(est):
+    return MuxDispatcher(est, 50, 1000, ttft_ms_per_token=0.3, max_prefill_tokens=8192)
+
+
+def test_decision_time_fake_estimator():
+    p = _perf_policy(FakeEstimator())
+    assert [p.plan(s).reason for s in _perf_snaps()] == ["best-fit", "preempt+best-fit", "overload-max-decode"]
+    assert _median_us(p, _perf_snaps()) <= 100
+
+
+def test_integration_real_estimator(tmp_path):
+    synth = pytest.importorskip("synth_tables")
+    from sglang_mux.estimator import Estimator
+
+    table = synth.write_synthetic_table(tmp_path / "llama-3.1-8b__nvidia-h200")
+    est = Estimator.from_table(table)
+    d = MuxDispatcher(est, 50, 5000)
+    for bs in (1, 16, 64, 128, 256):
+        p = d.plan(snap(bs, 2048, [w("a", 8192, 0)]))
+        assert p.decode_sms + p.prefill_sms in (132,) and p.reason in ("best-fit", "overload-decode-first",
+                                                                        "overload-max-decode")
+        if p.reason == "best-fit":
+            assert p.t_decode_worst_ms <= 50
+            i = est.decode_sms_options.index(p.decode_sms)
+            assert all(est.decode_worst_ms(x, bs, bs * 2048, 8192, 0) > 50 for x in est.decode_sms_options[:i])
+            assert 1 <= p.prefill_layers <= 32
+    p = _perf_policy(est)
+    assert p.plan(_perf_snaps()[1]).preempt
+    assert _median_us(p, _perf_snaps(), reps=100) <= 100
+    # The CLI, as a user runs it.
+    r = subprocess.run([sys.executable, "-m", "sglang_mux.dispatch", "plan", "--table", str(table),
+                        "--tbt-slo-ms", "50", "--ttft-slo-ms", "5000", "--decode-bs", "64", "--decode-reused",
+                        "4096", "--prefill-new", "8192", "--prefill-reused", "0"],
+                       capture_output=True, text=True, check=True, cwd=ROOT)
+    out = json.loads(r.stdout)
+    assert out["decode_sms"] in est.decode_sms_options and out["t_decode_worst_ms"] <= 50

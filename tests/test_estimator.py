@@ -1,0 +1,219 @@
+"""Estimator: table and cold-start construction, refinement, timing, and the CLI."""
+
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synth_tables import LLAMA_8B, write_synthetic_table  # noqa: E402
+
+from sglang_mux.estimator import (COLD_START_GUARD, Estimator, PrefillReq, TableError,  # noqa: E402
+                                  check_table, fit_table, main)
+from sglang_mux.roofline import (DEFAULT_H100_PROBE, RooflineModel, batch_cost, decode_ops,  # noqa: E402
+                                 prefill_ops, probe_at, roofline_ms)
+from sglang_mux.tables import ModelShape  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "llama-3.1-8b__nvidia-h200"
+LLAMA_CFG = ROOT / "launch/models/llama-3.1-8b/config.json"
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    return write_synthetic_table(tmp_path_factory.mktemp("est") / NAME)
+
+
+@pytest.fixture
+def table(good, tmp_path):
+    dst = tmp_path / NAME
+    shutil.copytree(good, dst)
+    return dst
+
+
+@pytest.fixture
+def est(good):
+    return Estimator.from_table(good)
+
+
+def _cli(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "sglang_mux.estimator", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT, env=env)
+
+
+def test_from_table_interface(est):
+    assert est.num_layers == 32 and est.total_sms == 132
+    assert est.decode_sms_options == [16, 32, 48, 64, 80, 96, 112]
+    reqs = [PrefillReq(4000, 0), PrefillReq(500, 2000)]
+    assert est.prefill_ms(20, reqs) > est.prefill_ms(116, reqs) > est.prefill_ms(132, reqs) > 0
+    assert est.decode_solo_ms(16, 64, 64 * 2000) > est.decode_solo_ms(112, 64, 64 * 2000) > 0
+    solo = est.decode_solo_ms(48, 32, 32 * 4000)
+    worst = est.decode_worst_ms(48, 32, 32 * 4000, 8192, 0)
+    assert solo < worst <= solo * 1.25 * 1.1 * 1.05
+    # No co-runner: no guard.
+    assert est.decode_worst_ms(132, 32, 32 * 4000, 8192, 0) == est.decode_solo_ms(132, 32, 32 * 4000)
+    assert est.decode_worst_ms(48, 32, 32 * 4000, 0, 0) == solo
+    assert est.prefill_ms(20, []) == 0.0 and est.decode_worst_ms(48, 0, 0, 8192, 0) == 0.0
+
+
+def test_observe_decode_raises_guard_never_lowers(est):
+    q = (64, 16, 16 * 3000, 8192, 2048)
+    w0 = est.decode_worst_ms(*q)
+    est.observe_decode(*q, w0 * 0.8)
+    assert est.decode_worst_ms(*q) == w0
+    est.observe_decode(*q, w0 * 1.2)
+    assert est.decode_worst_ms(*q) == pytest.approx(w0 * 1.2)
+    est.observe_decode(*q, w0 * 100)  # implausible (a pause, not contention): dropped
+    assert est.decode_worst_ms(*q) == pytest.approx(w0 * 1.2)
+
+
+def test_observe_prefill_correction(est):
+    reqs = [PrefillReq(3000, 1000)]
+    base = est.prefill_ms(52, reqs)
+    for _ in range(100):
+        est.observe_prefill(52, reqs, base * 1.2)
+    assert est.prefill_ms(52, reqs) == pytest.approx(base * 1.2, rel=1e-3)
+    assert est.prefill_ms(68, reqs) == est.solo.prefill_ms(68, reqs)  # per partition
+    est.observe_prefill(52, reqs, base * 50)  # glitch: ignored
+    assert est.prefill_correction(52) == pytest.approx(1.2, rel=1e-3)
+
+
+def test_prediction_cost_under_20us(est):
+    reqs = [PrefillReq(2000, 512), PrefillReq(300, 0), PrefillReq(64, 4096)]
+    calls = [lambda: est.prefill_ms(84, reqs), lambda: est.decode_solo_ms(48, 96, 96 * 3000),
+             lambda: est.decode_worst_ms(48, 96, 96 * 3000, 8192, 2048),
+             lambda: est.decode_worst_ms(40, 96, 96 * 3000, 10**6, 0)]  # unprofiled + outside grid
+    for f in calls:
+        per_call = []
+        for _ in range(15):
+            t = time.perf_counter()
+            for _ in range(500):
+                f()
+            per_call.append((time.perf_counter() - t) / 500)
+        assert statistics.median(per_call) <= 20e-6, f"{statistics.median(per_call) * 1e6:.1f} µs"
+
+
+def test_from_table_refuses_mismatch(good, table):
+    with pytest.raises(TableError, match="meta.json: table was made on GPU"):
+        Estimator.from_table(good, gpu_name="NVIDIA A100-SXM4-80GB")
+    with pytest.raises(TableError, match="meta.json: table was made for another model"):
+        Estimator.from_table(good, model_shape=ROOT / "launch/models/qwen3-8b/config.json")
+    # The engine's partitions must be profiled: drop the 20-SM prefill rows.
+    p = table / "solo_prefill.csv"
+    df = pd.read_csv(p)
+    df[df.prefill_sms != 20].to_csv(p, index=False)
+    with pytest.raises(TableError, match=r"solo_prefill\.csv: SM counts \[20\] not in the table"):
+        Estimator.from_table(table)
+
+
+def test_cold_start_warns_and_estimates():
+    with pytest.warns(UserWarning, match="python -m profiling.run --model-config"):
+        e = Estimator.cold_start(LLAMA_8B, DEFAULT_H100_PROBE, 132, 16)
+    assert e.decode_sms_options == [16, 32, 48, 64, 80, 96, 112] and e.num_layers == 32
+    solo = e.decode_solo_ms(48, 32, 32 * 2000)
+    assert e.decode_worst_ms(48, 32, 32 * 2000, 4096, 0) == pytest.approx(solo * COLD_START_GUARD)
+    assert e.prefill_ms(20, [PrefillReq(4096)]) > e.prefill_ms(116, [PrefillReq(4096)]) > 0
+    e.observe_decode(48, 32, 32 * 2000, 4096, 0, solo * 1.5)
+    assert e.decode_worst_ms(48, 32, 32 * 2000, 4096, 0) == pytest.approx(solo * 1.5)
+
+
+def test_for_model_picks_table_or_cold_start(good, tmp_path):
+    e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, good.parent)
+    assert e.source == f"table:{good}"
+    with pytest.warns(UserWarning, match=r"--model-config .*config.json --out .*llama-3.1-8b__nvidia-h100"):
+        e = Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, good.parent)
+    assert e.source == "cold-start"
+    with pytest.warns(UserWarning):
+        e = Estimator.for_model(json.loads(LLAMA_CFG.read_text()), "NVIDIA H200", 132, tmp_path / "none")
+    assert e.source == "cold-start"
+    # An explicit table must match: no silent fallback.
+    assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, tmp_path, table_dir=good).source == f"table:{good}"
+    with pytest.raises(TableError, match="meta.json: table was made on GPU"):
+        Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, tmp_path, table_dir=good)
+
+
+def test_roofline_pure_functions():
+    m = ModelShape.from_meta(LLAMA_8B)
+    F, B = probe_at(DEFAULT_H100_PROBE, 132)
+    assert (F, B) == (789e12, 4.2e12)
+    assert probe_at(DEFAULT_H100_PROBE, 20)[0] == pytest.approx(111e12 + 0.25 * 111e12)
+    assert probe_at(DEFAULT_H100_PROBE, 8) == pytest.approx((55.5e12, 0.6e12))
+    # Decode bs=1 on the full GPU is weight-bandwidth bound: ~16 GB of bf16 weights.
+    f, b = batch_cost(decode_ops(m, 1, 1000))
+    assert 15e9 < b < 17e9 and f < 2e10
+    # Prefill FLOPs ~ 2 x params x tokens (+ attention).
+    f, b = batch_cost(prefill_ops(m, [PrefillReq(4096)]))
+    assert 2 * 6.9e9 * 4096 < f < 2 * 8.1e9 * 4096 * 1.3
+    r = RooflineModel.from_probe(DEFAULT_H100_PROBE, m)
+    reqs = [PrefillReq(3000, 200), PrefillReq(64, 9000)]
+    assert r.prefill_ms(84, reqs) == pytest.approx(roofline_ms(prefill_ops(m, reqs), *probe_at(DEFAULT_H100_PROBE, 84))
+                                                   + r.overhead_ms)
+    assert r.decode_ms(16, 7, 7000) == pytest.approx(roofline_ms(decode_ops(m, 7, 7000), *probe_at(DEFAULT_H100_PROBE, 16))
+                                                     + r.overhead_ms)
+
+
+def test_check_in_process_detects_failures(table):
+    out = io.StringIO()
+    assert check_table(table, out=out)
+    assert "check: OK" in out.getvalue()
+    # A contention row slower than solo x guard (e.g. measured after fitting): bound missed.
+    p = table / "contention.csv"
+    df = pd.read_csv(p)
+    df.loc[0, "decode_corun_ms"] *= 3
+    df.to_csv(p, index=False)
+    out = io.StringIO()
+    assert not check_table(table, out=out)
+    assert "FAIL" in out.getvalue()
+    # Refitting folds the row into the guard, and the bound holds again.
+    fit_table(table)
+    assert check_table(table, out=io.StringIO())
+
+
+def test_check_fails_on_inaccurate_fit(tmp_path):
+    p = write_synthetic_table(tmp_path / NAME, noise=0.15, seed=1)
+    assert main(["check", str(p)]) == 1
+
+
+def test_fit_command_rewrites_fit_and_guard(table, capsys):
+    (table / "fit.json").write_text("{broken")
+    (table / "guard.json").unlink()
+    assert main(["check", str(table)]) == 2
+    assert "fit.json: not valid JSON" in capsys.readouterr().err
+    assert main(["fit", str(table)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert Estimator.from_table(table).decode_sms_options[0] == 16
+
+
+def test_cli_check_good_and_broken(good, table):
+    r = _cli("check", good)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check: OK" in r.stdout and "held-out" in r.stdout
+    _df = pd.read_csv(table / "solo_decode.csv").drop(columns=["latency_ms"])
+    _df.to_csv(table / "solo_decode.csv", index=False)
+    r = _cli("check", table)
+    assert r.returncode != 0
+    assert "solo_decode.csv" in r.stderr and "missing column" in r.stderr
+
+
+def test_cli_predict_json(good):
+    r = _cli("predict", good, "--prefill-new", 5000, "--prefill-reused", 1000, "--decode-bs", 32,
+             "--decode-reused", 2000, "--decode-sms", 48)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # --decode-reused is per request: the batch's sum is 32 x 2000.
+    est = Estimator.from_table(good)
+    assert out["decode_solo_ms"] == pytest.approx(est.decode_solo_ms(48, 32, 64000))
+    assert {"decode_solo_ms", "decode_worst_ms", "guard_slowdown", "prefill_solo_ms", "decode_sms",
+            "prefill_sms"} <= set(out)
+    assert out["prefill_sms"] == 84
+    assert out["decode_worst_ms"] == pytest.approx(out["decode_solo_ms"] * out["guard_slowdown"])
+    assert out["guard_slowdown"] >= 1.0 and out["prefill_solo_ms"] > 0

@@ -1,0 +1,75 @@
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_mux.launch_server import explicit_flags
+from sglang_mux.mux_args import ENV_VAR, MuxArgError, MuxArgs, reconcile_sglang_args, split_argv
+
+
+def sglang_defaults(**kw):
+    base = dict(pp_size=1, tp_size=1, dp_size=1, chunked_prefill_size=8192, disaggregation_mode="null",
+                enable_mixed_chunk=False, disable_overlap_schedule=False, enable_pdmux=False,
+                speculative_algorithm=None)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_split_keeps_sglang_args_untouched():
+    mux, rest = split_argv(["--model-path", "m", "--mux-tbt-slo-ms", "40", "--no-mux-preemption",
+                            "--mux-policy", "fixed", "--mux-fixed-decode-sms", "48", "--port", "1"])
+    assert rest == ["--model-path", "m", "--port", "1"]
+    assert (mux.tbt_slo_ms, mux.preemption, mux.policy, mux.fixed_decode_sms) == (40.0, False, "fixed", 48)
+
+
+def test_env_round_trip(monkeypatch):
+    a = MuxArgs(tbt_slo_ms=33, policy="batch-size", timeline="/tmp/t.jsonl")
+    monkeypatch.setenv(ENV_VAR, a.to_env())
+    assert MuxArgs.from_env() == a
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(tbt_slo_ms=0), "--mux-tbt-slo-ms"),
+    (dict(ttft_slo_ms=-1), "--mux-ttft-slo-ms"),
+    (dict(policy="magic"), "--mux-policy"),
+    (dict(sm_granularity=12), "granularity"),
+    (dict(contention_table="/nonexistent/x"), "not a directory"),
+    (dict(policy="fixed", fixed_decode_sms=40), "multiple"),
+])
+def test_invalid_args_are_explained(kw, msg):
+    with pytest.raises(MuxArgError, match=msg):
+        MuxArgs(**kw).validate(132)
+
+
+def test_fixed_partition_must_leave_prefill_sms():
+    with pytest.raises(MuxArgError, match="fewer than 16"):
+        MuxArgs(policy="fixed", fixed_decode_sms=128).validate(132)
+    MuxArgs(policy="fixed", fixed_decode_sms=112).validate(132)
+
+
+def test_defaults_are_set_and_said():
+    sa = sglang_defaults()
+    notes = reconcile_sglang_args(sa, explicit=set())
+    assert sa.chunked_prefill_size == -1 and sa.disable_overlap_schedule and sa.enable_pdmux
+    assert any("--chunked-prefill-size" in n for n in notes)
+    assert any("--disable-overlap-schedule" in n for n in notes)
+
+
+@pytest.mark.parametrize("flag,attr,val", [
+    ("--chunked-prefill-size", "chunked_prefill_size", 512),
+    ("--pp-size", "pp_size", 2),
+    ("--disaggregation-mode", "disaggregation_mode", "prefill"),
+    ("--enable-mixed-chunk", "enable_mixed_chunk", True),
+])
+def test_explicit_incompatible_args_are_rejected(flag, attr, val):
+    sa = sglang_defaults(**{attr: val})
+    with pytest.raises(MuxArgError, match=flag):
+        reconcile_sglang_args(sa, explicit={flag})
+
+
+def test_multi_gpu_rejected():
+    with pytest.raises(MuxArgError, match="--tp-size 1"):
+        reconcile_sglang_args(sglang_defaults(tp_size=2), explicit={"--tp-size"})
+
+
+def test_explicit_flags_parses_equals_form():
+    assert explicit_flags(["--a=1", "--b", "2", "x"]) == {"--a", "--b"}

@@ -1,0 +1,79 @@
+"""Prometheus metrics of the mux (idempotent registration) and the decision timeline."""
+
+import json
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from sglang_mux.dispatch import Plan
+from sglang_mux.mux_metrics import MuxMetrics, TimelineWriter, load_timeline
+
+
+def _plan(reason="best-fit", d=48, preempt=False, t_d=40.0):
+    return Plan(d, 132 - d, t_d, 900.0, 2, ("a", "b") if preempt else (), preempt, reason)
+
+
+def _val(reg, name, labels=None):
+    v = reg.get_sample_value(name, labels or {})
+    return 0.0 if v is None else v
+
+
+def test_metrics_values():
+    reg = CollectorRegistry()
+    m = MuxMetrics(reg)
+    m.on_partition(48, 84)
+    assert _val(reg, "sglang_mux:decode_sms") == 48 and _val(reg, "sglang_mux:prefill_sms") == 84
+    m.on_decode(_plan(), measured_ms=30.0, decide_us=40.0)
+    m.on_decode(_plan(), measured_ms=44.0)
+    m.on_plan(_plan("overload-decode-first", d=132))
+    m.on_preemption()
+    m.on_guard_refinement()
+    m.on_guard_refinement(2)
+    assert _val(reg, "sglang_mux:decisions_total", {"reason": "best-fit"}) == 2
+    assert _val(reg, "sglang_mux:decisions_total", {"reason": "overload-decode-first"}) == 1
+    assert _val(reg, "sglang_mux:preemptions_total") == 1
+    assert _val(reg, "sglang_mux:guard_refinements_total") == 3
+    assert _val(reg, "sglang_mux:decode_latency_ratio_count") == 2
+    assert _val(reg, "sglang_mux:decode_latency_ratio_sum") == pytest.approx(30 / 40 + 44 / 40)
+    assert _val(reg, "sglang_mux:decode_latency_ratio_bucket", {"le": "1.0"}) == 1
+    assert _val(reg, "sglang_mux:decision_seconds_count") == 1
+    assert b"sglang_mux:decode_sms" in generate_latest(reg)
+
+
+def test_registration_is_idempotent():
+    reg = CollectorRegistry()
+    a, b = MuxMetrics(reg), MuxMetrics(reg)
+    a.on_preemption()
+    b.on_preemption()
+    assert _val(reg, "sglang_mux:preemptions_total") == 2
+    MuxMetrics()  # the default registry, twice (SGLang's /metrics)
+    MuxMetrics()
+
+
+def test_constant_labels():
+    reg = CollectorRegistry()
+    m = MuxMetrics(reg, labels={"model_name": "llama"})
+    m.on_partition(16, 116)
+    m.on_decode(_plan(), 10.0)
+    assert _val(reg, "sglang_mux:decode_sms", {"model_name": "llama"}) == 16
+    assert _val(reg, "sglang_mux:decisions_total", {"model_name": "llama", "reason": "best-fit"}) == 1
+
+
+def test_timeline_roundtrip(tmp_path):
+    path = tmp_path / "sub" / "tl.jsonl"
+    with TimelineWriter(path) as tl:
+        tl.write(_plan(), now=1.5, decode_bs=32, measured_decode_ms=31.0)
+        tl.write(_plan("preempt+best-fit", preempt=True), now=1.6, decode_bs=33)
+        tl.write(now=1.7, note="no plan")
+    with open(path, "a") as f:
+        f.write('{"time": 1.8, "decode_sm')  # a writer killed mid-line
+    df = load_timeline(path)
+    assert list(df["time"]) == [1.5, 1.6, 1.7]
+    assert df.loc[0, "decode_sms"] == 48 and df.loc[0, "measured_decode_ms"] == 31.0
+    assert bool(df.loc[1, "preempt"]) and df.loc[1, "new_prefill"] == 2 and df.loc[1, "reason"] == "preempt+best-fit"
+    assert df.loc[2, "note"] == "no plan"
+    # Appends: a second writer adds to the same file.
+    with TimelineWriter(path) as tl:
+        tl.write(_plan(), now=2.0)
+    assert len(load_timeline(path)) == 4
+    json.loads(path.read_text().splitlines()[0])  # each line is plain JSON

@@ -1,0 +1,137 @@
+"""The discrete-event simulator: trace handling, exact timing on a tiny case, and a real
+policy comparison on the bundled conversation slice with a synthetic contention table."""
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+
+from sglang_mux import sim
+from sglang_mux.dispatch import MuxDispatcher
+from sglang_mux.estimator import Estimator, PrefillReq
+from sglang_mux.mux_metrics import load_timeline
+
+
+class FakeEstimator:
+    num_layers = 32
+    total_sms = 132
+    decode_sms_options = [16, 32, 48, 64, 80, 96, 112]
+
+    def decode_solo_ms(self, d, bs, sum_reused):
+        return (4.0 + 0.05 * bs + 3e-5 * sum_reused) * (132 / d) ** 0.6
+
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused):
+        t = self.decode_solo_ms(d, bs, sum_reused)
+        return t if d >= 132 or prefill_new <= 0 else t * 1.25
+
+    def prefill_ms(self, p, reqs):
+        return sum(0.1 * q.n for q in reqs) * 132 / p + 2.0
+
+
+@pytest.fixture(scope="module")
+def est(tmp_path_factory):
+    synth = pytest.importorskip("synth_tables")
+    return Estimator.from_table(synth.write_synthetic_table(tmp_path_factory.mktemp("t") / "llama"))
+
+
+@pytest.fixture(scope="module")
+def table_dir(est):
+    return est.source.split("table:", 1)[1]
+
+
+def _write(tmp_path, rows):
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(p)
+
+
+def test_trace_reuse_cap_and_scaling(tmp_path):
+    rows = [
+        {"timestamp": 1000, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {"timestamp": 2000, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 4]},
+        {"timestamp": 3000, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]},
+        {"timestamp": 5000, "input_length": 2000, "output_length": 5, "hash_ids": [9, 1, 2, 3]},
+    ]
+    f = _write(tmp_path, rows)
+    t = sim.load_trace(f)
+    assert [q.reused for q in t] == [0, 1024, 1023, 0]  # fully cached prompt keeps one token to compute
+    assert [q.arrival_s for q in t] == [0.0, 1.0, 2.0, 4.0]
+    assert [q.arrival_s for q in sim.load_trace(f, rate=0.375)] == pytest.approx([0, 2, 4, 8])  # 3 gaps in 8 s
+    assert [q.arrival_s for q in sim.load_trace(f, time_scale=0.5)] == [0.0, 0.5, 1.0, 2.0]
+    capped = sim.load_trace(f, input_cap=600)
+    assert [q.n_input for q in capped] == [600, 600, 600, 600] and capped[1].reused == 599
+    lru = sim.load_trace(f, cache_tokens=2 * 512)  # 2 blocks: block 1 is gone by request 2
+    assert [q.reused for q in lru] == [0, 0, 0, 0]
+    assert len(sim.load_trace("conversation", limit=7)) == 7
+    assert len(sim.load_trace("synthetic")) == 300
+    with pytest.raises(FileNotFoundError):
+        sim.load_trace("no-such-trace")
+
+
+def test_exact_timing_single_request():
+    est = FakeEstimator()
+    reqs = [sim.TraceReq("a", 0.0, 8000, 3, 0)]
+    r = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d")
+    t_p = est.prefill_ms(132, [PrefillReq(8000, 0)])  # prefill alone on the full GPU
+    assert r.ttft_s[0] == pytest.approx(t_p / 1e3)
+    fin = t_p + est.decode_solo_ms(132, 1, 8001) + est.decode_solo_ms(132, 1, 8002)
+    assert r.finish_s[0] == pytest.approx(fin / 1e3)
+    s = r.summary
+    assert s["decode_iterations"] == 2 and s["tbt_p99_ms"] == pytest.approx(est.decode_solo_ms(132, 1, 8002))
+    assert sum(s["partition_share"].values()) == pytest.approx(1.0)
+    assert set(s["partition_share"]) == {"D0/P132", "D132/P0"}
+
+
+def test_all_requests_finish_fast(est):
+    reqs = sim.load_trace("synthetic", limit=60, rate=2.0, input_cap=16384)
+    for r in sim.run_policies(reqs, est, "dispatcher,batch-size,fixed:48"):
+        assert not np.isnan(r.finish_s).any() and not np.isnan(r.ttft_s).any()
+        assert (r.ttft_s > 0).all() and r.summary["requests"] == 60
+        assert sum(r.summary["partition_share"].values()) == pytest.approx(1.0)
+
+
+def test_dispatcher_meets_tbt_where_small_fixed_partition_does_not(est):
+    """Conversation slice, 200 requests at 2 req/s, prompts capped at 32K, TBT SLO 50 ms."""
+    reqs = sim.load_trace("conversation", limit=200, rate=2.0, input_cap=32768)
+    res = {r.policy: r.summary for r in sim.run_policies(reqs, est, "dispatcher,fixed:16,fixed:64")}
+    d, f16, f64 = res["dispatcher"], res["fixed:16"], res["fixed:64"]
+    assert d["tbt_p99_ms"] <= 50 < f16["tbt_p99_ms"]
+    assert d["ttft_p50_s"] < f64["ttft_p50_s"]  # a big static decode share starves prefill
+    assert d["slo_attainment"] > max(f16["slo_attainment"], f64["slo_attainment"])
+
+
+def test_preemption_in_sim(est):
+    reqs = sim.load_trace("conversation", limit=120, rate=1.5)
+    kw = dict(tbt_slo_ms=50, ttft_slo_ms=1000, ttft_ms_per_token=0.2)
+    on = sim.run_policies(reqs, est, "dispatcher", **kw)[0]
+    off = sim.run_policies(reqs, est, "dispatcher", preemption=False, **kw)[0]
+    assert on.summary["preemptions"] > 0 and off.summary["preemptions"] == 0
+    assert not np.isnan(on.finish_s).any()
+    assert on.summary["ttft_attainment"] >= off.summary["ttft_attainment"]
+
+
+def test_cli_json_and_timeline(tmp_path):
+    tl = tmp_path / "tl.jsonl"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        sim.main(["--trace", "conversation", "--limit", "12", "--rate", "1", "--policy", "all", "--json",
+                  "--timeline", str(tl)], estimator=FakeEstimator())
+    out = json.loads(buf.getvalue())
+    names = [r["policy"] for r in out["results"]]
+    assert names[:2] == ["dispatcher", "batch-size"] and "fixed:112" in names
+    assert out["setup"]["requests"] == 12
+    df = load_timeline(tl)
+    assert set(df["policy"]) == set(names)
+    assert {"time", "decode_sms", "prefill_sms", "prefill_layers", "reason", "decode_bs"} <= set(df.columns)
+    assert len(df) == sum(r["decisions"] for r in out["results"])
+
+
+def test_cli_text_with_table(table_dir):
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        sim.main(["--table", table_dir, "--trace", "synthetic", "--limit", "20", "--rate", "1",
+                  "--policy", "dispatcher,fixed:64"])
+    text = buf.getvalue()
+    assert "dispatcher" in text and "fixed:64" in text and "partitions:" in text

@@ -1,0 +1,164 @@
+"""Table dirs: every malformed table fails loudly, naming the file and the problem."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synth_tables import LLAMA_8B, write_synthetic_table  # noqa: E402
+
+from sglang_mux.tables import (ModelShape, TableError, find_table, read_table, slug,  # noqa: E402
+                               table_dirname, write_table)
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "llama-3.1-8b__nvidia-h200"
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    return write_synthetic_table(tmp_path_factory.mktemp("tables") / NAME)
+
+
+@pytest.fixture
+def table(good, tmp_path):
+    dst = tmp_path / NAME
+    shutil.copytree(good, dst)
+    return dst
+
+
+def _edit_csv(path, fn):
+    df = pd.read_csv(path)
+    df = fn(df)
+    df.to_csv(path, index=False)
+
+
+def _edit_meta(path, fn):
+    meta = json.loads((path / "meta.json").read_text())
+    fn(meta)
+    (path / "meta.json").write_text(json.dumps(meta))
+
+
+def test_slugs():
+    assert slug("NVIDIA H200") == "nvidia-h200"
+    assert slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert slug("Llama-3.1-8B") == "llama-3.1-8b"
+    assert table_dirname("llama-3.1-8b", "NVIDIA H200") == NAME
+    with pytest.raises(ValueError):
+        slug("  / ")
+
+
+def test_model_shape_from_hf_config_matches_meta():
+    shape = ModelShape.coerce(ROOT / "launch/models/llama-3.1-8b/config.json")
+    assert shape == ModelShape.from_meta(LLAMA_8B)
+    qwen = ModelShape.coerce(json.loads((ROOT / "launch/models/qwen3-8b/config.json").read_text()))
+    assert qwen.num_layers == 36 and qwen.mismatches(shape)
+    # head_dim / kv heads default like HF does.
+    s = ModelShape.from_hf_config({"num_attention_heads": 8, "hidden_size": 512, "num_hidden_layers": 2,
+                                   "intermediate_size": 1024, "vocab_size": 100})
+    assert s.head_dim == 64 and s.num_kv_heads == 8
+
+
+def test_reads_good_table(good):
+    t = read_table(good, model_shape=LLAMA_8B, gpu_name="NVIDIA H200", total_sms=132,
+                   decode_sms=[16, 112], prefill_sms=[20, 116, 132])
+    assert t.sm_count == 132 and t.granularity == 16 and t.model_shape.num_layers == 32
+    assert t.fit is not None and t.guard is not None
+
+
+def _rm(name):
+    return lambda p: (p / name).unlink()
+
+
+def _csv(name, fn):
+    return lambda p: _edit_csv(p / name, fn)
+
+
+def _set(col, row, value):
+    def fn(df):
+        df[col] = df[col].astype(object if isinstance(value, str) else float)
+        df.loc[row, col] = value
+        return df
+    return fn
+
+
+BAD = {
+    "no meta": (_rm("meta.json"), "meta.json", "missing file"),
+    "no solo_prefill": (_rm("solo_prefill.csv"), "solo_prefill.csv", "missing file"),
+    "no solo_decode": (_rm("solo_decode.csv"), "solo_decode.csv", "missing file"),
+    "no contention": (_rm("contention.csv"), "contention.csv", "missing file"),
+    "no fit": (_rm("fit.json"), "fit.json", "missing file"),
+    "no guard": (_rm("guard.json"), "guard.json", "missing file"),
+    "missing column": (_csv("solo_decode.csv", lambda df: df.drop(columns=["sum_reused"])),
+                       "solo_decode.csv", "missing column"),
+    "NaN": (_csv("solo_prefill.csv", _set("sum_new_sq", 3, float("nan"))), "solo_prefill.csv", "NaN"),
+    "negative latency": (_csv("solo_decode.csv", _set("latency_ms", 0, -1.0)), "solo_decode.csv", "negative"),
+    "zero latency": (_csv("solo_prefill.csv", _set("latency_ms", 5, 0.0)), "solo_prefill.csv", "zero"),
+    "zero corun": (_csv("contention.csv", _set("decode_corun_ms", 7, 0.0)), "contention.csv", "zero"),
+    "negative tokens": (_csv("contention.csv", _set("prefill_reused", 2, -5.0)), "contention.csv", "negative"),
+    "text in numbers": (_csv("solo_decode.csv", _set("bs", 1, "many")), "solo_decode.csv", "not numeric"),
+    "empty csv": (lambda p: (p / "contention.csv").write_text(""), "contention.csv", "unreadable"),
+    "header only": (lambda p: (p / "solo_decode.csv").write_text("decode_sms,bs,sum_reused,latency_ms\n"),
+                    "solo_decode.csv", "no rows"),
+    "bad json": (lambda p: (p / "meta.json").write_text("{not json"), "meta.json", "not valid JSON"),
+    "meta key": (lambda p: _edit_meta(p, lambda m: m.pop("granularity")), "meta.json", "missing key"),
+    "model key": (lambda p: _edit_meta(p, lambda m: m["model"].pop("head_dim")), "meta.json", "model lacks"),
+    "sm_count": (lambda p: _edit_meta(p, lambda m: m.update(sm_count=0)), "meta.json", "positive integer"),
+    "fit shape": (lambda p: (p / "fit.json").write_text("[]"), "fit.json", "must be an object"),
+    "guard shape": (lambda p: (p / "guard.json").write_text("{}"), "guard.json", "must be an object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_table_names_file_and_problem(table, case):
+    mutate, file, problem = BAD[case]
+    mutate(table)
+    with pytest.raises(TableError) as ei:
+        read_table(table)
+    msg = str(ei.value)
+    assert file in msg and problem in msg, msg
+    assert ei.value.file.endswith(file)
+
+
+def test_other_gpu_model_or_sm_count(good):
+    with pytest.raises(TableError, match=r"meta\.json: table was made on GPU 'NVIDIA H200', not on 'NVIDIA H100"):
+        read_table(good, gpu_name="NVIDIA H100 80GB HBM3")
+    qwen = ROOT / "launch/models/qwen3-8b/config.json"
+    with pytest.raises(TableError, match=r"meta\.json: table was made for another model .*num_layers 32 != 36"):
+        read_table(good, model_shape=qwen)
+    with pytest.raises(TableError, match=r"meta\.json: .*132-SM device, this one has 114"):
+        read_table(good, total_sms=114)
+
+
+def test_sm_counts_not_in_table(good):
+    with pytest.raises(TableError, match=r"solo_decode\.csv: SM counts \[24\] not in the table"):
+        read_table(good, decode_sms=[16, 24])
+    with pytest.raises(TableError, match=r"solo_prefill\.csv: SM counts \[10\] not in the table"):
+        read_table(good, prefill_sms=[10])
+
+
+def test_raw_table_without_fit(good, tmp_path):
+    t = read_table(good)
+    p = write_table(tmp_path / "raw", t.meta, t.solo_prefill, t.solo_decode, t.contention)
+    assert read_table(p, require_fit=False).fit is None
+    with pytest.raises(TableError, match="fit.json: missing file"):
+        read_table(p)
+    with pytest.raises(TableError, match="solo_decode.csv: missing column"):
+        write_table(tmp_path / "bad", t.meta, t.solo_prefill, t.solo_decode.drop(columns=["bs"]), t.contention)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_find_table(good, tmp_path):
+    root = good.parent
+    assert find_table(root, LLAMA_8B, "NVIDIA H200") == good
+    assert find_table(root, ROOT / "launch/models/llama-3.1-8b/config.json", "nvidia-h200") == good
+    assert find_table(root, LLAMA_8B, "NVIDIA H100 80GB HBM3") is None
+    assert find_table(root, ROOT / "launch/models/qwen3-8b/config.json", "NVIDIA H200") is None
+    assert find_table(tmp_path / "nowhere", LLAMA_8B, "NVIDIA H200") is None
+    # A broken neighbour is skipped, not fatal.
+    (root / "broken__nvidia-h200").mkdir(exist_ok=True)
+    (root / "broken__nvidia-h200" / "meta.json").write_text("{")
+    assert find_table(root, LLAMA_8B, "NVIDIA H200") == good
