@@ -23,17 +23,25 @@ per-chunk usage gets one token per non-empty content chunk, and its final usage 
 Failures are never dropped: ``error`` is ``http_<status>: ...``, ``server_error: ...``
 (error object in the stream), ``abort: ...`` (finish_reason abort), ``incomplete`` (stream
 ended without a finish), ``request_timeout`` (per-request client timeout), ``exception: ...``,
-``session_aborted`` (a later chat turn whose earlier turn failed), or ``timeout`` (not
-finished by the run's global deadline -- also requests never sent before it).
+``session_aborted`` (a later chat turn whose earlier turn failed), ``worker_lost`` (its
+client process died), or ``timeout`` (not finished by the run's global deadline -- also
+requests never sent before it).
 
 SSE parsing: data lines (``data: ...``) are handled one by one, which is how SGLang frames
-its events; for /generate only the trailing ``meta_info`` object is JSON-decoded, because
-default (cumulative) chunks repeat the whole output and decoding them in full is O(n^2).
+its events. For /generate the per-token hot path reads ``completion_tokens`` with a regex
+after the last ``"meta_info"`` key and JSON-decodes only the final chunk: default
+(cumulative) chunks repeat the whole output, so decoding each in full is O(n^2).
+
+Capacity: one event loop streams a few thousand chunks/s with < 5 ms P99 added lag
+(``bench/results/client_capacity.json``); ``run_workload(procs=N)`` shards the workload over N
+forked processes sharing one schedule origin. ``server_clock=True`` records ``lag_ms`` per
+chunk from the stub's ``stub_t`` send stamps (used by ``bench.client_capacity``).
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
@@ -54,15 +62,26 @@ def _rec(rid: str, kind: str, scheduled: float | None, expected: int, prompt: in
                 ok=False, error="timeout", **extra)
 
 
+_CT = re.compile(rb'"completion_tokens":\s*(\d+)')
+_FR_NULL = re.compile(rb'"finish_reason":\s*null')
+_STUB_T = re.compile(rb'"stub_t":\s*([0-9.eE+-]+)')
+
+
 def parse_generate_event(data: bytes) -> tuple[dict, str | None]:
-    """(meta_info, error) of one /generate SSE payload. Fast path: decode only meta_info."""
+    """(meta_info, error) of one /generate SSE payload.
+
+    Hot path (every token): a regex reads ``completion_tokens`` after the last
+    ``"meta_info"`` key (a JSON string cannot contain that key unescaped) while
+    ``finish_reason`` is null; the final chunk, or anything unusual, is JSON-decoded."""
     if data.startswith(b'{"error"'):
         return {}, "server_error: " + data[:300].decode(errors="replace")
     i = data.rfind(b'"meta_info"')
     if i >= 0:
-        j = data.find(b":", i) + 1
+        m = _CT.search(data, i)
+        if m and _FR_NULL.search(data, i):
+            return {"completion_tokens": int(m.group(1))}, None
         try:
-            meta, _ = _DEC.raw_decode(data[j:].decode().lstrip())
+            meta, _ = _DEC.raw_decode(data[data.find(b":", i) + 1:].decode().lstrip())
             if "completion_tokens" in meta:
                 return meta, None
         except ValueError:
@@ -95,9 +114,13 @@ async def _sse(resp: aiohttp.ClientResponse):
 
 class LoadClient:
     def __init__(self, base_url: str, *, request_timeout_s: float | None = None,
-                 progress: bool = True, model: str | None = None):
+                 progress: bool = True, model: str | None = None, start_at: float | None = None,
+                 counter=None, server_clock: bool = False):
         self.url = base_url.rstrip("/")
         self.request_timeout_s = request_timeout_s
+        self.start_at = start_at          # common perf_counter start of sharded workers
+        self.counter = counter            # shared finished-request count (sharded progress)
+        self.server_clock = server_clock  # record lag_ms from the stub's "stub_t" send times
         self.progress = progress
         self.model = model
         self.t0 = 0.0
@@ -119,6 +142,9 @@ class LoadClient:
         rec["end"] = self.now()
         if self.pbar is not None:
             self.pbar.update(1)
+        if self.counter is not None:
+            with self.counter.get_lock():
+                self.counter.value += 1
 
     async def _guard(self, rec: dict, coro) -> Any:
         """Run one request; turn every way it can fail into a recorded error."""
@@ -158,6 +184,8 @@ class LoadClient:
                 meta, err = parse_generate_event(data)
                 if err:
                     break
+                if self.server_clock and (m := _STUB_T.search(data)):
+                    rec.setdefault("lag_ms", []).append(round((t - float(m.group(1))) * 1e3, 3))
                 ct = int(meta.get("completion_tokens") or 0)
                 self._arrive(rec, t, ct - prev)
                 prev = max(prev, ct)
@@ -168,7 +196,8 @@ class LoadClient:
                 if fr:
                     rec["finish_reason"] = fr.get("type") if isinstance(fr, dict) else fr
                     if rec["finish_reason"] == "abort":
-                        err = "abort: " + str(fr.get("message") if isinstance(fr, dict) else fr)[:200]
+                        msg = fr.get("message") if isinstance(fr, dict) else fr
+                        err = "abort: " + str(msg)[:200]
             self._finish(rec, err, got_done)
 
     def _finish(self, rec: dict, err: str | None, got_done: bool) -> None:
@@ -183,10 +212,10 @@ class LoadClient:
     # -------------------------------------------------------------- chat
     async def _chat(self, http: aiohttp.ClientSession, messages: list, max_tokens: int,
                     rec: dict) -> str:
-        body = json.dumps({"model": self.model or "default", "messages": messages,
-                           "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
-                           "stream": True, "stream_options": {"include_usage": True,
-                                                              "continuous_usage_stats": True}}).encode()
+        body = json.dumps({
+            "model": self.model or "default", "messages": messages, "max_tokens": max_tokens,
+            "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}).encode()
         rec["send"] = self.now()
         text: list[str] = []
         async with http.post(self.url + "/v1/chat/completions", data=body, headers=_JSON,
@@ -251,8 +280,9 @@ class LoadClient:
             messages.append({"role": "assistant", "content": answer or ""})
 
     # -------------------------------------------------------------- the run
-    async def run(self, wl: Workload, deadline_s: float) -> tuple[list[dict], dict]:
-        """Replay ``wl``; everything unfinished ``deadline_s`` after the start fails as timeout."""
+    @staticmethod
+    def _records(wl: Workload) -> tuple[list[dict], list[tuple[float, Any, Any]]]:
+        """One pre-made record per request (chat: per turn), failed 'timeout' until done."""
         items: list[tuple[float, Any, Any]] = []
         records: list[dict] = []
         for r in wl.requests:
@@ -264,17 +294,24 @@ class LoadClient:
                          session=s.sid, turn=j) for j, t in enumerate(s.turns)]
             records.extend(recs)
             items.append((s.t, s, recs))
+        return records, items
+
+    async def run(self, wl: Workload, deadline_s: float) -> tuple[list[dict], dict]:
+        """Replay ``wl``; everything unfinished ``deadline_s`` after the start fails as timeout."""
+        records, items = self._records(wl)
         items.sort(key=lambda x: x[0])
         conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
         tasks: list[asyncio.Task] = []
-        wall0 = time.time()
+        wall0, t_created = time.time(), time.perf_counter()
         async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None),
                                          auto_decompress=False) as http:
             if wl.sessions and self.model is None:
                 self.model = await fetch_model_name(http, self.url)
             self.pbar = tqdm(total=len(records), disable=not self.progress, mininterval=1.0,
                              desc=wl.name, unit="req")
-            self.t0 = time.perf_counter()
+            if self.start_at is not None:      # CLOCK_MONOTONIC: one clock for all processes
+                await asyncio.sleep(max(0.0, self.start_at - time.perf_counter()))
+            self.t0 = time.perf_counter() if self.start_at is None else self.start_at
             deadline = self.t0 + deadline_s
 
             async def dispatch():
@@ -300,8 +337,9 @@ class LoadClient:
             await asyncio.gather(*late, return_exceptions=True)
             self.pbar.close()
             self.pbar = None
-        info = dict(t0_wall=wall0, deadline_s=deadline_s, n_requests=len(records),
-                    cancelled_at_deadline=len(late), elapsed_s=time.perf_counter() - self.t0)
+        info = dict(t0_wall=wall0 + (self.t0 - t_created), deadline_s=deadline_s,
+                    n_requests=len(records), cancelled_at_deadline=len(late),
+                    elapsed_s=time.perf_counter() - self.t0)
         for rec in records:        # fixed rounding keeps the JSONL compact
             for k in ("scheduled", "send", "first_token", "end"):
                 if rec[k] is not None:
@@ -319,11 +357,84 @@ async def fetch_model_name(http: aiohttp.ClientSession, url: str) -> str:
 
 
 def run_workload(base_url: str, wl: Workload, deadline_s: float, *,
-                 request_timeout_s: float | None = None, progress: bool = True
-                 ) -> tuple[list[dict], dict]:
-    """Synchronous wrapper: (records, run info)."""
-    client = LoadClient(base_url, request_timeout_s=request_timeout_s, progress=progress)
-    return asyncio.run(client.run(wl, deadline_s))
+                 request_timeout_s: float | None = None, progress: bool = True,
+                 procs: int = 1, server_clock: bool = False) -> tuple[list[dict], dict]:
+    """Replay ``wl`` -> (records in workload order, run info).
+
+    ``procs > 1`` shards the workload round-robin (requests; chat: whole sessions) over that
+    many forked processes, each with its own event loop and the SAME schedule origin
+    (perf_counter is the system-wide CLOCK_MONOTONIC on Linux): one Python event loop tops
+    out at a few thousand streamed chunks/s (see bench/results/client_capacity.json)."""
+    procs = max(1, min(procs, len(wl.requests) + len(wl.sessions)))
+    if procs == 1:
+        client = LoadClient(base_url, request_timeout_s=request_timeout_s, progress=progress,
+                            server_clock=server_clock)
+        return asyncio.run(client.run(wl, deadline_s))
+    return _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, server_clock)
+
+
+def _worker(conn, base_url, wl, deadline_s, request_timeout_s, start_at, counter,
+            server_clock) -> None:
+    client = LoadClient(base_url, request_timeout_s=request_timeout_s, progress=False,
+                        start_at=start_at, counter=counter, server_clock=server_clock)
+    conn.send(asyncio.run(client.run(wl, deadline_s)))
+    conn.close()
+
+
+def _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, server_clock):
+    import multiprocessing as mp
+    from multiprocessing.connection import wait as mp_wait
+    ctx = mp.get_context("fork")
+    shards = [Workload(wl.name, wl.kind, requests=wl.requests[i::procs],
+                       sessions=wl.sessions[i::procs], options=wl.options) for i in range(procs)]
+    counter = ctx.Value("i", 0)
+    start_at = time.perf_counter() + 1.0 + 0.1 * procs   # every worker up before the origin
+    workers, pending = [], {}
+    for sh in shards:
+        r, w = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_worker, daemon=True, args=(
+            w, base_url, sh, deadline_s, request_timeout_s, start_at, counter, server_clock))
+        p.start()
+        w.close()
+        workers.append(p)
+        pending[r] = sh
+    results: dict = {}
+    bar = tqdm(total=wl.n_requests, disable=not progress, mininterval=1.0, desc=wl.name,
+               unit="req")
+    hard_end = start_at + deadline_s + 60.0               # bounded even if a worker hangs
+    while pending and time.perf_counter() < hard_end:
+        for r in mp_wait(list(pending), timeout=0.5):
+            try:
+                results[id(pending[r])] = r.recv()
+            except EOFError:                               # worker died: its shard fails
+                pass
+            del pending[r]
+        bar.update(counter.value - bar.n)
+    bar.close()
+    for p in workers:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    records, infos = [], []
+    for sh in shards:
+        if id(sh) in results:
+            recs, info = results[id(sh)]
+            infos.append(info)
+        else:
+            recs = LoadClient(base_url)._records(sh)[0]
+            for rec in recs:
+                rec["error"] = "worker_lost"
+        records += recs
+    order = {r.rid: i for i, r in enumerate(wl.requests)}
+    order.update({s.sid: len(order) + i for i, s in enumerate(wl.sessions)})
+    records.sort(key=lambda x: (order.get(x.get("session") or x["rid"], 0), x.get("turn") or 0))
+    info = dict(t0_wall=min((i["t0_wall"] for i in infos), default=None), deadline_s=deadline_s,
+                n_requests=len(records), procs=procs,
+                cancelled_at_deadline=sum(i["cancelled_at_deadline"] for i in infos),
+                elapsed_s=max((i["elapsed_s"] for i in infos), default=None),
+                workers_lost=procs - len(infos))
+    return records, info
 
 
 # ------------------------------------------------------------------ server helpers

@@ -4,8 +4,9 @@
     python -m bench.plots --timeline T.jsonl --out T.png
 
 ``latency_vs_rate.png``: P99 TTFT, P99 TBT and SLO attainment vs rate, one line per system,
-SLOs dashed. A dispatcher timeline (``--mux-timeline``: JSONL records with ``t``,
-``decode_sms``, ``prefill_sms``, ``decode_bs``) is drawn as decode SMs over time (step),
+SLOs dashed. A dispatcher timeline (``--mux-timeline``: JSONL records with ``t`` (or
+``time``, as ``sglang_mux.mux_metrics.TimelineWriter`` writes), ``decode_sms``,
+``prefill_sms``, ``decode_bs``) is drawn as decode SMs over time (step),
 prefill SMs, and the decode batch size on a second axis.
 """
 from __future__ import annotations
@@ -56,11 +57,12 @@ def plot_summary(summary: dict, out_png: str | Path) -> Path:
 
 def plot_timeline(path: str | Path, out_png: str | Path) -> Path:
     recs = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-    recs = [r for r in recs if "t" in r and "decode_sms" in r]
+    key = "t" if recs and "t" in recs[0] else "time"   # sglang_mux.mux_metrics writes "time"
+    recs = [r for r in recs if key in r and "decode_sms" in r]
     fig, ax = plt.subplots(figsize=(12, 3.8))
     if recs:
-        t0 = recs[0]["t"]
-        t = [r["t"] - t0 for r in recs]
+        t0 = recs[0][key]
+        t = [r[key] - t0 for r in recs]
         ax.step(t, [r["decode_sms"] for r in recs], where="post", label="decode SMs")
         if all("prefill_sms" in r for r in recs):
             ax.step(t, [r["prefill_sms"] for r in recs], where="post", alpha=0.5,

@@ -24,7 +24,8 @@ def render(s: dict) -> str:
                                  if k not in ("distributions", "input_cap_note")
                                  and v not in (None, "")),
         "",
-        "| system | goodput | P99 TTFT (ms) | P99 TBT (ms) | output tok/s | SLO attainment | rates (✓ pass, ✗ fail) |",
+        "| system | goodput | P99 TTFT (ms) | P99 TBT (ms) | output tok/s | SLO attainment "
+        "| rates (✓ pass, ✗ fail) |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for name, sysd in s["systems"].items():
@@ -34,14 +35,15 @@ def render(s: dict) -> str:
             lines.append(f"| {name} | start failed: {start.get('reason', '?')} | | | | | |")
             continue
         at = next((p for p in pts if p["rate"] == sysd["goodput_rps"]), pts[0] if pts else None)
-        m = at["summary"] if at else None
+        m = at["summary"] if at else {}
+        att = m.get("slo_attainment")
         rates = " ".join(f"{p['rate']:g}{'✓' if p['pass'] else '✗'}" for p in pts)
         lines.append(
-            f"| {name} | {_f(sysd['goodput_rps'], '{:g}')} | "
-            f"{_f(m and m['ttft_ms']['p99'])} | {_f(m and m['tbt_ms']['p99'], '{:.1f}')} | "
-            f"{_f(m and m['output_tok_s'])} | "
-            f"{_f(m and m['slo_attainment'] is not None and 100 * m['slo_attainment'], '{:.1f}%')} | "
-            f"{rates} |")
+            f"| {name} | {_f(sysd['goodput_rps'], '{:g}')}"
+            f"{'' if sysd.get('monotone', True) else ' (non-monotone)'} | "
+            f"{_f(m.get('ttft_ms', {}).get('p99'))} | "
+            f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')} | {_f(m.get('output_tok_s'))} | "
+            f"{_f(None if att is None else 100 * att, '{:.1f}%')} | {rates} |")
     lines.append("")
     lines.append("Latency columns are at the goodput rate (else the lowest tested rate). "
                  + ("Budget stopped the sweep; not run: " + ", ".join(s["not_run"])

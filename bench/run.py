@@ -45,6 +45,7 @@ import numpy as np
 from . import client, metrics, report, systems, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_TOKENIZER = ROOT / "sglang_mux/data/tokenizer"
 POINT_OVERHEAD_S = 15.0     # flush + writing files
 STOP_S = 25.0               # SIGTERM grace + SIGKILL
 POINT_RE = re.compile(r"^(?P<system>.+?)__(?P<rate>[0-9.]+(?:e[+-]?\d+)?)\.jsonl$")
@@ -168,14 +169,15 @@ def build_workload(a: argparse.Namespace, rate: float) -> workloads.Workload:
         a.workload, rate=rate, duration_s=a.duration_s, n=a.num_requests, offset=a.offset,
         seed=a.seed, salt=f"rate={fmt_rate(rate)}", input_cap=a.input_cap,
         output_cap=a.output_cap, arrival=a.arrival, trace_path_=a.trace_path,
-        turns=tuple(a.turns), think_s=a.think_s)
+        turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab)
 
 
 def point_cost(a: argparse.Namespace, wl: workloads.Workload) -> float:
     return wl.span_s + a.drain_s + POINT_OVERHEAD_S
 
 
-def warmup(url: str, kind: str, n: int) -> tuple[bool, str]:
+def warmup(url: str, kind: str, n: int, vocab: tuple[int, int] = workloads.VOCAB
+           ) -> tuple[bool, str]:
     """n short requests that must all succeed (the first may compile kernels: 300 s each)."""
     if n <= 0:
         return True, "skipped"
@@ -186,7 +188,7 @@ def warmup(url: str, kind: str, n: int) -> tuple[bool, str]:
             for i in range(n)])
     else:
         wl = workloads.Workload("warmup", "generate", requests=[workloads.Request(
-            f"warmup-{i}", 0.0, workloads.random_tokens(rng, 64), 8) for i in range(n)])
+            f"warmup-{i}", 0.0, workloads.random_tokens(rng, 64, vocab), 8) for i in range(n)])
     recs, _ = client.run_workload(url, wl, deadline_s=300.0, progress=False)
     bad = [r["error"] for r in recs if not r["ok"]]
     return (not bad), ("ok" if not bad else f"warmup failed: {bad[0]}")
@@ -206,7 +208,7 @@ def point_passes(path: Path, a: argparse.Namespace) -> bool:
     return metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)[0]
 
 
-_RATE_KEYS = {"n", "n_sessions", "rate", "salt", "offered_rate", "span_s", "mean_input",
+_RATE_KEYS = {"n", "requested_n", "n_sessions", "rate", "salt", "offered_rate", "span_s", "mean_input",
               "max_input", "mean_output", "trace_span_s", "hash_block_reuse"}
 
 
@@ -257,6 +259,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="arrival span per point: round(rate*duration) requests")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"))
+    p.add_argument("--tokenizer-path", default=None,
+                   help="default: the model dir if it has one, else none (--skip-tokenizer-init);"
+                        " chat falls back to sglang_mux/data/tokenizer")
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help="token ids are drawn below it (default: the model config's vocab_size)")
     p.add_argument("--tbt-slo-ms", type=float, default=metrics.DEFAULT_TBT_SLO_MS)
     p.add_argument("--ttft-slo-ms", type=float, default=metrics.DEFAULT_TTFT_SLO_MS)
     p.add_argument("--time-budget-s", type=float, default=None)
@@ -272,6 +279,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--drain-s", type=float, default=60.0,
                    help="client deadline = last scheduled send + this")
     p.add_argument("--request-timeout-s", type=float, default=None)
+    p.add_argument("--client-procs", type=int,
+                   default=max(1, min(4, (os.cpu_count() or 1) // 4)),
+                   help="client processes (one event loop streams a few thousand chunks/s)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-stop-on-fail", action="store_true")
     p.add_argument("--retry-failed-start", action="store_true")
@@ -294,6 +304,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if a.server_url and len(a.systems) != 1:
         p.error("--server-url takes exactly one --systems label")
     a.model_path = str(Path(a.model_path).resolve())
+    a.vocab = workloads.token_range(a.vocab_size or workloads.model_vocab_size(a.model_path))
+    if a.tokenizer_path:
+        a.tokenizer_path = str(Path(a.tokenizer_path).resolve())
+    elif systems.has_tokenizer(a.model_path):
+        a.tokenizer_path = a.model_path
+    elif a.workload == "chat" and systems.has_tokenizer(SHIPPED_TOKENIZER):
+        a.tokenizer_path = str(SHIPPED_TOKENIZER)
     return a
 
 
@@ -303,9 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     budget = Budget(a.time_budget_s)
     kind = "chat" if a.workload == "chat" else "generate"
-    if (kind == "chat" and not a.server_url and not systems.has_tokenizer(a.model_path)
+    if (kind == "chat" and not a.server_url and not a.tokenizer_path
             and any(systems.kind(s) != "stub" for s in a.systems)):
-        log(f"the chat workload needs tokenizer files in {a.model_path}")
+        log("the chat workload needs a tokenizer: give --tokenizer-path")
         return 2
     url = a.server_url or f"http://127.0.0.1:{a.port}"
     notes = {"budget_stopped": False, "not_run": []}
@@ -336,11 +353,16 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{sys_name}: nothing to run")
                 continue
             wls = {r: build_workload(a, r) for r in pending}
+            for r, wl in wls.items():
+                if (wl.options.get("requested_n") or 0) > wl.options.get("n", 0):
+                    log(f"rate {fmt_rate(r)}: the trace has only {wl.options['n']} requests from "
+                        f"offset {a.offset} (wanted {wl.options['requested_n']}); "
+                        "give --trace-path for the full trace")
             cmd = None if a.server_url else systems.server_command(
                 sys_name, a.model_path, a.port, mem_fraction=a.mem_fraction_static,
                 extra_args=shlex.split(a.server_args), tbt_slo_ms=a.tbt_slo_ms,
                 ttft_slo_ms=a.ttft_slo_ms, timeline=out / f"{sys_name}.timeline.jsonl",
-                incremental=not a.no_incremental_streaming)
+                incremental=not a.no_incremental_streaming, tokenizer_path=a.tokenizer_path)
             prev = (start_rec or {}).get("startup_s")
             startup_est = max(30.0, 1.2 * prev) if prev else a.startup_estimate_s
             if a.dry_run:
@@ -364,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                            budget.left() - point_cost(a, wls[pending[0]]) - STOP_S)
                 ok, reason = server.wait_healthy(wait)
                 if ok:
-                    ok, reason = warmup(url, kind, a.warmup)
+                    ok, reason = warmup(url, kind, a.warmup, a.vocab)
                 startup_s = time.monotonic() - t_start
                 if not ok and wait < a.startup_timeout_s and "no /health" in reason:
                     log(f"{sys_name}: not up after {startup_s:.0f} s and the budget is spent")
@@ -387,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 write_json(start_path, rec)
                 log(f"{sys_name}: up in {startup_s:.0f} s")
+            else:
+                ok, reason = warmup(url, kind, a.warmup, a.vocab)
+                log(f"{url}: warmup {reason}")
             for i, r in enumerate(pending):
                 wl = wls[r]
                 if not budget.fits(point_cost(a, wl) + (STOP_S if server else 0)):
@@ -404,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
                 deadline = wl.span_s + a.drain_s
                 t_point = time.time()
                 recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
-                                                 request_timeout_s=a.request_timeout_s)
+                                                 request_timeout_s=a.request_timeout_s,
+                                                 procs=a.client_procs)
                 write_json(point_file(out, sys_name, r, ".meta.json"), {
                     "system": sys_name, "rate": r, "workload": wl.options, "client": info,
                     "flushed_cache": flushed, "server_command": cmd, "server_url": url,
@@ -413,9 +439,10 @@ def main(argv: list[str] | None = None) -> int:
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))
                 s = metrics.summarize(recs, a.tbt_slo_ms, a.ttft_slo_ms)
                 ok, why = metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)
-                log(f"{sys_name} @ {fmt_rate(r)}: {'PASS' if ok else 'FAIL'} "
-                    f"P99 TTFT {s['ttft_ms']['p99']} ms, P99 TBT {s['tbt_ms']['p99']} ms, "
-                    f"failed {s['n_failed']}/{s['n']} {'; '.join(why)}")
+                f = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+                log(f"{sys_name} @ {fmt_rate(r)}: {'PASS' if ok else 'FAIL'}: P99 TTFT "
+                    f"{f(s['ttft_ms']['p99'])} ms, P99 TBT {f(s['tbt_ms']['p99'], 1)} ms, "
+                    f"failed {s['n_failed']}/{s['n']}" + (f" ({'; '.join(why)})" if why else ""))
             if server:
                 server.stop()
                 server = None

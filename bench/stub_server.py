@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
+import threading
 import time
 import uuid
 import zlib
@@ -113,7 +115,9 @@ class Stub:
             toks = [1000 + j % 1000 for j in range(done)]
             return {"text": " tok" * done, "output_ids": toks, "meta_info": {
                 "id": rid, "finish_reason": {"type": "length", "length": n} if finished else None,
-                "prompt_tokens": len(ids), "completion_tokens": done, "cached_tokens": cached}}
+                "prompt_tokens": len(ids), "completion_tokens": done, "cached_tokens": cached,
+                # send time on CLOCK_MONOTONIC (= client's perf_counter): client lag probe
+                "stub_t": time.perf_counter()}}
 
         if not body.get("stream"):
             async for done in self._tokens(n):
@@ -141,12 +145,15 @@ class Stub:
         if fault == "hang":
             await asyncio.sleep(self.cfg.hang_s)
         cid = "chatcmpl-" + uuid.uuid4().hex
+        # like a radix cache, keep the answer too: the next turn's prompt starts with it
+        answer = prompt_ids + [zlib.crc32(b"<assistant>")] + [zlib.crc32(b"w")] * n
         usage = lambda c: {"prompt_tokens": len(prompt_ids), "completion_tokens": c,  # noqa: E731
                            "total_tokens": len(prompt_ids) + c,
                            "prompt_tokens_details": {"cached_tokens": cached}}
         if not body.get("stream"):
             async for done in self._tokens(n):
                 pass
+            self.chat_cache.match_and_insert(answer)
             return web.json_response({"id": cid, "object": "chat.completion", "choices": [{
                 "index": 0, "message": {"role": "assistant", "content": " w" * n},
                 "finish_reason": "length"}], "usage": usage(n)})
@@ -162,12 +169,14 @@ class Stub:
             return b"data: " + json.dumps(d).encode() + b"\n\n"
 
         resp = await self._sse(request)
-        await resp.write(chunk({"role": "assistant", "content": ""}, use=usage(0) if cont else None))
+        await resp.write(chunk({"role": "assistant", "content": ""},
+                               use=usage(0) if cont else None))
         prev = 0
         async for done in self._tokens(n):
             await resp.write(chunk({"content": " w" * (done - prev)},
                                    "length" if done >= n else None, usage(done) if cont else None))
             prev = done
+        self.chat_cache.match_and_insert(answer)
         if incl:
             d = {"id": cid, "object": "chat.completion.chunk", "choices": [], "usage": usage(n)}
             await resp.write(b"data: " + json.dumps(d).encode() + b"\n\n")
@@ -198,10 +207,13 @@ class Stub:
         return web.Response(text="Cache flushed.")
 
 
+STUB_KEY = web.AppKey("stub", Stub)
+
+
 def make_app(cfg: StubConfig | None = None) -> web.Application:
     stub = Stub(cfg or StubConfig())
     app = web.Application(client_max_size=1 << 28)   # prompts of 100k+ token ids
-    app["stub"] = stub
+    app[STUB_KEY] = stub
     app.router.add_post("/generate", stub.generate)
     app.router.add_post("/v1/chat/completions", stub.chat)
     app.router.add_get("/health", stub.health)
@@ -213,11 +225,39 @@ def make_app(cfg: StubConfig | None = None) -> web.Application:
 
 async def start(cfg: StubConfig | None = None, host: str = "127.0.0.1", port: int = 0):
     """Start in the running loop; returns (runner, port). Stop with ``await runner.cleanup()``."""
-    runner = web.AppRunner(make_app(cfg), access_log=None)
+    # handler_cancellation: a client disconnect cancels the request (SGLang aborts it too)
+    runner = web.AppRunner(make_app(cfg), access_log=None, handler_cancellation=True,
+                           shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]
+
+
+@contextlib.contextmanager
+def in_thread(cfg: StubConfig | None = None, host: str = "127.0.0.1"):
+    """Serve on a free port from a background thread (own event loop); yields the base URL."""
+    loop = asyncio.new_event_loop()
+    box: dict = {}
+    up = threading.Event()
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        box["runner"], box["port"] = loop.run_until_complete(start(cfg, host, 0))
+        up.set()
+        loop.run_forever()
+        loop.run_until_complete(box["runner"].cleanup())
+        loop.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    if not up.wait(10):
+        raise RuntimeError("stub did not start")
+    try:
+        yield f"http://{host}:{box['port']}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        th.join(10)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -229,11 +269,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-tokens", type=int, default=1)
     p.add_argument("--error-every", type=int, default=0)
     p.add_argument("--hang-every", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes sharing the port (SO_REUSEPORT); each has its own cache")
     # A fake 'system' in bench.run passes SGLang-style args too: ignore what is not ours.
     a, _unknown = p.parse_known_args(argv)
     cfg = StubConfig(ttft_s=a.ttft_ms / 1e3, tbt_s=a.tbt_ms / 1e3, chunk_tokens=a.chunk_tokens,
                      error_every=a.error_every, hang_every=a.hang_every)
-    web.run_app(make_app(cfg), host=a.host, port=a.port, access_log=None, print=None)
+    if a.workers > 1:
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        for _ in range(a.workers - 1):     # daemonic: they go when this process exits
+            ctx.Process(target=_serve, args=(cfg, a.host, a.port, True), daemon=True).start()
+    _serve(cfg, a.host, a.port, a.workers > 1)
+
+
+def _serve(cfg: StubConfig, host: str, port: int, reuse_port: bool) -> None:
+    web.run_app(make_app(cfg), host=host, port=port, access_log=None, print=None,
+                reuse_port=reuse_port or None, handler_cancellation=True, shutdown_timeout=5.0)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,12 @@ dummy --tokenizer-path DIR --port P --host 127.0.0.1 --mem-fraction-static F
 --enable-cache-report`` plus, by default, ``--incremental-streaming-output`` (each chunk then
 carries only its new tokens; with the default cumulative chunks the server re-serializes the
 whole output every token, O(n^2) CPU for 8k-token answers, the same overhead for every
-system but one that can leak into TBT), ``--skip-tokenizer-init`` when the model dir has no
-tokenizer files (``launch/models/*`` hold only ``config.json``; token-id workloads need no
-tokenizer, chat does), and the caller's extra arguments last. Mux systems also get the
+system but one that can leak into TBT), ``--skip-tokenizer-init`` when there is no tokenizer
+(``launch/models/*`` hold only ``config.json``; token-id workloads need none, chat does:
+``bench.run`` then uses ``--tokenizer-path`` or the shipped ``sglang_mux/data/tokenizer``),
+and the caller's extra arguments last (``launch/serve.sh`` adds ``--attention-backend triton
+--sampling-backend pytorch --grammar-backend none``; pass them with ``--server-args`` to
+bench the same configuration). Mux systems also get the
 benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``) and ``--mux-timeline``.
 """
 from __future__ import annotations
@@ -69,13 +72,17 @@ def kind(system: str) -> str:
 
 
 def common_args(model_path: str, port: int, mem_fraction: float, *,
-                incremental: bool = True, skip_tokenizer: bool | None = None) -> list[str]:
+                incremental: bool = True, tokenizer_path: str | None = None) -> list[str]:
+    """``tokenizer_path`` None: the model dir if it has tokenizer files, else no tokenizer."""
+    if tokenizer_path is None and has_tokenizer(model_path):
+        tokenizer_path = model_path
     args = ["--model-path", str(model_path), "--load-format", "dummy",
-            "--tokenizer-path", str(model_path), "--port", str(port), "--host", "127.0.0.1",
-            "--mem-fraction-static", str(mem_fraction), "--enable-cache-report"]
+            "--tokenizer-path", str(tokenizer_path or model_path), "--port", str(port),
+            "--host", "127.0.0.1", "--mem-fraction-static", str(mem_fraction),
+            "--enable-cache-report"]
     if incremental:
         args.append("--incremental-streaming-output")
-    if skip_tokenizer if skip_tokenizer is not None else not has_tokenizer(model_path):
+    if tokenizer_path is None:
         args.append("--skip-tokenizer-init")
     return args
 
@@ -83,14 +90,14 @@ def common_args(model_path: str, port: int, mem_fraction: float, *,
 def server_command(system: str, model_path: str, port: int, *, mem_fraction: float = 0.85,
                    extra_args: Sequence[str] = (), tbt_slo_ms: float | None = None,
                    ttft_slo_ms: float | None = None, timeline: str | Path | None = None,
-                   incremental: bool = True, skip_tokenizer: bool | None = None,
+                   incremental: bool = True, tokenizer_path: str | None = None,
                    python: str = sys.executable) -> list[str]:
     k = kind(system)
     if k == "stub":
         return [python, "-m", "bench.stub_server", "--host", "127.0.0.1", "--port", str(port),
                 *extra_args]
     common = common_args(model_path, port, mem_fraction, incremental=incremental,
-                         skip_tokenizer=skip_tokenizer)
+                         tokenizer_path=tokenizer_path)
     if k == "mux":
         cmd = [python, "-m", "sglang_mux.launch_server", *common]
         m = re.fullmatch(r"mux-fixed-(\d+)", system)

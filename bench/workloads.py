@@ -5,8 +5,9 @@ of them so a result can say exactly which slice, scale and cap it used.
 
 Trace replay (Mooncake FAST'25, ``/work/shared/traces/README.md``)
     Each ``hash_id`` becomes a fixed 512-token block whose token ids come from an RNG seeded
-    by (hash_id, salt), drawn from ``[VOCAB_LO, VOCAB_HI)`` -- below the special-token ranges
-    of Llama-3 (>= 128000) and Qwen3 (>= 151643). A prompt is its blocks concatenated and cut
+    by (hash_id, salt), drawn from a token range ``vocab`` (default ``[1000, 100000)``: below
+    the special-token ranges of Llama-3 (>= 128000) and Qwen3 (>= 151643); ``token_range``
+    narrows it for a small model, e.g. ``tiny-llama``'s 4096). A prompt is its blocks concatenated and cut
     to ``input_length`` (the last block is partial), so equal hash-id prefixes are equal token
     prefixes and the radix cache sees the trace's own reuse. Options:
     ``offset``/``n`` (slice), ``rate`` (rescale timestamps so the slice's mean rate
@@ -58,6 +59,7 @@ import numpy as np
 
 BLOCK = 512
 VOCAB_LO, VOCAB_HI = 1000, 100_000
+VOCAB = (VOCAB_LO, VOCAB_HI)
 DATA_DIR = Path(__file__).parent / "data"
 # Full traces (read when present); the project ships slices under bench/data/.
 SHARED_TRACES = Path("/work/shared/traces")
@@ -122,30 +124,45 @@ def _salt_int(salt: str) -> int:
     return zlib.crc32(salt.encode())
 
 
+def token_range(vocab_size: int | None) -> tuple[int, int]:
+    """Token ids to draw from for a model with ``vocab_size`` (None: the default range):
+    clear of the low ids and of the top of the vocab, where special tokens live."""
+    if not vocab_size:
+        return VOCAB
+    return min(VOCAB_LO, vocab_size // 8), min(VOCAB_HI, vocab_size - 300)
+
+
+def model_vocab_size(model_dir: str | Path) -> int | None:
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
 @functools.lru_cache(maxsize=200_000)
-def block_tokens(hash_id: int, salt: str = "") -> np.ndarray:
+def block_tokens(hash_id: int, salt: str = "", vocab: tuple[int, int] = VOCAB) -> np.ndarray:
     """The fixed 512 token ids of one trace block (same id + salt -> same tokens)."""
     rng = np.random.default_rng([int(hash_id), _salt_int(salt), 0x6D7578])
-    out = rng.integers(VOCAB_LO, VOCAB_HI, size=BLOCK, dtype=np.int32)
+    out = rng.integers(vocab[0], vocab[1], size=BLOCK, dtype=np.int32)
     out.flags.writeable = False
     return out
 
 
 def trace_prompt(hash_ids: Sequence[int], input_length: int, salt: str = "",
-                 input_cap: int | None = None) -> np.ndarray:
+                 input_cap: int | None = None, vocab: tuple[int, int] = VOCAB) -> np.ndarray:
     """Prompt tokens of one trace row; ``input_cap`` keeps the first T tokens (prefix kept)."""
     n = input_length if input_cap is None else min(input_length, input_cap)
     nblocks = math.ceil(n / BLOCK)
-    ids = np.concatenate([block_tokens(h, salt) for h in hash_ids[:nblocks]]) if nblocks else \
-        np.zeros(0, np.int32)
-    return ids[:n]
+    if not nblocks:
+        return np.zeros(0, np.int32)
+    return np.concatenate([block_tokens(h, salt, vocab) for h in hash_ids[:nblocks]])[:n]
 
 
-def random_tokens(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.integers(VOCAB_LO, VOCAB_HI, size=int(n), dtype=np.int32)
+def random_tokens(rng: np.random.Generator, n: int, vocab: tuple[int, int] = VOCAB) -> np.ndarray:
+    return rng.integers(vocab[0], vocab[1], size=int(n), dtype=np.int32)
 
 
-def block_reuse(prompts: Sequence[Sequence[int]] | Sequence[np.ndarray], block: int = BLOCK) -> float:
+def block_reuse(prompts: Sequence[Sequence[int] | np.ndarray], block: int = BLOCK) -> float:
     """Fraction of full ``block``-token prompt blocks whose whole prefix was in an earlier
     prompt (an infinite prefix cache at block granularity)."""
     seen: set[bytes] = set()
@@ -194,7 +211,8 @@ def mean_rate(ts: Sequence[float]) -> float:
     return (len(ts) - 1) / span if span > 0 else float("inf")
 
 
-def rescale(ts: np.ndarray, rate: float | None = None, time_scale: float | None = None) -> np.ndarray:
+def rescale(ts: np.ndarray, rate: float | None = None,
+            time_scale: float | None = None) -> np.ndarray:
     ts = np.asarray(ts, dtype=float) - (ts[0] if len(ts) else 0.0)
     if rate is not None and time_scale is not None:
         raise ValueError("give rate or time_scale, not both")
@@ -224,7 +242,7 @@ def trace_workload(rows: Sequence[dict], *, name: str = "conversation", n: int |
                    offset: int = 0, rate: float | None = None, time_scale: float | None = None,
                    arrival: str = "trace", input_cap: int | None = None,
                    output_cap: int | None = None, seed: int = 0, salt: str = "",
-                   source: str | None = None) -> Workload:
+                   source: str | None = None, vocab: tuple[int, int] = VOCAB) -> Workload:
     sel = list(rows[offset:offset + n if n is not None else None])
     if not sel:
         raise ValueError(f"empty trace slice (offset={offset}, n={n}, rows={len(rows)})")
@@ -241,12 +259,12 @@ def trace_workload(rows: Sequence[dict], *, name: str = "conversation", n: int |
         out = max(1, int(r["output_length"]))
         reqs.append(Request(
             rid=f"{name}-{offset + i}", t=float(t),
-            input_ids=trace_prompt(r["hash_ids"], int(r["input_length"]), salt, input_cap),
+            input_ids=trace_prompt(r["hash_ids"], int(r["input_length"]), salt, input_cap, vocab),
             max_new_tokens=min(out, output_cap) if output_cap else out,
             meta={"trace_index": offset + i, "trace_input_length": int(r["input_length"])}))
-    opts = dict(workload=name, source=source, offset=offset, n=len(sel), rate=rate,
+    opts = dict(workload=name, source=source, offset=offset, n=len(sel), requested_n=n, rate=rate,
                 time_scale=time_scale, arrival=arrival, input_cap=input_cap,
-                output_cap=output_cap, seed=seed, salt=salt,
+                output_cap=output_cap, seed=seed, salt=salt, token_range=list(vocab),
                 input_cap_note="prompts truncated from the end (shared prefix kept)",
                 trace_span_s=float((sel[-1]["timestamp"] - sel[0]["timestamp"]) / 1000.0),
                 hash_block_reuse=hash_block_reuse(sel, full_blocks_only=False))
@@ -270,23 +288,24 @@ def lognormal_lengths(rng: np.random.Generator, n: int, mean: float, sigma: floa
 
 
 def synthetic_workload(name: str, *, n: int, rate: float, seed: int = 0, salt: str = "",
-                       input_cap: int | None = None, output_cap: int | None = None) -> Workload:
+                       input_cap: int | None = None, output_cap: int | None = None,
+                       vocab: tuple[int, int] = VOCAB) -> Workload:
     spec = SYNTHETIC[name]
     rng = np.random.default_rng([seed, _salt_int(name), _salt_int(salt)])
     ins = lognormal_lengths(rng, n, *spec["inp"])
     outs = lognormal_lengths(rng, n, *spec["out"])
     ts = poisson_arrivals(n, rate, seed)
     shared = random_tokens(np.random.default_rng([_salt_int("system"), _salt_int(salt)]),
-                           spec["shared"])
+                           spec["shared"], vocab)
     reqs = []
     for i in range(n):
-        ids = np.concatenate([shared, random_tokens(rng, max(0, ins[i] - len(shared)))])
+        ids = np.concatenate([shared, random_tokens(rng, max(0, ins[i] - len(shared)), vocab)])
         if input_cap:
             ids = ids[:input_cap]
         out = int(outs[i]) if not output_cap else min(int(outs[i]), output_cap)
         reqs.append(Request(f"{name}-{i}", float(ts[i]), ids, out))
     opts = dict(workload=name, n=n, rate=rate, arrival="poisson", seed=seed, salt=salt,
-                input_cap=input_cap, output_cap=output_cap,
+                input_cap=input_cap, output_cap=output_cap, token_range=list(vocab),
                 distributions={k: spec[k] for k in ("inp", "out")}, shared_prefix=spec["shared"],
                 distribution_note="lognormal (mean before clipping, sigma, min, max)")
     return _finish(Workload(name, "generate", requests=reqs, options=opts))
@@ -357,7 +376,8 @@ WORKLOADS = ("conversation", "mooncake-synthetic", *SYNTHETIC, "chat")
 def build(name: str, *, rate: float, duration_s: float, n: int | None = None, offset: int = 0,
           seed: int = 0, salt: str = "", input_cap: int | None = None,
           output_cap: int | None = None, arrival: str = "trace", trace_path_: str | None = None,
-          turns: tuple[int, int] = (2, 6), think_s: float = 3.0) -> Workload:
+          turns: tuple[int, int] = (2, 6), think_s: float = 3.0,
+          vocab: tuple[int, int] = VOCAB) -> Workload:
     """The workload of one rate point: ``n`` (default round(rate*duration)) requests/sessions
     offered at ``rate``."""
     count = n if n is not None else max(1, round(rate * duration_s))
@@ -365,10 +385,10 @@ def build(name: str, *, rate: float, duration_s: float, n: int | None = None, of
         src = trace_path(name, trace_path_)
         return trace_workload(load_trace(name, src), name=name, n=count, offset=offset, rate=rate,
                               arrival=arrival, input_cap=input_cap, output_cap=output_cap,
-                              seed=seed, salt=salt, source=str(src))
+                              seed=seed, salt=salt, source=str(src), vocab=vocab)
     if name in SYNTHETIC:
         return synthetic_workload(name, n=count, rate=rate, seed=seed, salt=salt,
-                                  input_cap=input_cap, output_cap=output_cap)
+                                  input_cap=input_cap, output_cap=output_cap, vocab=vocab)
     if name == "chat":
         return chat_workload(n_sessions=count, rate=rate, seed=seed, salt=salt,
                              turns_min=turns[0], turns_max=turns[1], think_s=think_s,

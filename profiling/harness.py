@@ -33,11 +33,12 @@ request slots, GPU memory) raises `CellSkipped` with the reason.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -82,13 +83,6 @@ class CorunResult:
     wall_s: float
 
 
-@dataclass
-class _Ctx:
-    """Per-cell holder so Python references to batches die with the cell."""
-
-    objs: list = field(default_factory=list)
-
-
 class Harness:
     def __init__(self, model_config: str | os.PathLike, *, granularity: int = 16,
                  mem_fraction_static: float = 0.75, attention_backend: str | None = None,
@@ -119,7 +113,7 @@ class Harness:
         self.prefix_mode = prefix_mode
         self._rng = np.random.default_rng(seed)
         self._rid = 0
-        cfg_path = Path(model_config)
+        cfg_path = Path(model_config).resolve()  # absolute: a relative name could be taken for a hub id
         model_dir = cfg_path.parent if cfg_path.name == "config.json" else cfg_path
         if not (model_dir / "config.json").is_file():
             raise HarnessError(f"{model_dir}/config.json not found (pass --model-config path/to/config.json)")
@@ -195,7 +189,7 @@ class Harness:
                         ("sglang.srt.layers.quantization.fp8_utils", "initialize_fp8_gemm_config"),
                         ("sglang.srt.layers.quantization.fp4_utils", "initialize_fp4_gemm_config")):
             # one_batch.latency_test calls these before load_model
-            __import__(mod, fromlist=[fn]).__dict__[fn](server_args)
+            getattr(importlib.import_module(mod), fn)(server_args)
         tp_rank = 0
         model_config = ModelConfig.from_server_args(server_args)
         attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = compute_dp_attention_world_info(
@@ -288,6 +282,19 @@ class Harness:
         return self.parts.streams(cfg)
 
     # ------------------------------------------------------------------ cell hygiene
+    def _sync_all(self) -> None:
+        """Wait for every partition stream, then the device (green-context streams belong to
+        their own contexts: a device sync alone is not relied upon)."""
+        import torch
+
+        seen = set()
+        for c in self.cfgs:
+            for s in self.parts.streams(c):
+                if id(s) not in seen:
+                    seen.add(id(s))
+                    s.synchronize()
+        torch.cuda.synchronize()
+
     @contextlib.contextmanager
     def _cell(self):
         """Free everything a cell allocated, whatever happens; GPU OOM -> CellSkipped."""
@@ -304,7 +311,7 @@ class Harness:
             raise
         finally:
             try:
-                torch.cuda.synchronize()
+                self._sync_all()
             finally:
                 from sglang.srt.distributed.parallel_state import set_pdmux_status
 
@@ -558,7 +565,7 @@ class Harness:
                 self._reset_split(pfb)
                 self._launch_layers(pfb, min(2, L))
                 set_pdmux_status(False)
-            torch.cuda.synchronize()
+            self._sync_all()
             self._reset_split(pfb)
 
             base = ev()
@@ -615,7 +622,7 @@ class Harness:
                 classify()
                 if not busy:
                     time.sleep(5e-5)
-            torch.cuda.synchronize()
+            self._sync_all()
             classify()
             wall = time.monotonic() - t0
             launch_ms = [s.elapsed_time(e) for s, e in chunks]

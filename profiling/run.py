@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import logging
 import math
 import shlex
@@ -153,15 +152,16 @@ class Profiler:
     def run(self, cells: Sequence[G.Cell] | None = None) -> RunSummary:
         from profiling.harness import CellSkipped, HarnessError  # no torch at import time
 
-        todo = self.todo(cells)
+        todo = canaries_first(self.todo(cells))
         summ = RunSummary()
         bar = None
         total_est = sum(self.plan.cost_s(c) for c in todo)
         if self.progress and todo:
             from tqdm import tqdm
 
+            tty = sys.stderr.isatty()
             bar = tqdm(total=max(1, round(total_est)), unit="est-s", desc="profiling", dynamic_ncols=True,
-                       smoothing=0.05)
+                       smoothing=0.05, mininterval=1.0 if tty else 20.0)  # few lines in captured logs
         consecutive = 0
         shown = 0.0  # est-s shown on the bar
         progressed = 0.0
@@ -215,6 +215,17 @@ class Profiler:
                 bar.close()
         summ.wall_s = self.elapsed()
         return summ
+
+
+def canaries_first(cells: Sequence[G.Cell]) -> list[G.Cell]:
+    """The cheapest cell of each kind first: a broken code path shows in the first minute,
+    not after every cell of the kinds before it."""
+    first = {}
+    for c in cells:
+        if c.kind not in first or c.kv_tokens < first[c.kind].kv_tokens:
+            first[c.kind] = c
+    head = [first[k] for k in G.KINDS if k in first]
+    return head + [c for c in cells if c not in head]
 
 
 # ----------------------------------------------------------------------------- fit hook

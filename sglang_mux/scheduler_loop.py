@@ -126,10 +126,12 @@ def _tables_root() -> str:
 def _decode_shape(batch) -> tuple[int, int]:
     if batch is None or batch.is_empty():
         return 0, 0
+    bs = batch.batch_size()
     s = getattr(batch, "seq_lens_sum", None)
     if s is None:
         s = sum(len(r.origin_input_ids) + len(r.output_ids) for r in batch.reqs)
-    return batch.batch_size(), int(s)
+    # seq_lens count the token being decoded; the tables' sum_reused is the KV before it.
+    return bs, max(0, int(s) - bs)
 
 
 def _prefill_state(batch, now: float, arrival: dict):
@@ -363,6 +365,9 @@ def mux_event_loop(self):
                 busy = sum(1 for ev in run.inflight if not ev[1].query())
                 if busy < 2:  # at most two chunks queued: bounded preemption/switch latency
                     _launch_prefill_layers(self, run, plan.prefill_layers, cfg.prefill_sms)
+                    if m.timeline and decode_batch is None:  # prefill-only steps are decisions too
+                        m.timeline.write(plan, now=now, decode_bs=0, decode_sms=cfg.decode_sms,
+                                         prefill_sms=cfg.prefill_sms)
 
             if decode_batch is not None:
                 with torch.cuda.stream(decode_stream):

@@ -1,0 +1,118 @@
+"""bench.client against bench.stub_server on localhost: timing, failures, chat, sharding."""
+import numpy as np
+import pytest
+
+from bench import client, metrics, stub_server, workloads as W
+
+
+def stub(**cfg):
+    return stub_server.in_thread(stub_server.StubConfig(**cfg))
+
+
+def small(n, rate, out=10, prompt=64, seed=0):
+    rng = np.random.default_rng(seed)
+    ts = W.poisson_arrivals(n, rate, seed)
+    return W.Workload("small", "generate", requests=[
+        W.Request(f"r{i}", float(ts[i]), W.random_tokens(rng, prompt), out) for i in range(n)])
+
+
+def test_timing_matches_stub():
+    with stub(ttft_s=0.05, tbt_s=0.02) as url:
+        recs, info = client.run_workload(url, small(20, 20.0), deadline_s=10, progress=False)
+    assert all(r["ok"] and r["error"] is None for r in recs), [r["error"] for r in recs]
+    assert all(r["output_tokens"] == 10 == len(r["tok_ms"]) for r in recs)
+    assert all(r["finish_reason"] == "length" and r["prompt_tokens"] == 64 for r in recs)
+    s = metrics.summarize(recs)
+    assert s["ttft_ms"]["p50"] == pytest.approx(50, abs=15)
+    assert s["tbt_ms"]["p50"] == pytest.approx(20, abs=4)
+    assert s["tpot_ms"]["p50"] == pytest.approx(20, abs=4)
+    assert s["send_lateness_ms"]["p50"] < 10
+    assert info["cancelled_at_deadline"] == 0
+
+
+def test_multi_token_chunks_give_zero_gaps():
+    with stub(ttft_s=0.0, tbt_s=0.01, chunk_tokens=3) as url:
+        recs, _ = client.run_workload(url, small(3, 10.0, out=7), deadline_s=10, progress=False)
+    for r in recs:
+        gaps = np.diff(r["tok_ms"])
+        assert r["output_tokens"] == 7
+        assert list(gaps[[0, 1, 3, 4]]) == [0, 0, 0, 0]          # chunks of 3, 3, 1
+        assert gaps[2] == pytest.approx(30, abs=8) and gaps[5] == pytest.approx(30, abs=8)
+
+
+def test_errors_and_timeouts_are_failed_not_dropped():
+    with stub(ttft_s=0.0, tbt_s=0.005, error_every=3) as url:
+        recs, _ = client.run_workload(url, small(9, 30.0, out=4), deadline_s=10, progress=False)
+    assert [r["ok"] for r in recs].count(False) == 3
+    assert all(r["error"].startswith("http_500") for r in recs if not r["ok"])
+    s = metrics.summarize(recs)
+    assert s["n"] == 9 and s["n_failed"] == 3 and s["failures"] == {"http_500": 3}
+    with stub(ttft_s=0.0, tbt_s=0.005, hang_every=2, hang_s=30) as url:
+        # global deadline: hung requests (and nothing else) fail as 'timeout'
+        recs, info = client.run_workload(url, small(4, 40.0, out=4), deadline_s=1.0, progress=False)
+        assert [r["error"] for r in recs] == [None, "timeout", None, "timeout"]
+        assert info["cancelled_at_deadline"] == 2
+        # per-request client timeout
+        recs, _ = client.run_workload(url, small(2, 40.0, out=4), deadline_s=5.0, progress=False,
+                                      request_timeout_s=0.5)
+        assert [r["error"] for r in recs] == [None, "request_timeout"]
+    s = metrics.summarize(recs)
+    assert s["n_failed"] == 1 and not metrics.check_point(s)[0]
+    # nothing listening: connection errors, still recorded
+    recs, _ = client.run_workload("http://127.0.0.1:9", small(2, 10.0), deadline_s=5, progress=False)
+    assert all(r["error"].startswith("exception: ClientConnectorError") for r in recs)
+
+
+def test_trace_replay_cached_tokens():
+    rows = W.load_trace("conversation", W.DATA_DIR / "conversation_first1000.jsonl")[:10]
+    wl = W.trace_workload(rows, rate=20.0, input_cap=4096, output_cap=4)
+    with stub(ttft_s=0.0, tbt_s=0.002) as url:
+        recs, _ = client.run_workload(url, wl, deadline_s=10, progress=False)
+    assert all(r["ok"] for r in recs)
+    # all ten share hash block 0 (512 tokens); the stub's cache reports it from the 2nd on
+    assert recs[0]["cached_tokens"] == 0
+    assert sum(r["cached_tokens"] >= 512 for r in recs) >= 8
+
+
+def test_chat_sessions_carry_the_conversation():
+    wl = W.chat_workload(n_sessions=3, rate=10.0, seed=1, turns_min=3, turns_max=3, think_s=0.05,
+                         output_cap=6)
+    with stub(ttft_s=0.01, tbt_s=0.005) as url:
+        recs, _ = client.run_workload(url, wl, deadline_s=15, progress=False)
+    assert len(recs) == 9 and all(r["ok"] for r in recs), [r["error"] for r in recs]
+    by = {(r["session"], r["turn"]): r for r in recs}
+    for s in ("chat-0", "chat-1", "chat-2"):
+        t0, t1, t2 = by[(s, 0)], by[(s, 1)], by[(s, 2)]
+        assert t0["prompt_tokens"] < t1["prompt_tokens"] < t2["prompt_tokens"]
+        # the next turn holds the previous prompt + answer: the cache covers all of it
+        assert t2["cached_tokens"] >= t1["prompt_tokens"] + 6
+        assert t1["send"] >= t0["end"] and t1["scheduled"] >= t0["end"]
+        assert t0["output_tokens"] == 6 and len(t0["tok_ms"]) == 6
+
+
+def test_chat_failed_turn_aborts_the_session():
+    wl = W.chat_workload(n_sessions=1, rate=1.0, seed=1, turns_min=3, turns_max=3, think_s=0.01,
+                         output_cap=4)
+    with stub(ttft_s=0.0, tbt_s=0.002, error_every=2) as url:
+        recs, _ = client.run_workload(url, wl, deadline_s=10, progress=False)
+    assert [r["error"] and r["error"].split(":")[0] for r in recs] == [None, "http_500", "session_aborted"]
+
+
+def test_sharded_client_processes():
+    with stub(ttft_s=0.02, tbt_s=0.01) as url:
+        recs, info = client.run_workload(url, small(30, 30.0, out=5), deadline_s=10,
+                                         progress=False, procs=3)
+    assert info["procs"] == 3 and info["workers_lost"] == 0
+    assert [r["rid"] for r in recs] == [f"r{i}" for i in range(30)]
+    assert all(r["ok"] for r in recs)
+    s = metrics.summarize(recs)
+    assert s["ttft_ms"]["p50"] == pytest.approx(20, abs=15)
+    assert s["send_lateness_ms"]["p50"] < 10             # one schedule origin for all workers
+
+
+def test_server_clock_lag_probe():
+    with stub(ttft_s=0.0, tbt_s=0.005) as url:
+        recs, _ = client.run_workload(url, small(5, 20.0, out=6), deadline_s=10, progress=False,
+                                      server_clock=True)
+    lags = np.concatenate([r["lag_ms"] for r in recs])
+    assert len(lags) == 30 and 0 <= np.median(lags) < 20       # same clock in both processes

@@ -1,0 +1,95 @@
+"""bench.metrics: exact values on hand-made records, failures counted, goodput selection."""
+import math
+
+import pytest
+
+from bench import metrics as M
+
+
+def rec(rid, send, tok_ms, ok=True, error=None, prompt=100, scheduled=None, cached=0):
+    end = None if not tok_ms else send + tok_ms[-1] / 1e3
+    return dict(rid=rid, scheduled=send if scheduled is None else scheduled, send=send,
+                first_token=None if not tok_ms else send + tok_ms[0] / 1e3, end=end,
+                tok_ms=list(tok_ms), output_tokens=len(tok_ms), prompt_tokens=prompt,
+                cached_tokens=cached, ok=ok, error=error)
+
+
+RECORDS = [
+    rec("a", 0.0, [100, 120, 140, 200], prompt=100, cached=50),   # gaps 20, 20, 60
+    rec("b", 1.0, [300, 310, 310], prompt=50),                    # gaps 10, 0 (one 2-token chunk)
+    rec("c", 2.0, [50], ok=False, error="timeout"),               # failed: counted, not dropped
+]
+
+
+def test_per_request_exact():
+    df = M.per_request(RECORDS).set_index("rid")
+    assert df.loc["a", "ttft_ms"] == 100 and df.loc["b", "ttft_ms"] == 300
+    assert df.loc["a", "tpot_ms"] == pytest.approx(100 / 3) and df.loc["b", "tpot_ms"] == 5
+    assert df.loc["a", "e2e_ms"] == pytest.approx(200) and df.loc["b", "e2e_ms"] == pytest.approx(310)
+    assert df.loc["a", "tbt_p99_ms"] == pytest.approx(20 + 0.98 * 40)   # 59.2 > 50
+    assert df.loc["a", "tbt_max_ms"] == 60
+    assert list(df.attains) == [False, True, False]
+    assert math.isnan(df.loc["c", "e2e_ms"])
+
+
+def test_summary_exact():
+    s = M.summarize(RECORDS)
+    assert (s["n"], s["n_ok"], s["n_failed"], s["failures"]) == (3, 2, 1, {"timeout": 1})
+    assert s["ttft_ms"]["p50"] == 200 and s["ttft_ms"]["p99"] == pytest.approx(298)
+    assert s["ttft_ms"]["mean"] == 200
+    # pooled gaps [20, 20, 60, 10, 0]
+    assert s["tbt_ms"]["p50"] == 20 and s["tbt_ms"]["p99"] == pytest.approx(58.4)
+    assert s["tbt_ms"]["max"] == 60 and s["tbt_ms"]["mean"] == 22
+    assert s["tpot_ms"]["p50"] == pytest.approx((100 / 3 + 5) / 2, abs=1e-3)
+    assert s["e2e_ms"]["p50"] == pytest.approx(255)
+    assert s["slo_attainment"] == pytest.approx(1 / 3, abs=1e-5)
+    assert s["ttft_attainment"] == pytest.approx(2 / 3, abs=1e-5) and s["tbt_attainment"] == pytest.approx(1 / 3, abs=1e-5)
+    assert s["output_tokens"] == 7 and s["prompt_tokens"] == 150
+    assert s["makespan_s"] == pytest.approx(1.31)
+    assert s["output_tok_s"] == pytest.approx(7 / 1.31, abs=1e-3)
+    assert s["total_tok_s"] == pytest.approx(157 / 1.31, abs=1e-3)
+    assert s["cache_hit_rate"] == pytest.approx(50 / 150, abs=1e-4)
+    assert s["offered_rate"] == pytest.approx(1.0)
+    ok, why = M.check_point(s)
+    assert not ok and any("1 failed" in w for w in why) and any("P99 TBT" in w for w in why)
+
+
+def test_slo_thresholds_are_parameters():
+    s = M.summarize(RECORDS[:2], tbt_slo_ms=70, ttft_slo_ms=250)
+    assert s["slo_attainment"] == 0.5                               # b's TTFT 300 > 250
+    ok, why = M.check_point(s, tbt_slo_ms=70, ttft_slo_ms=250)
+    assert not ok and why == ["P99 TTFT 298 ms > 250"]
+    assert M.check_point(M.summarize(RECORDS[:2]), tbt_slo_ms=70, ttft_slo_ms=5000) == (True, [])
+
+
+def steady(n, ttft=100.0, gap=20.0, rate=1.0, drift=0.0):
+    return [rec(f"r{i}", i / rate, [ttft + drift * i + k * gap for k in range(5)]) for i in range(n)]
+
+
+def test_ttft_drift_detects_growing_queue():
+    assert M.summarize(steady(50))["ttft_drift"]["ok"]
+    grow = M.summarize(steady(50, drift=60.0))           # TTFT 100 -> 3040 ms, all < 5 s SLO
+    assert grow["ttft_ms"]["p99"] < 5000 and not grow["ttft_drift"]["ok"]
+    # first half median 100 + 60*12 = 820 -> limit 1890; last 5 median 100 + 60*47 = 2920
+    assert grow["ttft_drift"]["limit_ms"] == pytest.approx(2 * (100 + 60 * 12) + 250)
+    assert M.summarize(steady(50, drift=5.0))["ttft_drift"]["ok"]         # mild: 100 -> 345 ms
+    ok, why = M.check_point(grow)
+    assert not ok and why[0].startswith("TTFT drifting up")
+
+
+def test_goodput_selection():
+    pts = [{"rate": 1.0, "summary": M.summarize(steady(20))},
+           {"rate": 2.0, "summary": M.summarize(steady(20, gap=40.0))},
+           {"rate": 4.0, "summary": M.summarize(steady(20, gap=80.0))}]          # TBT 80 > 50
+    g = M.goodput(pts)
+    assert g["goodput_rps"] == 2.0 and g["monotone"]
+    assert (g["tbt_slo_ms"], g["ttft_slo_ms"]) == (50.0, 5000.0)
+    assert [p["pass"] for p in g["points"]] == [True, True, False]
+    assert M.goodput(pts, tbt_slo_ms=30.0)["goodput_rps"] == 1.0
+    assert M.goodput(pts, tbt_slo_ms=10.0)["goodput_rps"] is None
+    # a failed request fails its rate; a higher passing rate still counts, flagged non-monotone
+    bad = steady(20) + [rec("x", 3.0, [], ok=False, error="http_500: boom")]
+    g2 = M.goodput([pts[0], {"rate": 2.0, "summary": M.summarize(bad)},
+                    {"rate": 3.0, "summary": M.summarize(steady(20))}])
+    assert g2["goodput_rps"] == 3.0 and not g2["monotone"]
+    assert g2["points"][1]["reasons"][0].startswith("1 failed {'http_500': 1}")

@@ -1,0 +1,120 @@
+"""bench.run: resumable sweeps with the stub as the system, failed starts, budget, reports."""
+import json
+import socket
+import sys
+
+import pytest
+
+from bench import plots, report, run, stub_server, systems
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def args(out, rates, *extra):
+    return ["--systems", "stub", "--workload", "sharegpt", "--rates", rates, "--duration-s", "1",
+            "--out", str(out), "--port", str(free_port()), "--drain-s", "10", "--no-progress",
+            "--warmup", "1", "--output-cap", "8", "--server-args", "--ttft-ms 10 --tbt-ms 5",
+            "--client-procs", "1", *extra]
+
+
+def test_resumable_sweep_with_stub_system(tmp_path, capsys):
+    assert run.main(args(tmp_path, "2,4")) == 0
+    files = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("stub__*.jsonl")}
+    assert set(files) == {"stub__2.jsonl", "stub__4.jsonl"}
+    recs = [json.loads(x) for x in (tmp_path / "stub__4.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and all(r["ok"] for r in recs)
+    meta = json.loads((tmp_path / "stub__4.meta.json").read_text())
+    assert meta["flushed_cache"] and meta["workload"]["salt"] == "rate=4"
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["systems"]["stub"]["goodput_rps"] == 4.0 and s["slo"]["tbt_ms"] == 50.0
+    assert s["workload"]["workload"] == "sharegpt" and s["workload"]["output_cap"] == 8
+    assert "bench.run" in s["command"] and s["systems"]["stub"]["start"]["ok"]
+    assert "| stub | 4 |" in capsys.readouterr().out
+    # resume: the existing points are skipped, only the new rate runs; summary merges all
+    assert run.main(args(tmp_path, "2,4,8")) == 0
+    assert all((tmp_path / n).stat().st_mtime_ns == t for n, t in files.items())
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert [p["rate"] for p in s["systems"]["stub"]["points"]] == [2.0, 4.0, 8.0]
+    assert s["systems"]["stub"]["goodput_rps"] == 8.0 and not s["not_run"]
+    assert "stub" in report.render(s)
+    made = plots.plot_run(tmp_path)
+    assert (tmp_path / "latency_vs_rate.png") in made
+
+
+def test_failed_start_is_a_result(tmp_path, monkeypatch):
+    real = systems.server_command
+
+    def fake(system, *a, **k):           # upstream --enable-pdmux dies at start
+        if system == "sglang-pdmux":
+            return [sys.executable, "-c", "import sys; print('pdmux boom'); sys.exit(3)"]
+        return real(system, *a, **k)
+    monkeypatch.setattr(run.systems, "server_command", fake)
+    argv = args(tmp_path, "2")
+    argv[1] = "sglang-pdmux,stub"
+    assert run.main(argv) == 0
+    start = json.loads((tmp_path / "sglang-pdmux__start.json").read_text())
+    assert start["ok"] is False and "exited with code 3" in start["reason"]
+    assert "pdmux boom" in start["log_tail"]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["systems"]["sglang-pdmux"]["goodput_rps"] is None
+    assert s["systems"]["stub"]["goodput_rps"] == 2.0                 # the sweep went on
+    assert "start failed: exited with code 3" in report.render(s)
+    assert run.main(argv) == 0                                        # not retried by default
+    assert not (tmp_path / "sglang-pdmux__2.jsonl").exists()
+
+
+def test_time_budget_never_starts_what_does_not_fit(tmp_path):
+    assert run.main(args(tmp_path, "2,4", "--time-budget-s", "30")) == 0   # start est. 120 s
+    assert not list(tmp_path.glob("*.jsonl"))
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["budget_stopped"] and s["not_run"] == ["stub@2", "stub@4"]
+
+
+def test_server_url_mode(tmp_path):
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.0, tbt_s=0.002)) as url:
+        argv = args(tmp_path, "3", "--server-url", url)
+        argv[1] = "external"
+        assert run.main(argv) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["systems"]["external"]["goodput_rps"] == 3.0
+    assert not list(tmp_path.glob("*.log"))
+
+
+def test_system_commands():
+    m = "/models/llama"
+    cmd = systems.server_command("mux", m, 30001, tbt_slo_ms=50, ttft_slo_ms=5000,
+                                 timeline="/tmp/t.jsonl")
+    assert cmd[1:3] == ["-m", "sglang_mux.launch_server"]
+    joined = " ".join(cmd)
+    for part in ("--model-path /models/llama", "--load-format dummy", "--tokenizer-path /models/llama",
+                 "--port 30001", "--host 127.0.0.1", "--mem-fraction-static",
+                 "--mux-policy dispatcher", "--mux-tbt-slo-ms 50", "--mux-timeline /tmp/t.jsonl",
+                 "--skip-tokenizer-init"):
+        assert part in joined
+    tok = systems.server_command("sglang", m, 1, tokenizer_path="/tok")
+    assert "--tokenizer-path /tok" in " ".join(tok) and "--skip-tokenizer-init" not in tok
+    assert "--mux-policy fixed --mux-fixed-decode-sms 48" in " ".join(
+        systems.server_command("mux-fixed-48", m, 1))
+    sg = systems.server_command("sglang-chunked-512", m, 1, extra_args=["--foo", "1"])
+    assert sg[1:3] == ["-m", "sglang.launch_server"] and sg[-2:] == ["--foo", "1"]
+    assert "--chunked-prefill-size 512 --enable-mixed-chunk" in " ".join(sg)
+    assert "--enable-pdmux" in systems.server_command("sglang-pdmux", m, 1)
+    assert "--chunked-prefill-size" not in " ".join(systems.server_command("sglang", m, 1))
+    assert systems.expand("all")[0] == "mux" and "sglang-chunked-2048" in systems.expand("all")
+    with pytest.raises(ValueError):
+        systems.expand("vllm")
+
+
+def test_timeline_plot(tmp_path):
+    tl = tmp_path / "mux.timeline.jsonl"
+    # "time" is the key sglang_mux.mux_metrics.TimelineWriter writes ("t" works too)
+    tl.write_text("".join(json.dumps({"time": 100 + i * 0.5, "decode_sms": 16 * (1 + i % 4),
+                                      "prefill_sms": 132 - 16 * (1 + i % 4), "decode_bs": i})
+                          + "\n" for i in range(20)))
+    out = plots.plot_timeline(tl, tmp_path / "tl.png")
+    assert out.exists() and out.stat().st_size > 1000
+    assert (tmp_path / "mux.timeline.png") in plots.plot_run(tmp_path)

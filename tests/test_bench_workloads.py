@@ -1,0 +1,127 @@
+"""bench.workloads: trace blocks, reuse, caps, rate scaling, Poisson, Table-1 synthetic, chat."""
+import numpy as np
+import pytest
+
+from bench import workloads as W
+
+
+def test_block_tokens_deterministic_and_in_vocab():
+    a, b = W.block_tokens(42), W.block_tokens(42)
+    assert a is b or np.array_equal(a, b)
+    W.block_tokens.cache_clear()
+    assert np.array_equal(W.block_tokens(42), a)            # same id -> same tokens, uncached too
+    assert not np.array_equal(W.block_tokens(43), a)
+    assert not np.array_equal(W.block_tokens(42, salt="rate=2"), a)
+    assert len(a) == W.BLOCK and a.min() >= W.VOCAB_LO and a.max() < W.VOCAB_HI
+
+
+def test_trace_prompt_partial_last_block():
+    ids = W.trace_prompt([7, 8, 9], 1100)
+    assert len(ids) == 1100                                  # 512 + 512 + 76
+    assert np.array_equal(ids[:512], W.block_tokens(7))
+    assert np.array_equal(ids[1024:], W.block_tokens(9)[:76])
+
+
+def test_prefix_sharing_reproduces_trace_reuse():
+    rows = W.load_trace("conversation", W.DATA_DIR / "conversation_first1000.jsonl")[:300]
+    wl = W.trace_workload(rows, n=300)
+    prompts = [r.input_ids for r in wl.requests]
+    # token-level prefix reuse of the generated prompts == the trace's own block reuse
+    assert W.block_reuse(prompts) == pytest.approx(W.hash_block_reuse(rows), abs=1e-12)
+    assert W.hash_block_reuse(rows) > 0.05
+    # rows 0 and 1 share hash id 0 only: one equal block, then different tokens
+    assert rows[0]["hash_ids"][0] == rows[1]["hash_ids"][0] and rows[0]["hash_ids"][1] != rows[1]["hash_ids"][1]
+    assert np.array_equal(prompts[0][:512], prompts[1][:512])
+    assert not np.array_equal(prompts[0][512:1024], prompts[1][512:1024])
+
+
+def test_full_trace_reuse_matches_readme():
+    if not (W.SHARED_TRACES / "mooncake_conversation.jsonl").exists():
+        pytest.skip("full trace not present")
+    rows = W.load_trace("conversation")
+    assert W.hash_block_reuse(rows, full_blocks_only=False) == pytest.approx(0.366, abs=0.001)
+
+
+def test_input_cap_truncates_from_the_end():
+    rows = W.load_trace("conversation", W.DATA_DIR / "conversation_first1000.jsonl")[:50]
+    full = W.trace_workload(rows)
+    cap = W.trace_workload(rows, input_cap=2000, output_cap=64)
+    for f, c in zip(full.requests, cap.requests):
+        assert c.prompt_len == min(f.prompt_len, 2000)
+        assert np.array_equal(c.input_ids, f.input_ids[:2000])   # prefix kept
+        assert c.max_new_tokens == min(f.max_new_tokens, 64)
+    assert cap.options["input_cap"] == 2000
+
+
+def test_rate_scaling():
+    rows = W.load_trace("conversation", W.DATA_DIR / "conversation_first1000.jsonl")
+    wl = W.trace_workload(rows, n=200, rate=2.0)
+    ts = [r.t for r in wl.requests]
+    assert ts[0] == 0 and W.mean_rate(ts) == pytest.approx(2.0)
+    raw = W.trace_workload(rows, n=200)
+    half = W.trace_workload(rows, n=200, time_scale=0.5)
+    assert [r.t * 0.5 for r in raw.requests] == pytest.approx([r.t for r in half.requests])
+    # the trace's burst structure survives scaling (same relative gaps)
+    assert np.allclose(np.array(ts) / ts[-1], np.array([r.t for r in raw.requests]) / raw.requests[-1].t)
+    with pytest.raises(ValueError):
+        W.rescale(np.array([0.0, 1.0]), rate=1.0, time_scale=2.0)
+
+
+def test_poisson_rate_and_seed():
+    t = W.poisson_arrivals(5000, 3.0, seed=1)
+    assert t[0] == 0 and np.all(np.diff(t) >= 0)
+    assert W.mean_rate(t) == pytest.approx(3.0, rel=0.05)
+    gaps = np.diff(t)
+    assert np.std(gaps) / np.mean(gaps) == pytest.approx(1.0, abs=0.1)   # exponential gaps
+    assert np.array_equal(t, W.poisson_arrivals(5000, 3.0, seed=1))
+    assert not np.array_equal(t, W.poisson_arrivals(5000, 3.0, seed=2))
+    wl = W.trace_workload(W.load_trace("conversation", W.DATA_DIR / "conversation_first1000.jsonl"),
+                          n=500, rate=4.0, arrival="poisson", seed=3)
+    assert W.mean_rate([r.t for r in wl.requests]) == pytest.approx(4.0, rel=0.15)
+
+
+@pytest.mark.parametrize("name", ["sharegpt", "loogle", "openthoughts"])
+def test_synthetic_table1(name):
+    spec = W.SYNTHETIC[name]
+    wl = W.synthetic_workload(name, n=2000, rate=5.0, seed=0)
+    ins = np.array([r.prompt_len for r in wl.requests])
+    outs = np.array([r.max_new_tokens for r in wl.requests])
+    (mi, _, lo_i, hi_i), (mo, _, lo_o, hi_o) = spec["inp"], spec["out"]
+    assert lo_i <= ins.min() and ins.max() <= hi_i and lo_o <= outs.min() and outs.max() <= hi_o
+    assert ins.mean() == pytest.approx(mi, rel=0.12) and outs.mean() == pytest.approx(mo, rel=0.12)
+    if spec["shared"]:
+        first = wl.requests[0].input_ids[:spec["shared"]]
+        assert all(np.array_equal(r.input_ids[:spec["shared"]], first) for r in wl.requests)
+        assert not np.array_equal(wl.requests[0].input_ids[:300], wl.requests[1].input_ids[:300])
+    again = W.synthetic_workload(name, n=2000, rate=5.0, seed=0)
+    assert np.array_equal(again.requests[7].input_ids, wl.requests[7].input_ids)
+
+
+def test_chat_workload():
+    wl = W.chat_workload(n_sessions=50, rate=1.0, seed=0, think_s=2.0)
+    assert wl.kind == "chat" and len(wl.sessions) == 50
+    assert all(2 <= len(s.turns) <= 6 and s.turns[0].think_s == 0 for s in wl.sessions)
+    assert all(s.system == wl.sessions[0].system for s in wl.sessions)   # shared system prompt
+    assert wl.n_requests == sum(len(s.turns) for s in wl.sessions)
+    assert W.chat_workload(n_sessions=50, rate=1.0, seed=0, think_s=2.0).sessions[3].turns[1].user \
+        == wl.sessions[3].turns[1].user
+
+
+def test_build_counts_and_salts():
+    a = W.build("sharegpt", rate=2.0, duration_s=30, salt="x")
+    assert len(a.requests) == 60 and a.options["rate"] == 2.0
+    b = W.build("conversation", rate=0.5, duration_s=40, salt="x")
+    c = W.build("conversation", rate=0.5, duration_s=40, salt="y")
+    assert len(b.requests) == 20
+    assert not np.array_equal(b.requests[0].input_ids, c.requests[0].input_ids)   # salted
+    with pytest.raises(ValueError):
+        W.build("nope", rate=1, duration_s=1)
+
+
+def test_token_range_follows_the_model():
+    assert W.token_range(None) == W.VOCAB == W.token_range(128256)
+    lo, hi = W.token_range(4096)                       # launch/models/tiny-llama
+    assert 0 < lo < hi <= 4096 - 300
+    wl = W.build("conversation", rate=1.0, duration_s=5, vocab=(lo, hi))
+    assert all(r.input_ids.min() >= lo and r.input_ids.max() < hi for r in wl.requests)
+    assert W.model_vocab_size(W.DATA_DIR.parent.parent / "launch/models/qwen3-8b") == 151936
