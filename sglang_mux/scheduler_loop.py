@@ -153,6 +153,8 @@ def _snapshot(self, now: float):
 
     m = self._mux
     bs, sum_reused = _decode_shape(self.running_batch)
+    if len(m.arrival) > 4 * WAITING_VIEW + len(self.waiting_queue):
+        _forget_gone(self)  # requests aborted while waiting never reach a prefill batch
     waiting = []
     for req in self.waiting_queue[:WAITING_VIEW]:
         t = m.arrival.setdefault(req.rid, now)
@@ -164,6 +166,15 @@ def _snapshot(self, now: float):
         now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, active_prefill=act,
         paused_prefill=m.paused.state if m.paused else None, waiting=waiting,
     )
+
+
+def _forget_gone(self) -> None:
+    m = self._mux
+    live = {r.rid for r in self.waiting_queue}
+    for run in (m.active, m.paused):
+        if run is not None:
+            live.update(run.state.rids)
+    m.arrival = {rid: t for rid, t in m.arrival.items() if rid in live}
 
 
 def _switch(self, cfg) -> None:
@@ -306,7 +317,7 @@ def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
     """The partition to run now: the plan's, or a full mode when only one phase has work."""
     if has_decode and has_prefill:
         cfg = plan.config
-        if cfg in m.cfg_index:
+        if cfg.is_multiplexed and cfg in m.cfg_index:
             return cfg
         # (total, 0): decode alone while prefill is held; (0, total) cannot happen with a decode.
         return m.parts.full_decode if plan.prefill_layers == 0 else m.parts.configs[-1]

@@ -1,0 +1,83 @@
+"""The CPU-testable parts of the scheduler glue (no torch, no sglang): what goes into a
+Snapshot, which partition a Plan maps to, and bookkeeping of arrival times."""
+
+from types import SimpleNamespace as NS
+
+from sglang_mux import scheduler_loop as sl
+from sglang_mux.dispatch import Plan
+from sglang_mux.estimator import PrefillReq
+from sglang_mux.partitions import full_modes, partition_configs
+
+
+class FakeBatch:
+    def __init__(self, seq_lens):
+        self.seq_lens_sum = sum(seq_lens)
+        self._bs = len(seq_lens)
+
+    def batch_size(self):
+        return self._bs
+
+    def is_empty(self):
+        return self._bs == 0
+
+
+def mux_state():
+    cfgs = partition_configs(132, 16)
+    fp, fd = full_modes(132)
+    allc = [fp, *sorted(cfgs, key=lambda c: -c.prefill_sms), fd]
+    parts = NS(configs=cfgs, full_prefill=fp, full_decode=fd)
+    return sl.MuxState(args=None, parts=parts, cfgs=allc, cfg_index={c: i for i, c in enumerate(allc)},
+                       policy=None, estimator=None)
+
+
+def plan(d, p, layers=2):
+    return Plan(decode_sms=d, prefill_sms=p, t_decode_worst_ms=1.0, t_prefill_ms=1.0, prefill_layers=layers,
+                new_prefill_rids=(), preempt=False, reason="test")
+
+
+def test_decode_shape_counts_kv_before_the_decoded_token():
+    assert sl._decode_shape(FakeBatch([101, 201, 301])) == (3, 600)
+    assert sl._decode_shape(FakeBatch([])) == (0, 0)
+    assert sl._decode_shape(None) == (0, 0)
+
+
+def test_config_follows_the_plan_when_both_phases_run():
+    m = mux_state()
+    assert sl._config_for(m, plan(48, 84), True, True).decode_sms == 48
+
+
+def test_full_gpu_for_a_phase_alone():
+    m = mux_state()
+    assert sl._config_for(m, plan(48, 84), True, False) == m.parts.full_decode
+    assert sl._config_for(m, plan(48, 84), False, True) == m.parts.full_prefill
+
+
+def test_held_prefill_runs_decode_on_the_full_gpu():
+    m = mux_state()
+    # (132, 0) with prefill held (0 layers): decode alone on every SM.
+    assert sl._config_for(m, plan(132, 0, layers=0), True, True) == m.parts.full_decode
+    # A full-mode plan that still launches prefill falls back to the largest decode partition.
+    assert sl._config_for(m, plan(132, 0, layers=1), True, True).decode_sms == 112
+
+
+def test_snapshot_sees_queue_head_only_and_keeps_arrival_times():
+    m = mux_state()
+    m.arrival = {}
+    q = [NS(rid=f"r{i}", origin_input_ids=[0] * (10 + i)) for i in range(200)]
+    fake = NS(_mux=m, running_batch=FakeBatch([11, 21]), waiting_queue=q)
+    s1 = sl._snapshot(fake, now=5.0)
+    assert len(s1.waiting) == sl.WAITING_VIEW and s1.waiting[0].n == 10
+    assert (s1.decode_bs, s1.decode_sum_reused) == (2, 30)
+    s2 = sl._snapshot(fake, now=9.0)
+    assert s2.waiting[0].arrival_s == 5.0  # first seen, not re-stamped
+
+
+def test_aborted_waiting_requests_are_forgotten():
+    m = mux_state()
+    m.arrival = {f"gone{i}": 1.0 for i in range(1000)}
+    m.arrival["live"] = 2.0
+    m.active = sl._PrefillRun(batch=NS(split_index=3), state=NS(rids=["act"], reqs=[PrefillReq(5, 0)]))
+    m.arrival["act"] = 3.0
+    fake = NS(_mux=m, running_batch=None, waiting_queue=[NS(rid="live", origin_input_ids=[1])])
+    sl._snapshot(fake, now=10.0)
+    assert m.arrival == {"live": 2.0, "act": 3.0}
