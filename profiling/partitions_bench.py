@@ -20,6 +20,8 @@ import statistics
 import sys
 import time
 
+from sglang_mux.probe import event_times
+
 
 def _smid_kernel():
     import triton
@@ -54,18 +56,7 @@ def sm_set(stream, n_blocks=4096) -> set[int]:
 
 
 def time_copies(stream, src, dst, n=20) -> list[float]:
-    import torch
-
-    times = []
-    with torch.cuda.stream(stream):
-        for _ in range(n):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(stream)
-            dst.copy_(src)
-            b.record(stream)
-            times.append((a, b))
-    stream.synchronize()
-    return [a.elapsed_time(b) for a, b in times]
+    return event_times(stream, lambda: dst.copy_(src), n)
 
 
 def main(argv=None) -> int:

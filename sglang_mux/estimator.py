@@ -32,7 +32,7 @@ import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
 from .latency_model import (PrefillReq, SoloLatencyModel, UnprofiledPartition, fit_decode_frame,
@@ -123,7 +123,7 @@ class Estimator:
 
     @classmethod
     def for_model(cls, model_config, gpu_name: str, total_sms: int, tables_root: str | Path,
-                  probe: Mapping | None = None, granularity: int = 16,
+                  probe: Mapping | Callable[[], Mapping | None] | None = None, granularity: int = 16,
                   table_dir: str | Path | None = None) -> "Estimator":
         """``model_config``: HF config.json path or dict (or a meta-style shape dict).
 
@@ -143,6 +143,8 @@ class Estimator:
         cfg = str(model_config) if isinstance(model_config, (str, Path)) else f"<{name} config.json>"
         hint = (f"python -m profiling.run --model-config {cfg} "
                 f"--out {Path(tables_root) / table_dirname(name, gpu_name)}")
+        if callable(probe):  # probe lazily: the GPU is measured only when no table matched
+            probe = probe()
         return cls.cold_start(shape, probe, total_sms, granularity, hint=hint)
 
     # ------------------------------------------------------------------ predictions (hot path)

@@ -72,6 +72,7 @@ def init_mux(self):
 
     from sglang_mux.estimator import Estimator
     from sglang_mux.green_ctx import GreenPartitionSet
+    from sglang_mux.probe import safe_probe
 
     args = MuxArgs.from_env()
     gpu_id = getattr(self, "gpu_id", None)
@@ -99,6 +100,7 @@ def init_mux(self):
         tables_root=_tables_root(),
         table_dir=tables,
         granularity=args.sm_granularity,
+        probe=lambda: safe_probe(parts),
     )
     self._mux = MuxState(
         args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
@@ -113,8 +115,8 @@ def init_mux(self):
     except Exception as e:  # metrics must never stop serving
         logger.warning("sglang_mux metrics disabled: %s", e)
     logger.info(
-        "sglang_mux: %d partitions on %d SMs, policy=%s, TBT SLO %.0f ms, TTFT SLO %.0f ms",
-        len(cfgs), parts.total_sms, args.policy, args.tbt_slo_ms, args.ttft_slo_ms,
+        "sglang_mux: %d partitions on %d SMs, policy=%s, TBT SLO %.0f ms, TTFT SLO %.0f ms, estimator: %s",
+        len(cfgs), parts.total_sms, args.policy, args.tbt_slo_ms, args.ttft_slo_ms, estimator.source,
     )
 
 

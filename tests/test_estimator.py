@@ -217,3 +217,22 @@ def test_cli_predict_json(good):
     assert out["prefill_sms"] == 84
     assert out["decode_worst_ms"] == pytest.approx(out["decode_solo_ms"] * out["guard_slowdown"])
     assert out["guard_slowdown"] >= 1.0 and out["prefill_solo_ms"] > 0
+
+
+def test_probe_runs_only_for_a_cold_start(tmp_path, good):
+    """The start-up probe (GPU time) is taken lazily: not at all when a table matches."""
+    calls = []
+
+    def probe():
+        calls.append(1)
+        return {16: (100e12, 1e12), 132: (800e12, 4e12)}
+
+    table_root = Path(good).parent
+    meta = json.loads((Path(good) / "meta.json").read_text())
+    est = Estimator.for_model(meta["model"], gpu_name=meta["gpu_name"], total_sms=132,
+                              tables_root=table_root, probe=probe)
+    assert est.source.startswith("table") and calls == []
+    with pytest.warns(UserWarning, match="profil"):
+        cold = Estimator.for_model(meta["model"], gpu_name="Some Other GPU", total_sms=132,
+                                   tables_root=table_root, probe=probe)
+    assert cold.source == "cold-start" and calls == [1]

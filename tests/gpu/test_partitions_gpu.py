@@ -25,3 +25,16 @@ def test_bad_granularity_is_a_clear_error():
 
     with pytest.raises(ValueError, match="granularity"):
         GreenPartitionSet(0, granularity=12)
+
+
+def test_startup_probe_covers_every_partition():
+    from sglang_mux.green_ctx import GreenPartitionSet
+    from sglang_mux.probe import probe_partitions
+
+    parts = GreenPartitionSet(0, 16)
+    probe = probe_partitions(parts)
+    want = {c.decode_sms for c in parts.configs} | {c.prefill_sms for c in parts.configs} | {parts.total_sms}
+    assert set(probe) == want
+    # More SMs never give much less GEMM throughput (loose: clocks and tiling vary).
+    sms = sorted(probe)
+    assert probe[sms[-1]][0] > 3 * probe[sms[0]][0]
