@@ -14,6 +14,12 @@ From the client's records (``bench.client``):
   TBT part). The per-request P99 (not the max) tolerates one hiccup in a long answer; for
   answers under ~100 tokens it is within one gap of the max. ``ttft_attainment`` and
   ``tbt_attainment`` give the two parts alone.
+- TTFT per prompt token (``ttft_ms_per_token``, ms/token; the paper's Figure 20 metric):
+  TTFT / the request's prompt tokens (the server's count, else the client's), per finished
+  request with a prompt; P50/P90/P99 as above. It puts short and long prompts on one scale:
+  a short request stuck behind a long prefill shows as a large value.
+- Per subset (``by_subset``, when records carry ``subset``, e.g. the ``mixed`` workload's
+  ``sharegpt``/``loogle``): n, n_ok and the TTFT and TTFT-per-token percentiles of each class.
 - Throughput over the makespan (first send -> last finished end): ``output_tok_s``,
   ``total_tok_s`` (prompt + output of finished requests), ``req_s``.
 - Goodput (``goodput``): the highest tested rate whose point passes ALL of
@@ -77,23 +83,26 @@ def per_request(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
         ttft = tok[0] if len(tok) else np.nan
         send, end = r.get("send"), r.get("end")
         tbt_p99 = float(np.percentile(gaps, 99)) if len(gaps) else np.nan
+        prompt = r.get("prompt_tokens")
         rows.append(dict(
             rid=r.get("rid"), ok=ok, error=r.get("error"), scheduled=r.get("scheduled"),
             send=send, end=end, ttft_ms=ttft,
+            ttft_ms_per_token=ttft / prompt if prompt else np.nan,
             e2e_ms=(end - send) * 1e3 if ok and send is not None and end is not None else np.nan,
             tpot_ms=(tok[-1] - tok[0]) / (len(tok) - 1) if len(tok) >= 2 else np.nan,
             tbt_p99_ms=tbt_p99, tbt_max_ms=gaps.max() if len(gaps) else np.nan,
             n_gaps=len(gaps), output_tokens=int(r.get("output_tokens") or 0),
-            prompt_tokens=r.get("prompt_tokens"), cached_tokens=r.get("cached_tokens"),
+            prompt_tokens=prompt, cached_tokens=r.get("cached_tokens"), subset=r.get("subset"),
             lateness_ms=(send - r["scheduled"]) * 1e3
             if send is not None and r.get("scheduled") is not None else np.nan,
             attains=ok and ttft <= ttft_slo_ms and (not len(gaps) or tbt_p99 <= tbt_slo_ms),
             ttft_attains=ok and ttft <= ttft_slo_ms,
             tbt_attains=ok and (not len(gaps) or tbt_p99 <= tbt_slo_ms)))
     return pd.DataFrame(rows, columns=[
-        "rid", "ok", "error", "scheduled", "send", "end", "ttft_ms", "e2e_ms", "tpot_ms",
-        "tbt_p99_ms", "tbt_max_ms", "n_gaps", "output_tokens", "prompt_tokens", "cached_tokens",
-        "lateness_ms", "attains", "ttft_attains", "tbt_attains"])
+        "rid", "ok", "error", "scheduled", "send", "end", "ttft_ms", "ttft_ms_per_token",
+        "e2e_ms", "tpot_ms", "tbt_p99_ms", "tbt_max_ms", "n_gaps", "output_tokens",
+        "prompt_tokens", "cached_tokens", "subset", "lateness_ms", "attains", "ttft_attains",
+        "tbt_attains"])
 
 
 def tbt_gaps(records: Sequence[dict]) -> np.ndarray:
@@ -115,6 +124,19 @@ def ttft_drift(df: pd.DataFrame) -> dict:
             "ok": bool(tail <= limit)}
 
 
+def by_subset(df: pd.DataFrame) -> dict | None:
+    """TTFT and TTFT-per-token percentiles per ``subset`` (None when no record has one)."""
+    if df.subset.isna().all():
+        return None
+    out = {}
+    for name, g in df[df.subset.notna()].groupby("subset", sort=True):
+        ok = g[g.ok]
+        out[str(name)] = {"n": int(len(g)), "n_ok": int(len(ok)),
+                          "ttft_ms": _stats(ok.ttft_ms.dropna()),
+                          "ttft_ms_per_token": _stats(ok.ttft_ms_per_token.dropna())}
+    return out
+
+
 def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
               ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> dict:
     df = per_request(records, tbt_slo_ms, ttft_slo_ms)
@@ -134,6 +156,8 @@ def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
     return {
         "n": n, "n_ok": int(len(ok)), "n_failed": int(n - len(ok)), "failures": failures,
         "ttft_ms": _stats(ok.ttft_ms.dropna()),
+        "ttft_ms_per_token": _stats(ok.ttft_ms_per_token.dropna()),
+        "by_subset": by_subset(df),
         "tbt_ms": _stats(tbt_gaps(records), with_max=True),
         "tpot_ms": _stats(ok.tpot_ms.dropna()),
         "e2e_ms": _stats(ok.e2e_ms.dropna()),

@@ -1,6 +1,17 @@
 """The short markdown table of a run's ``summary.json``.
 
     python -m bench.report bench/results/<run>/            # or .../summary.json
+
+The table gains a TTFT-per-prompt-token column (P50/P90/P99, ms/token) when the summary has
+it. Two comparisons follow when their systems are both in the run, at every rate they share:
+
+- ``mux-off`` vs ``sglang`` (``throughput_comparison``): the ratio of output tok/s and of total
+  tok/s (mux-off / sglang) and whether both are within 2 %. Throughput is over the makespan,
+  so at a rate both sustain it is the offered load and the ratio is ~1 by construction; a
+  rate that saturates both (TTFT drifting up) is the point that measures the launcher's cost.
+- ``mux`` vs ``mux-nopreempt`` (``preemption_comparison``): TTFT per prompt token P50/P90/P99
+  with preemption on and off (and P99 per subset of the ``mixed`` workload), the preemptions
+  fired, and whether the P99 is lower with preemption on.
 """
 from __future__ import annotations
 
@@ -13,6 +24,134 @@ def _f(x, fmt: str = "{:.0f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
+def _pts(s: dict, name: str) -> dict:
+    return {p["rate"]: p for p in (s["systems"].get(name) or {}).get("points", [])}
+
+
+def _ratio(a, b):
+    return None if a is None or b is None or not b else a / b
+
+
+def throughput_comparison(s: dict, base: str = "sglang", other: str = "mux-off",
+                          tol: float = 0.02) -> list[dict]:
+    """Per common rate: output and total tok/s of both, ``other / base`` ratios, ``within``
+    (both ratios within ``tol`` of 1; None when a throughput is missing). [] unless both ran."""
+    a, b = _pts(s, base), _pts(s, other)
+    rows = []
+    for rate in sorted(set(a) & set(b)):
+        ma, mb = a[rate]["summary"], b[rate]["summary"]
+        row = {"rate": rate}
+        for key in ("output_tok_s", "total_tok_s"):
+            row[f"{base}_{key}"], row[f"{other}_{key}"] = ma.get(key), mb.get(key)
+            row[f"{key}_ratio"] = _ratio(mb.get(key), ma.get(key))
+        ratios = [row["output_tok_s_ratio"], row["total_tok_s_ratio"]]
+        row["within"] = None if None in ratios else all(abs(r - 1) <= tol for r in ratios)
+        row["n_failed"] = {base: ma.get("n_failed"), other: mb.get("n_failed")}
+        rows.append(row)
+    return rows
+
+
+def _p(m: dict | None, key: str, pct: str = "p99"):
+    return ((m or {}).get(key) or {}).get(pct)
+
+
+def preemption_comparison(s: dict, on: str = "mux", off: str = "mux-nopreempt") -> list[dict]:
+    """Per common rate: TTFT per prompt token P50/P90/P99 with preemption on and off (per
+    subset too: P99), preemptions fired, ``lower`` (P99 on < P99 off). [] unless both ran."""
+    a, b = _pts(s, on), _pts(s, off)
+    rows = []
+    for rate in sorted(set(a) & set(b)):
+        ma, mb = a[rate]["summary"], b[rate]["summary"]
+        row = {"rate": rate}
+        for pct in ("p50", "p90", "p99"):
+            row[f"on_{pct}"] = _p(ma, "ttft_ms_per_token", pct)
+            row[f"off_{pct}"] = _p(mb, "ttft_ms_per_token", pct)
+        subsets = sorted(set(ma.get("by_subset") or {}) & set(mb.get("by_subset") or {}))
+        row.update({
+            "p99_ratio": _ratio(row["on_p99"], row["off_p99"]),
+            "lower": None if None in (row["on_p99"], row["off_p99"])
+            else row["on_p99"] < row["off_p99"],
+            "by_subset": {k: {"on_p99": _p(ma["by_subset"][k], "ttft_ms_per_token"),
+                              "off_p99": _p(mb["by_subset"][k], "ttft_ms_per_token")}
+                          for k in subsets},
+            "preemptions": {on: a[rate].get("preemptions"), off: b[rate].get("preemptions")},
+            "n_failed": {on: ma.get("n_failed"), off: mb.get("n_failed")}})
+        rows.append(row)
+    return rows
+
+
+def _has_per_token(s: dict) -> bool:
+    return any(_p(p["summary"], "ttft_ms_per_token") is not None
+               for sysd in s["systems"].values() for p in sysd["points"])
+
+
+def _mux_line(s: dict) -> str | None:
+    parts = []
+    for name, sysd in s["systems"].items():
+        m = sysd.get("mux")
+        for x in (m if isinstance(m, list) else [m]):
+            if x:
+                parts.append(f"{name} {x['ttft_slo_ms']:g} ms + {x['ttft_ms_per_token']:g} "
+                             f"ms/token, preemption {'on' if x['preemption'] else 'off'}")
+    if not parts:
+        return None
+    return ("Mux length-aware TTFT SLO (what preemption decides on; SLO + K × prompt tokens): "
+            + "; ".join(parts) + ".")
+
+
+def render_throughput(rows: list[dict], base: str = "sglang", other: str = "mux-off",
+                      tol: float = 0.02) -> list[str]:
+    if not rows:
+        return []
+    lines = [f"### {other} vs {base} throughput (ratio {other} / {base}, within ±{tol:.0%}?)", "",
+             f"| rate | output tok/s {base} | output tok/s {other} | ratio | total tok/s {base} "
+             f"| total tok/s {other} | ratio | within {tol:.0%} |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        flag = {True: "✓ yes", False: "✗ no", None: "—"}[r["within"]]
+        nf = r["n_failed"]
+        if nf.get(base) or nf.get(other):
+            flag += f" (failed: {base} {nf.get(base)}, {other} {nf.get(other)})"
+        lines.append(
+            f"| {r['rate']:g} | {_f(r[f'{base}_output_tok_s'])} | {_f(r[f'{other}_output_tok_s'])} "
+            f"| {_f(r['output_tok_s_ratio'], '{:.4f}')} | {_f(r[f'{base}_total_tok_s'])} | "
+            f"{_f(r[f'{other}_total_tok_s'])} | {_f(r['total_tok_s_ratio'], '{:.4f}')} | {flag} |")
+    lines += ["", "Throughput is over each point's makespan: at a rate both sustain it is the "
+              "offered load (ratio ~1 by construction); a saturating rate measures the cost.", ""]
+    return lines
+
+
+def render_preemption(rows: list[dict], on: str = "mux", off: str = "mux-nopreempt") -> list[str]:
+    if not rows:
+        return []
+    subsets = sorted({k for r in rows for k in r["by_subset"]})
+    lines = [f"### Preemption: {on} (on) vs {off} (off), TTFT per prompt token (ms/token, "
+             "on / off)", "",
+             "| rate | P50 | P90 | P99 | P99 on÷off | "
+             + "".join(f"P99 {k} | " for k in subsets) + "preemptions | P99 lower with preemption |",
+             "|---:|---:|---:|---:|---:|" + "---:|" * len(subsets) + "---:|---|"]
+    g = "{:.3g}"
+
+    def pair(x, y):
+        return f"{_f(x, g)} / {_f(y, g)}"
+    for r in rows:
+        sub = "".join(pair(r["by_subset"][k]["on_p99"], r["by_subset"][k]["off_p99"]) + " | "
+                      if k in r["by_subset"] else "— | " for k in subsets)
+        flag = {True: "✓ yes", False: "✗ no", None: "—"}[r["lower"]]
+        nf = r["n_failed"]
+        if nf.get(on) or nf.get(off):
+            flag += f" (failed: {on} {nf.get(on)}, {off} {nf.get(off)})"
+        lines.append(f"| {r['rate']:g} | {pair(r['on_p50'], r['off_p50'])} | "
+                     f"{pair(r['on_p90'], r['off_p90'])} | {pair(r['on_p99'], r['off_p99'])} | "
+                     f"{_f(r['p99_ratio'], '{:.3f}')} | {sub}"
+                     f"{_f(r['preemptions'].get(on), '{:d}')} | {flag} |")
+    lines += ["", "Preemptions: `\"preempt\":true` decisions in the dispatcher timeline while the "
+              "point ran (— without a timeline). Failed requests are not in the percentiles. "
+              "Preemption is non-recursive (a preempted batch cannot be preempted again), so "
+              "P99 over a few dozen requests can stay put where P90 drops.", ""]
+    return lines
+
+
 def render(s: dict) -> str:
     slo, wl = s["slo"], s.get("workload") or {}
     unit = s.get("rate_unit", "requests/s")
@@ -23,25 +162,36 @@ def render(s: dict) -> str:
         "Workload: " + ", ".join(f"{k}={v}" for k, v in wl.items()
                                  if k not in ("distributions", "input_cap_note")
                                  and v not in (None, "")),
+    ]
+    per_token = _has_per_token(s)
+    mux_line = _mux_line(s)
+    if mux_line:
+        lines.append(mux_line)
+    lines += [
         "",
-        "| system | goodput | P99 TTFT (ms) | P99 TBT (ms) | output tok/s | SLO attainment "
-        "| rates (✓ pass, ✗ fail) |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| system | goodput | P99 TTFT (ms) | "
+        + ("TTFT/token P50/P90/P99 (ms) | " if per_token else "")
+        + "P99 TBT (ms) | output tok/s | SLO attainment | rates (✓ pass, ✗ fail) |",
+        "|---|---:|---:|" + ("---:|" if per_token else "") + "---:|---:|---:|---|",
     ]
     for name, sysd in s["systems"].items():
         start = sysd.get("start") or {}
         pts = sysd["points"]
         if start.get("ok") is False and not pts:
-            lines.append(f"| {name} | start failed: {start.get('reason', '?')} | | | | | |")
+            lines.append(f"| {name} | start failed: {start.get('reason', '?')} | | | | | |"
+                         + (" |" if per_token else ""))
             continue
         at = next((p for p in pts if p["rate"] == sysd["goodput_rps"]), pts[0] if pts else None)
         m = at["summary"] if at else {}
         att = m.get("slo_attainment")
         rates = " ".join(f"{p['rate']:g}{'✓' if p['pass'] else '✗'}" for p in pts)
+        tpt = m.get("ttft_ms_per_token") or {}
+        tpt_col = ("/".join(_f(tpt.get(k), "{:.3g}") for k in ("p50", "p90", "p99")) + " | "
+                   if per_token else "")
         lines.append(
             f"| {name} | {_f(sysd['goodput_rps'], '{:g}')}"
             f"{'' if sysd.get('monotone', True) else ' (non-monotone)'} | "
-            f"{_f(m.get('ttft_ms', {}).get('p99'))} | "
+            f"{_f(m.get('ttft_ms', {}).get('p99'))} | {tpt_col}"
             f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')} | {_f(m.get('output_tok_s'))} | "
             f"{_f(None if att is None else 100 * att, '{:.1f}%')} | {rates} |")
     lines.append("")
@@ -49,7 +199,11 @@ def render(s: dict) -> str:
                  + ("Budget stopped the sweep; not run: " + ", ".join(s["not_run"])
                     if s.get("budget_stopped") else
                     ("Not run: " + ", ".join(s["not_run"]) if s.get("not_run") else "")))
-    return "\n".join(lines)
+    extra = render_throughput(throughput_comparison(s)) + \
+        render_preemption(preemption_comparison(s))
+    if extra:
+        lines += [""] + extra
+    return "\n".join(lines).rstrip("\n")
 
 
 def main(argv: list[str] | None = None) -> None:

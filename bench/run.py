@@ -22,6 +22,16 @@ goodput check (the paper stops there too; ``--no-stop-on-fail`` sweeps all).
 ``summary.json`` is rebuilt each time from ALL JSONL present in ``--out``.
 
 ``--server-url`` benches an already running server (no start/stop; ``--systems`` is a label).
+
+``--mux-ttft-ms-per-token K`` gives every mux system (``mux``, ``mux-fixed-<D>``,
+``mux-nopreempt``) the length-aware TTFT SLO ``S + K x prompt tokens`` that preemption decides
+on (the server's default K = 0 never preempts), where S is ``--mux-ttft-slo-ms`` (default:
+``--ttft-slo-ms``; set it apart to tighten the servers' SLO without changing the goodput
+check's). ``summary.json`` records both options (``mux_ttft_slo_ms``,
+``mux_ttft_ms_per_token``), each mux point's effective settings read from its server command
+(``mux``: ttft_slo_ms, ttft_ms_per_token, preemption) and the preemptions it fired
+(``preemptions``: ``"preempt":true`` decisions written to ``<system>.timeline.jsonl`` while the
+point ran; the meta file keeps the byte range as ``timeline_bytes``).
 """
 from __future__ import annotations
 
@@ -203,13 +213,30 @@ def existing_points(out: Path) -> dict[str, dict[float, Path]]:
     return found
 
 
+def file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def count_preemptions(path: Path, span: list[int] | None) -> int | None:
+    """``"preempt":true`` decisions in bytes [start, end) of a dispatcher timeline."""
+    if not span or not path.exists():
+        return None
+    start, end = span
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(max(0, end - start)).count(b'"preempt":true')
+
+
 def point_passes(path: Path, a: argparse.Namespace) -> bool:
     s = metrics.summarize(metrics.load_jsonl(path), a.tbt_slo_ms, a.ttft_slo_ms)
     return metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)[0]
 
 
 _RATE_KEYS = {"n", "requested_n", "n_sessions", "rate", "salt", "offered_rate", "span_s", "mean_input",
-              "max_input", "mean_output", "trace_span_s", "hash_block_reuse"}
+              "max_input", "mean_output", "trace_span_s", "hash_block_reuse", "subset_counts"}
 
 
 def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
@@ -226,12 +253,19 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
             if common is None and wl:
                 common = {k: v for k, v in wl.items() if k not in _RATE_KEYS}
             points.append({"rate": rate, "file": path.name, "summary": s, "workload": wl,
-                           "flushed_cache": meta.get("flushed_cache")})
+                           "flushed_cache": meta.get("flushed_cache"),
+                           "mux": systems.mux_settings(meta.get("server_command")),
+                           "preemptions": count_preemptions(out / f"{name}.timeline.jsonl",
+                                                            meta.get("timeline_bytes"))})
         gp = metrics.goodput(points, a.tbt_slo_ms, a.ttft_slo_ms)
         for p, c in zip(points, gp["points"]):
             p.update({"pass": c["pass"], "reasons": c["reasons"]})
+        settings = [p["mux"] for p in points] or \
+            [systems.mux_settings((start or {}).get("command"))]
+        distinct = [x for i, x in enumerate(settings) if x not in settings[:i]]
         systems_out[name] = {"goodput_rps": gp["goodput_rps"], "monotone": gp["monotone"],
-                             "start": start, "points": points}
+                             "start": start, "mux": distinct[0] if len(distinct) == 1 else distinct,
+                             "points": points}
     mixed = any(p["workload"] and {k: v for k, v in p["workload"].items() if k not in _RATE_KEYS}
                 != common for s in systems_out.values() for p in s["points"])
     return {
@@ -242,6 +276,7 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
                 "goodput_rule": "highest tested rate with no failures, P99 TBT <= TBT SLO, "
                                 "P99 TTFT <= TTFT SLO and no TTFT drift (bench/metrics.py)"},
         "workload": common, "mixed_workload_options": mixed,
+        "mux_ttft_slo_ms": a.mux_ttft_slo_ms, "mux_ttft_ms_per_token": a.mux_ttft_ms_per_token,
         "rate_unit": "sessions/s" if a.workload == "chat" else "requests/s",
         "systems": systems_out, **notes,
     }
@@ -266,6 +301,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="token ids are drawn below it (default: the model config's vocab_size)")
     p.add_argument("--tbt-slo-ms", type=float, default=metrics.DEFAULT_TBT_SLO_MS)
     p.add_argument("--ttft-slo-ms", type=float, default=metrics.DEFAULT_TTFT_SLO_MS)
+    p.add_argument("--mux-ttft-slo-ms", type=float, default=None, metavar="S",
+                   help="TTFT SLO given to the mux systems (default: --ttft-slo-ms, which the "
+                        "goodput check uses either way)")
+    p.add_argument("--mux-ttft-ms-per-token", type=float, default=None, metavar="K",
+                   help="length-aware TTFT SLO of every mux system: S + K x prompt tokens, what "
+                        "preemption decides on (default: the server's 0, which never preempts)")
     p.add_argument("--time-budget-s", type=float, default=None)
     p.add_argument("--server-url", default=None)
     p.add_argument("--port", type=int, default=30000)
@@ -303,6 +344,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         else systems.expand(a.systems)
     if a.server_url and len(a.systems) != 1:
         p.error("--server-url takes exactly one --systems label")
+    if a.mux_ttft_ms_per_token is not None and not a.mux_ttft_ms_per_token >= 0:
+        p.error("--mux-ttft-ms-per-token must be >= 0")
+    if a.mux_ttft_slo_ms is None:
+        a.mux_ttft_slo_ms = a.ttft_slo_ms
+    elif not a.mux_ttft_slo_ms > 0:
+        p.error("--mux-ttft-slo-ms must be > 0")
     a.model_path = str(Path(a.model_path).resolve())
     a.vocab = workloads.token_range(a.vocab_size or workloads.model_vocab_size(a.model_path))
     if a.tokenizer_path:
@@ -326,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     url = a.server_url or f"http://127.0.0.1:{a.port}"
     notes = {"budget_stopped": False, "not_run": []}
+    dry_total = 0.0
     server: Server | None = None
 
     def on_term(signum, frame):          # SIGTERM -> same cleanup path as Ctrl-C
@@ -361,8 +409,16 @@ def main(argv: list[str] | None = None) -> int:
             cmd = None if a.server_url else systems.server_command(
                 sys_name, a.model_path, a.port, mem_fraction=a.mem_fraction_static,
                 extra_args=shlex.split(a.server_args), tbt_slo_ms=a.tbt_slo_ms,
-                ttft_slo_ms=a.ttft_slo_ms, timeline=out / f"{sys_name}.timeline.jsonl",
-                incremental=not a.no_incremental_streaming, tokenizer_path=a.tokenizer_path)
+                ttft_slo_ms=a.mux_ttft_slo_ms, timeline=out / f"{sys_name}.timeline.jsonl",
+                incremental=not a.no_incremental_streaming, tokenizer_path=a.tokenizer_path,
+                ttft_ms_per_token=a.mux_ttft_ms_per_token)
+            timeline = out / f"{sys_name}.timeline.jsonl" \
+                if cmd and "--mux-timeline" in cmd else None
+            mux = systems.mux_settings(cmd)
+            if mux and mux["preemption"] and not mux["ttft_ms_per_token"] and \
+                    ("mux-nopreempt" in a.systems or a.workload == "mixed"):
+                log(f"note: {sys_name}: the TTFT SLO is flat (--mux-ttft-ms-per-token 0), so "
+                    "preemption never fires and it schedules like mux-nopreempt")
             prev = (start_rec or {}).get("startup_s")
             startup_est = max(30.0, 1.2 * prev) if prev else a.startup_estimate_s
             if a.dry_run:
@@ -370,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
                 for r, wl in wls.items():
                     log(f"  rate {fmt_rate(r)}: {wl.n_requests} requests, span {wl.span_s:.0f} s, "
                         f"cost <= {point_cost(a, wl):.0f} s")
+                cost = sum(point_cost(a, wl) for wl in wls.values()) + \
+                    (startup_est + STOP_S if cmd else 0)
+                log(f"  {sys_name} total <= {cost:.0f} s"
+                    + (f" (start ~{startup_est:.0f} s + points + stop {STOP_S:.0f} s)" if cmd else ""))
+                dry_total += cost
                 continue
             if cmd is not None:
                 need = startup_est + point_cost(a, wls[pending[0]]) + STOP_S
@@ -428,12 +489,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"{wl.span_s:.0f} s (cache flushed: {flushed})")
                 deadline = wl.span_s + a.drain_s
                 t_point = time.time()
+                tl_start = file_size(timeline) if timeline else None
                 recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
                                                  request_timeout_s=a.request_timeout_s,
                                                  procs=a.client_procs)
                 write_json(point_file(out, sys_name, r, ".meta.json"), {
                     "system": sys_name, "rate": r, "workload": wl.options, "client": info,
                     "flushed_cache": flushed, "server_command": cmd, "server_url": url,
+                    "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
                 write_atomic(point_file(out, sys_name, r),
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))
@@ -455,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
         if server:
             server.stop()
     if a.dry_run:
+        log(f"dry run: <= {dry_total:.0f} s in all (server starts, pending points, stops; "
+            "a point ends when its last request does, usually well before its bound)")
         return 0
     have = existing_points(out)
     notes["not_run"] = [f"{s}@{fmt_rate(r)}" for s in a.systems for r in a.rates

@@ -5,6 +5,10 @@ name                     server
 =======================  =====================================================================
 ``mux``                  ``python -m sglang_mux.launch_server ... --mux-policy dispatcher``
 ``mux-fixed-<D>``        ``... --mux-policy fixed --mux-fixed-decode-sms D``
+``mux-nopreempt``        ``... --mux-policy dispatcher --no-mux-preemption`` (preemption ablation)
+``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
+                         ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
+                         scheduling through the mux launcher; its overhead vs ``sglang``)
 ``sglang``               ``python -m sglang.launch_server`` with its default scheduler
 ``sglang-chunked-<B>``   ``... --chunked-prefill-size B --enable-mixed-chunk``
 ``sglang-pdmux``         ``... --enable-pdmux`` (upstream crashes at start in 0.5.16; the
@@ -22,8 +26,14 @@ system but one that can leak into TBT), ``--skip-tokenizer-init`` when there is 
 ``bench.run`` then uses ``--tokenizer-path`` or the shipped ``sglang_mux/data/tokenizer``),
 and the caller's extra arguments last (``launch/serve.sh`` adds ``--attention-backend triton
 --sampling-backend pytorch --grammar-backend none``; pass them with ``--server-args`` to
-bench the same configuration). Mux systems also get the
-benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``) and ``--mux-timeline``.
+bench the same configuration). Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
+``mux-nopreempt``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
+``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
+prompt tokens`` that preemption decides on; the server's default 0 means preemption never
+fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
+
+``all`` is the main comparison (``ALL``); the ablations ``mux-nopreempt`` and ``mux-off`` are
+run by name.
 """
 from __future__ import annotations
 
@@ -60,15 +70,17 @@ def expand(names: str | Sequence[str]) -> list[str]:
 
 
 def kind(system: str) -> str:
-    """'mux' | 'sglang' | 'stub'; raises on an unknown name."""
-    if system == "mux" or re.fullmatch(r"mux-fixed-\d+", system):
+    """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
+    scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
+    if system in ("mux", "mux-nopreempt") or re.fullmatch(r"mux-fixed-\d+", system):
         return "mux"
-    if system in ("sglang", "sglang-pdmux") or re.fullmatch(r"sglang-chunked-\d+", system):
+    if system in ("sglang", "sglang-pdmux", "mux-off") or \
+            re.fullmatch(r"sglang-chunked-\d+", system):
         return "sglang"
     if system == "stub":
         return "stub"
-    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, sglang, "
-                     "sglang-chunked-<B>, sglang-pdmux, stub)")
+    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-off, "
+                     "sglang, sglang-chunked-<B>, sglang-pdmux, stub)")
 
 
 def common_args(model_path: str, port: int, mem_fraction: float, *,
@@ -91,8 +103,14 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
                    extra_args: Sequence[str] = (), tbt_slo_ms: float | None = None,
                    ttft_slo_ms: float | None = None, timeline: str | Path | None = None,
                    incremental: bool = True, tokenizer_path: str | None = None,
+                   ttft_ms_per_token: float | None = None,
                    python: str = sys.executable) -> list[str]:
     k = kind(system)
+    if system == "mux-off":     # exactly `sglang`'s arguments (its extras last) + --disable-mux
+        sg = server_command("sglang", model_path, port, mem_fraction=mem_fraction,
+                            incremental=incremental, tokenizer_path=tokenizer_path, python=python)
+        return [python, "-m", "sglang_mux.launch_server", *sg[3:], "--disable-mux",
+                *extra_args]
     if k == "stub":
         return [python, "-m", "bench.stub_server", "--host", "127.0.0.1", "--port", str(port),
                 *extra_args]
@@ -103,10 +121,14 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         m = re.fullmatch(r"mux-fixed-(\d+)", system)
         cmd += ["--mux-policy", "fixed", "--mux-fixed-decode-sms", m.group(1)] if m else \
             ["--mux-policy", "dispatcher"]
+        if system == "mux-nopreempt":
+            cmd += ["--no-mux-preemption"]
         if tbt_slo_ms is not None:
             cmd += ["--mux-tbt-slo-ms", f"{tbt_slo_ms:g}"]
         if ttft_slo_ms is not None:
             cmd += ["--mux-ttft-slo-ms", f"{ttft_slo_ms:g}"]
+        if ttft_ms_per_token is not None:
+            cmd += ["--mux-ttft-ms-per-token", f"{ttft_ms_per_token:g}"]
         if timeline:
             cmd += ["--mux-timeline", str(timeline)]
         return cmd + list(extra_args)
@@ -117,3 +139,23 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
     elif system == "sglang-pdmux":
         cmd += ["--enable-pdmux"]
     return cmd + list(extra_args)
+
+
+def mux_settings(cmd: Sequence[str] | None) -> dict | None:
+    """What a server command line sets for multiplexing (None: not a mux launcher, or mux
+    off): the length-aware TTFT SLO ``ttft_slo_ms`` + ``ttft_ms_per_token`` x prompt tokens
+    (server defaults 5000 and 0) and ``preemption`` (default on). Read from the command, so it
+    is right for points recorded by an earlier invocation too; the last occurrence wins, as in
+    argparse (``--server-args`` may repeat a flag)."""
+    cmd = list(cmd or [])
+    if "sglang_mux.launch_server" not in cmd or "--disable-mux" in cmd:
+        return None
+    out = {"ttft_slo_ms": 5000.0, "ttft_ms_per_token": 0.0, "preemption": True}
+    flags = {"--mux-ttft-slo-ms": "ttft_slo_ms", "--mux-ttft-ms-per-token": "ttft_ms_per_token"}
+    for i, x in enumerate(cmd):
+        flag, eq, val = x.partition("=")
+        if flag in flags and (eq or i + 1 < len(cmd)):
+            out[flags[flag]] = float(val if eq else cmd[i + 1])
+        elif x in ("--mux-preemption", "--no-mux-preemption"):
+            out["preemption"] = x == "--mux-preemption"
+    return out

@@ -33,6 +33,16 @@ Synthetic workloads after the paper's Table 1 (min / mean / max)
     OpenThoughts' input length includes the shared 243-token system prompt (Table 1's
     "reused length"): every request starts with the same 243 token ids.
 
+Mixed short/long workload (the paper's §4.4.3 preemption experiment): ``mixed``
+    50% ShareGPT-like and 50% LooGLE-like requests: of ``n`` requests exactly ceil(n/2) are
+    the ``sharegpt`` generator's first ceil(n/2) and floor(n/2) the ``loogle`` generator's
+    first floor(n/2) (same seed, salt and caps, so their lengths and tokens are those of the
+    table above), interleaved in a seeded random order, sent as one Poisson process at
+    ``rate`` (all requests together). Each request keeps its class in ``meta["subset"]``
+    (``sharegpt``/``loogle``; the client copies it into the record, ``bench.metrics`` breaks
+    latencies down by it). Short requests arriving behind a long prefill are what preemption
+    is for; the paper compares TTFT per prompt token with preemption on and off.
+
 Multi-turn chat (OpenAI ``/v1/chat/completions``)
     Sessions start as a Poisson process at ``rate`` sessions/s. A session has a shared system
     prompt (same for all sessions, ~150 words), ``turns`` uniform in [turns_min, turns_max]
@@ -311,6 +321,35 @@ def synthetic_workload(name: str, *, n: int, rate: float, seed: int = 0, salt: s
     return _finish(Workload(name, "generate", requests=reqs, options=opts))
 
 
+MIXED = (("sharegpt", 0.5), ("loogle", 0.5))     # §4.4.3: (generator, share of requests)
+
+
+def mixed_workload(*, n: int, rate: float, seed: int = 0, salt: str = "",
+                   input_cap: int | None = None, output_cap: int | None = None,
+                   vocab: tuple[int, int] = VOCAB) -> Workload:
+    """Half ShareGPT-like, half LooGLE-like (module docstring), one Poisson process."""
+    counts = {"sharegpt": n - n // 2, "loogle": n // 2}
+    parts = {name: iter(synthetic_workload(name, n=k, rate=rate, seed=seed, salt=salt,
+                                           input_cap=input_cap, output_cap=output_cap,
+                                           vocab=vocab).requests)
+             for name, k in counts.items()}
+    labels = np.array([name for name, k in counts.items() for _ in range(k)])
+    np.random.default_rng([seed, _salt_int("mixed"), _salt_int(salt)]).shuffle(labels)
+    ts = poisson_arrivals(n, rate, seed)
+    reqs = []
+    for i, (name, t) in enumerate(zip(labels, ts)):
+        r = next(parts[str(name)])
+        reqs.append(Request(f"mixed-{i}", float(t), r.input_ids, r.max_new_tokens,
+                            meta={"subset": str(name)}))
+    opts = dict(workload="mixed", n=n, rate=rate, arrival="poisson", seed=seed, salt=salt,
+                input_cap=input_cap, output_cap=output_cap, token_range=list(vocab),
+                mix={name: share for name, share in MIXED}, subset_counts=counts,
+                distributions={name: {k: SYNTHETIC[name][k] for k in ("inp", "out")}
+                               for name, _ in MIXED},
+                distribution_note="lognormal (mean before clipping, sigma, min, max)")
+    return _finish(Workload("mixed", "generate", requests=reqs, options=opts))
+
+
 # ---------------------------------------------------------------------------- multi-turn chat
 
 WORDS = ("the of and to in is that it for on with as was he be at by this had not are but from "
@@ -370,7 +409,7 @@ def _finish(wl: Workload) -> Workload:
 
 # ---------------------------------------------------------------------------- by name
 
-WORKLOADS = ("conversation", "mooncake-synthetic", *SYNTHETIC, "chat")
+WORKLOADS = ("conversation", "mooncake-synthetic", *SYNTHETIC, "mixed", "chat")
 
 
 def build(name: str, *, rate: float, duration_s: float, n: int | None = None, offset: int = 0,
@@ -389,6 +428,9 @@ def build(name: str, *, rate: float, duration_s: float, n: int | None = None, of
     if name in SYNTHETIC:
         return synthetic_workload(name, n=count, rate=rate, seed=seed, salt=salt,
                                   input_cap=input_cap, output_cap=output_cap, vocab=vocab)
+    if name == "mixed":
+        return mixed_workload(n=count, rate=rate, seed=seed, salt=salt, input_cap=input_cap,
+                              output_cap=output_cap, vocab=vocab)
     if name == "chat":
         return chat_workload(n_sessions=count, rate=rate, seed=seed, salt=salt,
                              turns_min=turns[0], turns_max=turns[1], think_s=think_s,
