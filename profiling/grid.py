@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from sglang_mux.tables import MODEL_KEYS, ModelShape
+
 KIND_SOLO_PREFILL = "solo_prefill"
 KIND_SOLO_DECODE = "solo_decode"
 KIND_CONTENTION = "contention"
@@ -75,30 +77,14 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, cfg: dict, name: str = "model") -> "ModelSpec":
-        heads = int(cfg["num_attention_heads"])
-        hidden = int(cfg["hidden_size"])
+        # One parser of HF configs for the profiler and the tables, so their shapes always agree.
+        shape = ModelShape.from_hf_config(cfg)
         ctx = cfg.get("max_position_embeddings") or cfg.get("max_sequence_length") or 131072
-        return cls(
-            name=name,
-            architecture=str((cfg.get("architectures") or [cfg.get("model_type", "unknown")])[0]),
-            num_layers=int(cfg["num_hidden_layers"]),
-            hidden_size=hidden,
-            num_heads=heads,
-            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(cfg.get("head_dim") or hidden // heads),
-            intermediate_size=int(cfg["intermediate_size"]),
-            vocab_size=int(cfg["vocab_size"]),
-            context_len=int(ctx),
-        )
+        return cls(name=name, context_len=int(ctx), **shape.to_dict())
 
     def shape_dict(self) -> dict:
         """meta.json's ``model`` object (sglang_mux.tables.MODEL_KEYS)."""
-        return {
-            "architecture": self.architecture, "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size, "num_heads": self.num_heads,
-            "num_kv_heads": self.num_kv_heads, "head_dim": self.head_dim,
-            "intermediate_size": self.intermediate_size, "vocab_size": self.vocab_size,
-        }
+        return ModelShape(**{k: getattr(self, k) for k in MODEL_KEYS}).to_dict()
 
     @property
     def layer_params(self) -> int:
