@@ -98,11 +98,10 @@ class Harness:
 
         if not torch.cuda.is_available():
             raise HarnessError("no CUDA device: the profiling harness needs an H100/H200 GPU")
-        from sglang_mux.patches import check_sglang_version
+        from sglang_mux.patches import check_sglang_version, install_stream_groups
 
         check_sglang_version()
         from sglang.srt.entrypoints.engine import _set_envs_and_config
-        from sglang.srt.multiplex import pdmux_context
         from sglang.srt.server_args import PortArgs, ServerArgs
 
         from sglang_mux.green_ctx import GreenPartitionSet
@@ -138,13 +137,9 @@ class Harness:
         self.parts = parts = GreenPartitionSet(device_index=device_index, granularity=granularity)
         self.timings["green_contexts_s"] = time.perf_counter() - t0
         self.total_sms = parts.total_sms
-        # Exactly init_mux (sglang_mux/scheduler_loop.py): one stream group per configuration.
-        self.cfgs = parts.all_configs()
+        # The same stream groups as the server (sglang_mux/scheduler_loop.py init_mux).
+        self.cfgs = install_stream_groups(parts, server_args)
         self.cfg_index = {c: i for i, c in enumerate(self.cfgs)}
-        pdmux_context.STREAM_GROUPS = [parts.streams(c) for c in self.cfgs]
-        pdmux_context.SM_COUNTS = [(c.prefill_sms, c.decode_sms) for c in self.cfgs]
-        pdmux_context.set_current_stream_idx(0)
-        server_args.sm_group_num = len(self.cfgs)
 
         t0 = time.perf_counter()
         self.model_runner = self._load_model(server_args, PortArgs.init_new(server_args), device_index)

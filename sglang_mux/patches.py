@@ -62,6 +62,22 @@ def apply_patches() -> None:
     logger.info("sglang_mux: patched Scheduler.init_pdmux and Scheduler.event_loop_pdmux")
 
 
+def install_stream_groups(parts, server_args) -> list:
+    """Write one stream group per partition configuration into SGLang's pdmux context, in
+    `parts.all_configs()` order, so its decode graph runner captures one graph set per partition.
+    The server (scheduler_loop.init_mux) and the profiler (profiling/harness.py) both call this:
+    profiled timings are only valid for the server if the stream groups are the same.
+    Returns the configurations in stream-group order (index = SGLang's stream index)."""
+    from sglang.srt.multiplex import pdmux_context
+
+    cfgs = parts.all_configs()
+    pdmux_context.STREAM_GROUPS = [parts.streams(c) for c in cfgs]
+    pdmux_context.SM_COUNTS = [(c.prefill_sms, c.decode_sms) for c in cfgs]
+    pdmux_context.set_current_stream_idx(0)
+    server_args.sm_group_num = len(cfgs)  # one decode attention backend per stream group
+    return cfgs
+
+
 def run_mux_scheduler_process(*args, **kwargs):
     """Drop-in for sglang's run_scheduler_process: patch, then run the original."""
     apply_patches()

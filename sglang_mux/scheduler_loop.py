@@ -72,6 +72,7 @@ def init_mux(self):
 
     from sglang_mux.estimator import Estimator
     from sglang_mux.green_ctx import GreenPartitionSet
+    from sglang_mux.patches import install_stream_groups
     from sglang_mux.probe import safe_probe
 
     args = MuxArgs.from_env()
@@ -80,12 +81,7 @@ def init_mux(self):
         gpu_id = self.ps.gpu_id
     parts = GreenPartitionSet(device_index=gpu_id, granularity=args.sm_granularity)
     args.validate(parts.total_sms)
-    cfgs = parts.all_configs()
-    pdmux_context.STREAM_GROUPS = [parts.streams(c) for c in cfgs]
-    pdmux_context.SM_COUNTS = [(c.prefill_sms, c.decode_sms) for c in cfgs]
-    pdmux_context.set_current_stream_idx(0)
-    # One decode attention backend (and one decode graph set) per stream group.
-    self.server_args.sm_group_num = len(cfgs)
+    cfgs = install_stream_groups(parts, self.server_args)
     self.stream_groups = pdmux_context.STREAM_GROUPS
     self.sm_counts = pdmux_context.SM_COUNTS
     self.real_sm_group_num = len(cfgs)
