@@ -454,6 +454,30 @@ def health(url: str, timeout: float = 5.0) -> bool:
     return asyncio.run(_get_ok(url, "/health", timeout))
 
 
+async def _get_text(url: str, path: str, timeout: float = 10.0) -> str | None:
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url.rstrip("/") + path,
+                                timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                text = await r.text()
+                return text if r.status == 200 else None
+    except Exception:  # noqa: BLE001 - no endpoint: the caller records that
+        return None
+
+
+def scrape_metrics(url: str, prefix: str = "sglang_mux") -> str | None:
+    """The Prometheus exposition lines of ``/metrics`` whose metric name starts with ``prefix``
+    (HELP/TYPE lines included); None when the server has no metrics endpoint (SGLang serves
+    it only with ``--enable-metrics``)."""
+    text = asyncio.run(_get_text(url, "/metrics"))
+    if text is None:
+        return None
+    keep = [ln for ln in text.splitlines()
+            if ln.startswith(prefix) or (ln.startswith("# ") and ln.split()[2:3] and
+                                         ln.split()[2].startswith(prefix))]
+    return "\n".join(keep) + ("\n" if keep else "")
+
+
 def flush_cache(url: str, tries: int = 10) -> bool:
     """POST /flush_cache; SGLang refuses while requests are running, so retry a few times."""
     for i in range(tries):

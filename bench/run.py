@@ -500,6 +500,9 @@ def main(argv: list[str] | None = None) -> int:
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
                 write_atomic(point_file(out, sys_name, r),
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))
+                scraped = client.scrape_metrics(url)
+                if scraped:     # the mux state after the point (mux server with --enable-metrics)
+                    write_atomic(point_file(out, sys_name, r, ".metrics.prom"), scraped)
                 s = metrics.summarize(recs, a.tbt_slo_ms, a.ttft_slo_ms)
                 ok, why = metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)
                 f = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"  # noqa: E731

@@ -1,7 +1,7 @@
 """An aiohttp stand-in for an SGLang server: tests and the client's own capacity.
 
 Routes: ``/generate`` (SGLang native, streaming and not), ``/v1/chat/completions``
-(streaming and not), ``/health``, ``/get_model_info``, ``/v1/models``, ``/flush_cache``.
+(streaming and not), ``/health``, ``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/metrics``.
 Each request waits ``ttft`` then emits ``max_new_tokens`` tokens, ``chunk_tokens`` per SSE
 chunk, one chunk every ``chunk_tokens * tbt`` (on an absolute schedule, so sleeps do not
 drift). The streamed format follows SGLang: /generate chunks are ``data: {"text",
@@ -66,7 +66,7 @@ class PrefixCache:
 
 class Stub:
     def __init__(self, cfg: StubConfig):
-        self.cfg, self.count = cfg, 0
+        self.cfg, self.count, self.flushes = cfg, 0, 0
         self.cache = PrefixCache(cfg.cache_block)
         self.chat_cache = PrefixCache(1)
 
@@ -194,6 +194,15 @@ class Stub:
     async def health(self, request):
         return web.Response(text="")
 
+    async def metrics(self, request):
+        """A Prometheus page like SGLang's with --enable-metrics (client.scrape_metrics tests)."""
+        return web.Response(text=(
+            "# HELP python_gc_objects_collected_total Objects collected during gc\n"
+            "python_gc_objects_collected_total{generation=\"0\"} 1.0\n"
+            "# HELP sglang:cache_flushes_total Cache flushes.\n"
+            "# TYPE sglang:cache_flushes_total counter\n"
+            f"sglang:cache_flushes_total {self.flushes}\n"))
+
     async def model_info(self, request):
         return web.json_response({"model_path": "stub", "tokenizer_path": None,
                                   "is_generation": True})
@@ -202,6 +211,7 @@ class Stub:
         return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
 
     async def flush(self, request):
+        self.flushes += 1
         self.cache = PrefixCache(self.cfg.cache_block)
         self.chat_cache = PrefixCache(1)
         return web.Response(text="Cache flushed.")
@@ -217,6 +227,7 @@ def make_app(cfg: StubConfig | None = None) -> web.Application:
     app.router.add_post("/generate", stub.generate)
     app.router.add_post("/v1/chat/completions", stub.chat)
     app.router.add_get("/health", stub.health)
+    app.router.add_get("/metrics", stub.metrics)
     app.router.add_get("/get_model_info", stub.model_info)
     app.router.add_get("/v1/models", stub.models)
     app.router.add_route("*", "/flush_cache", stub.flush)

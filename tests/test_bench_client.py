@@ -116,3 +116,16 @@ def test_server_clock_lag_probe():
                                       server_clock=True)
     lags = np.concatenate([r["lag_ms"] for r in recs])
     assert len(lags) == 30 and 0 <= np.median(lags) < 20       # same clock in both processes
+
+
+def test_scrape_metrics_keeps_only_the_prefix_and_counts():
+    with stub() as url:
+        assert client.flush_cache(url)
+        page = client.scrape_metrics(url, prefix="sglang:")
+    assert page == ("# HELP sglang:cache_flushes_total Cache flushes.\n"
+                    "# TYPE sglang:cache_flushes_total counter\n"
+                    "sglang:cache_flushes_total 1\n")
+
+
+def test_scrape_metrics_none_without_endpoint():
+    assert client.scrape_metrics("http://127.0.0.1:9") is None

@@ -7,6 +7,12 @@ sessions whose turns extend the previous prompt + answer (radix-cache hits), sen
 starts so prefills overlap running decodes. Greedy decoding, ignore_eos. For every divergence
 the top-2 logprob gap at the first differing position is reported: a gap at bf16 rounding level
 means the two kernels' numerics (e.g. a partition-dependent split of attention) broke a near-tie.
+
+``--burst`` adds a preemption scenario: long prompts sent together, then short ones while their
+prefill runs; with a length-aware TTFT SLO for the mux server (``--mux-args "--mux-ttft-slo-ms 100
+--mux-ttft-ms-per-token 0.05"``) the dispatcher preempts the long batch, which must resume with
+its KV and give the same tokens. The mux server's timeline counts the preemptions, and its
+``/metrics`` page (``--enable-metrics`` is added) is kept in the result.
 """
 
 from __future__ import annotations
@@ -40,6 +46,16 @@ def workload(vocab: int, seed: int = 0):
         turns = [[rng.randrange(300, vocab - 300) for _ in range(rng.randrange(32, 512))] for _ in range(4)]
         sessions.append({"name": f"session{s}", "base": base, "turns": turns, "delay": 0.4 * s})
     return singles, sessions
+
+
+def burst(vocab: int, start_s: float, seed: int = 1):
+    """3 long prompts at once, then 12 short ones 25 ms apart while the long batch prefills."""
+    rng = random.Random(seed)
+    longs = [{"name": f"burst_long{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(30000)],
+              "max_new": 16, "delay": start_s} for i in range(3)]
+    shorts = [{"name": f"burst_short{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(64 + 16 * i)],
+               "max_new": 16, "delay": start_s + 0.03 + 0.025 * i} for i in range(12)]
+    return longs + shorts
 
 
 def generate(url, ids, max_new):
@@ -129,17 +145,46 @@ def bad_input_checks(url, vocab, ctx_len):
     return res
 
 
+def scrape_mux_metrics(url: str) -> list[str]:
+    """The sglang_mux sample lines of /metrics (empty when the endpoint lacks them)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except Exception as e:
+        return [f"error: {e}"]
+    return [ln for ln in text.splitlines() if ln.startswith("sglang_mux")]
+
+
+def count_preemptions(timeline: str) -> int | None:
+    try:
+        with open(timeline) as f:
+            return sum(1 for ln in f if '"preempt": true' in ln or '"preempt":true' in ln)
+    except OSError:
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-dir", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--logdir", default="/tmp")
     ap.add_argument("--port", type=int, default=31000)
+    ap.add_argument("--burst", action="store_true", help="add the preemption burst (module docstring)")
+    ap.add_argument("--mux-args", default="", help="extra arguments for the mux server only")
+    ap.add_argument("--common-args", default="", help="extra arguments for both servers (e.g. --cuda-graph-max-bs 16)")
     args = ap.parse_args()
     cfg = json.load(open(os.path.join(args.model_dir, "config.json")))
     vocab = cfg["vocab_size"]
     singles, sessions = workload(vocab)
-    base = ["--model-path", args.model_dir] + COMMON
+    if args.burst:
+        singles += burst(vocab, start_s=0.15 * len(singles) + 1.0)
+    base = ["--model-path", args.model_dir] + COMMON + args.common_args.split()
+    timeline = os.path.join(args.logdir, "mux_timeline.jsonl")
+    if os.path.exists(timeline):
+        os.remove(timeline)
+    mux_extra = args.mux_args.split() + ["--mux-timeline", timeline, "--enable-metrics"]
     result = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": " ".join(sys.argv)}
 
     # Invalid mux arguments are rejected before anything starts.
@@ -154,11 +199,13 @@ def main():
 
     outs = {}
     for label, mux in (("mux", True), ("ref", False)):
-        srv = Server(base, args.port, os.path.join(args.logdir, f"server_{label}.log"), mux=mux)
+        srv = Server(base + (mux_extra if mux else []), args.port,
+                     os.path.join(args.logdir, f"server_{label}.log"), mux=mux)
         try:
             result[f"{label}_start_s"] = round(srv.start(), 1)
             outs[label], result[f"{label}_wall_s"] = run_workload(srv.url, singles, sessions)
             if mux:
+                result["mux_metrics"] = scrape_mux_metrics(srv.url)
                 result["bad_input"] = bad_input_checks(srv.url, vocab, cfg.get("max_position_embeddings", 40960))
                 result["mux_log_tail"] = tail(srv.log_path, 15)
         except Exception as e:
@@ -175,6 +222,10 @@ def main():
         result["n_cache_hits"] = sum(1 for r in rows if (r.get("cached_tokens") or 0) > 0)
         gaps = [r["top2_gap_ref"] for r in rows if r.get("top2_gap_ref") is not None]
         result["max_top2_gap_at_divergence"] = max(gaps) if gaps else None
+        result["preemptions"] = count_preemptions(timeline)
+        burst_rows = [r for r in rows if r["name"].startswith("burst_")]
+        if burst_rows:
+            result["burst"] = {"n": len(burst_rows), "identical": sum(1 for r in burst_rows if r.get("identical"))}
     json.dump(result, open(args.out, "w"), indent=1)
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "mux_log_tail")}, indent=1))
 
