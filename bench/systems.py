@@ -11,6 +11,12 @@ name                     server
                          scheduling through the mux launcher; its overhead vs ``sglang``)
 ``sglang``               ``python -m sglang.launch_server`` with its default scheduler
 ``sglang-chunked-<B>``   ``... --chunked-prefill-size B --enable-mixed-chunk``
+``sglang-chunked-<B>-nomix`` ``... --chunked-prefill-size B`` (prefill chunks and decode in separate
+                         iterations). With the triton attention backend (the only one on our GPU
+                         host) mixed chunks run the decode rows through the extend kernel, whose
+                         cost grows with the running batch (measured: 33K prefill tok/s with no
+                         running request, 1.1K with 37; SGLang issue #2273), so the best
+                         chunked baseline may be the one without mixing: the sweep runs both
 ``sglang-pdmux``         ``... --enable-pdmux`` (upstream crashes at start in 0.5.16; the
                          runner records the failed start as the result)
 ``stub``                 ``python -m bench.stub_server`` (no GPU: smoke tests of the runner)
@@ -80,7 +86,7 @@ def kind(system: str) -> str:
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-off, "
-                     "sglang, sglang-chunked-<B>, sglang-pdmux, stub)")
+                     "sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
 def common_args(model_path: str, port: int, mem_fraction: float, *,
@@ -133,9 +139,9 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
             cmd += ["--mux-timeline", str(timeline)]
         return cmd + list(extra_args)
     cmd = [python, "-m", "sglang.launch_server", *common]
-    m = re.fullmatch(r"sglang-chunked-(\d+)", system)
+    m = re.fullmatch(r"sglang-chunked-(\d+)(-nomix)?", system)
     if m:
-        cmd += ["--chunked-prefill-size", m.group(1), "--enable-mixed-chunk"]
+        cmd += ["--chunked-prefill-size", m.group(1)] + ([] if m.group(2) else ["--enable-mixed-chunk"])
     elif system == "sglang-pdmux":
         cmd += ["--enable-pdmux"]
     return cmd + list(extra_args)

@@ -102,6 +102,9 @@ def test_system_commands():
     sg = systems.server_command("sglang-chunked-512", m, 1, extra_args=["--foo", "1"])
     assert sg[1:3] == ["-m", "sglang.launch_server"] and sg[-2:] == ["--foo", "1"]
     assert "--chunked-prefill-size 512 --enable-mixed-chunk" in " ".join(sg)
+    nm = " ".join(systems.server_command("sglang-chunked-2048-nomix", m, 1))
+    assert "--chunked-prefill-size 2048" in nm and "--enable-mixed-chunk" not in nm
+    assert systems.kind("sglang-chunked-2048-nomix") == "sglang"
     assert "--enable-pdmux" in systems.server_command("sglang-pdmux", m, 1)
     assert "--chunked-prefill-size" not in " ".join(systems.server_command("sglang", m, 1))
     assert systems.expand("all")[0] == "mux" and "sglang-chunked-2048" in systems.expand("all")
