@@ -81,7 +81,7 @@ def kind(system: str) -> str:
     if system in ("mux", "mux-nopreempt") or re.fullmatch(r"mux-fixed-\d+", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
-            re.fullmatch(r"sglang-chunked-\d+", system):
+            re.fullmatch(r"sglang-chunked-\d+(-nomix)?", system):
         return "sglang"
     if system == "stub":
         return "stub"
