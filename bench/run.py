@@ -495,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  procs=a.client_procs)
                 write_json(point_file(out, sys_name, r, ".meta.json"), {
                     "system": sys_name, "rate": r, "workload": wl.options, "client": info,
+                    "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
                     "flushed_cache": flushed, "server_command": cmd, "server_url": url,
                     "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})

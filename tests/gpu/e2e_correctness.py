@@ -185,11 +185,15 @@ def main():
     if os.path.exists(timeline):
         os.remove(timeline)
     mux_extra = args.mux_args.split() + ["--mux-timeline", timeline, "--enable-metrics"]
-    result = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": " ".join(sys.argv)}
-
-    # Invalid mux arguments are rejected before anything starts.
+    import shlex
     import subprocess
 
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    result = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": gpu,
+              "command": shlex.join(["python", *sys.argv])}
+
+    # Invalid mux arguments are rejected before anything starts.
     p = subprocess.run([sys.executable, "-m", "sglang_mux.launch_server", "--model-path", args.model_dir,
                         "--mux-tbt-slo-ms", "-5"], capture_output=True, text=True, timeout=120)
     result["invalid_mux_arg"] = {"returncode": p.returncode, "stderr_tail": p.stderr.strip()[-300:]}
