@@ -9,6 +9,11 @@ it. Two comparisons follow when their systems are both in the run, at every rate
   tok/s (mux-off / sglang) and whether both are within 2 %. Throughput is over the makespan,
   so at a rate both sustain it is the offered load and the ratio is ~1 by construction; a
   rate that saturates both (TTFT drifting up) is the point that measures the launcher's cost.
+- ``mux`` vs the baselines (``goodput_comparison``): the issue's claim is mux goodput ≥ 2x the
+  best chunked-prefill budget (any ``sglang-chunked-*``) and ≥ the best fixed partition (any
+  ``mux-fixed-*``). A sweep only brackets goodput: it lies in [highest passing rate, lowest
+  failing rate above it) — open-ended when nothing above failed, below the lowest rate when
+  nothing passed — so each claim is "holds", "fails" or "open" (and which rate would settle it).
 - ``mux`` vs ``mux-nopreempt`` (``preemption_comparison``): TTFT per prompt token P50/P90/P99
   with preemption on and off (and P99 per subset of the ``mixed`` workload), the preemptions
   fired, and whether the P99 is lower with preemption on.
@@ -78,6 +83,70 @@ def preemption_comparison(s: dict, on: str = "mux", off: str = "mux-nopreempt") 
             "n_failed": {on: ma.get("n_failed"), off: mb.get("n_failed")}})
         rows.append(row)
     return rows
+
+
+def goodput_interval(sysd: dict) -> tuple[float, float]:
+    """[lo, hi) holding the goodput: lo = highest passing rate (0 if none), hi = lowest rate
+    above lo that failed (inf if none)."""
+    pts = sorted(sysd.get("points") or [], key=lambda p: p["rate"])
+    lo = max((p["rate"] for p in pts if p["pass"]), default=0.0)
+    hi = min((p["rate"] for p in pts if not p["pass"] and p["rate"] > lo), default=float("inf"))
+    return float(lo), float(hi)
+
+
+def _best(s: dict, prefix: str) -> tuple[str, tuple[float, float]] | None:
+    """The baseline of that family with the highest goodput (by lo, then hi)."""
+    cands = [(goodput_interval(d), n) for n, d in s["systems"].items()
+             if n.startswith(prefix) and d.get("points")]
+    if not cands:
+        return None
+    (lo, hi), name = max(cands, key=lambda c: c[0])
+    return name, (lo, hi)
+
+
+def goodput_comparison(s: dict, factor_chunked: float = 2.0) -> list[dict]:
+    """The claims mux ≥ factor x best chunked and mux ≥ best fixed partition, each with
+    verdict "holds" / "fails" / "open" from the goodput intervals. [] without a mux sweep."""
+    mux = s["systems"].get("mux")
+    if not mux or not mux.get("points"):
+        return []
+    m_lo, m_hi = goodput_interval(mux)
+    rows = []
+    for label, prefix, k in (("best chunked prefill", "sglang-chunked-", factor_chunked),
+                             ("best fixed partition", "mux-fixed-", 1.0)):
+        best = _best(s, prefix)
+        if best is None:
+            continue
+        name, (b_lo, b_hi) = best
+        # holds: even the smallest possible mux goodput beats k x the largest possible baseline
+        # (goodput < b_hi); fails: even the largest possible mux goodput (< m_hi) cannot.
+        if b_hi != float("inf") and m_lo >= k * b_hi:
+            verdict = "holds"
+        elif m_hi != float("inf") and m_hi <= k * b_lo:
+            verdict = "fails"
+        else:
+            verdict = "open"
+        rows.append({"claim": f"mux ≥ {k:g}x {label}", "baseline": name, "factor": k,
+                     "mux": [m_lo, m_hi], "baseline_interval": [b_lo, b_hi], "verdict": verdict})
+    return rows
+
+
+def _iv(lo: float, hi: float) -> str:
+    if lo == 0 and hi != float("inf"):
+        return f"< {hi:g}"
+    return f"≥ {lo:g}" if hi == float("inf") else f"[{lo:g}, {hi:g})"
+
+
+def render_goodput(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["### Goodput claims (goodput lies between the highest passing and the lowest failing "
+             "rate tested)", "", "| claim | mux | baseline | baseline goodput | verdict |",
+             "|---|---:|---|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['claim']} | {_iv(*r['mux'])} | {r['baseline']} | "
+                     f"{_iv(*r['baseline_interval'])} | {r['verdict']} |")
+    return lines + [""]
 
 
 def _has_per_token(s: dict) -> bool:
@@ -199,7 +268,8 @@ def render(s: dict) -> str:
                  + ("Budget stopped the sweep; not run: " + ", ".join(s["not_run"])
                     if s.get("budget_stopped") else
                     ("Not run: " + ", ".join(s["not_run"]) if s.get("not_run") else "")))
-    extra = render_throughput(throughput_comparison(s)) + \
+    extra = render_goodput(goodput_comparison(s)) + \
+        render_throughput(throughput_comparison(s)) + \
         render_preemption(preemption_comparison(s))
     if extra:
         lines += [""] + extra

@@ -1,0 +1,47 @@
+"""bench.report's goodput claims: intervals from a sweep and the holds/fails/open verdicts."""
+import math
+
+import pytest
+
+from bench import report
+
+
+def sysd(*rates):
+    """rates: (rate, passed) pairs."""
+    return {"points": [{"rate": r, "pass": ok, "summary": {}} for r, ok in rates]}
+
+
+@pytest.mark.parametrize("pts, iv", [
+    (((1, True), (2, True), (4, False)), (2, 4)),
+    (((1, True), (2, True)), (2, math.inf)),            # nothing failed: open above
+    (((1, False), (2, False)), (0, 1)),                 # nothing passed: below the lowest rate
+    (((1, True), (2, False), (3, True), (4, False)), (3, 4)),   # non-monotone: the highest pass
+])
+def test_goodput_interval(pts, iv):
+    assert report.goodput_interval(sysd(*pts)) == iv
+
+
+def summary(**systems):
+    return {"systems": systems}
+
+
+def test_verdicts():
+    holds = summary(mux=sysd((2, True), (4, True), (8, False)),
+                    **{"sglang-chunked-512": sysd((1, True), (2, False)),
+                       "sglang-chunked-2048": sysd((0.5, True), (1, False)),
+                       "mux-fixed-64": sysd((2, True), (4, False))})
+    rows = {r["claim"]: r for r in report.goodput_comparison(holds)}
+    c = rows["mux ≥ 2x best chunked prefill"]
+    assert c["baseline"] == "sglang-chunked-512" and c["verdict"] == "holds"   # 4 >= 2 x 2
+    assert rows["mux ≥ 1x best fixed partition"]["verdict"] == "holds"          # 4 >= 4
+    fails = summary(mux=sysd((2, True), (4, False)), **{"sglang-chunked-2048-nomix": sysd((2, True))})
+    assert report.goodput_comparison(fails)[0]["verdict"] == "fails"           # mux < 4 <= 2 x 2
+    open_ = summary(mux=sysd((2, True), (4, False)), **{"sglang-chunked-512": sysd((1, True), (4, False))})
+    assert report.goodput_comparison(open_)[0]["verdict"] == "open"             # chunked in [1, 4)
+    assert report.goodput_comparison(summary(sglang=sysd((1, True)))) == []
+
+
+def test_render_lists_intervals():
+    s = summary(mux=sysd((2, True), (4, False)), **{"sglang-chunked-512": sysd((1, False))})
+    text = "\n".join(report.render_goodput(report.goodput_comparison(s)))
+    assert "| mux ≥ 2x best chunked prefill | [2, 4) | sglang-chunked-512 | < 1 | holds |" in text
