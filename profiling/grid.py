@@ -16,6 +16,12 @@ reused may be 0; decode reused per request at powers of 4; decode batch sizes = 
 SGLang captures a graph for; all multiplexed partitions) — hours of GPU time. ``coarse`` (the
 default) keeps every partition and the corners of every guard axis but far fewer points, so a
 whole table fits in <= 25 minutes of GPU time in runs of <= 9 minutes (see `Plan.format`).
+``coarse+solo`` is every ``coarse`` cell plus solo cells where the extended solo model
+(sglang_mux/latency_model.py) changes regime and the coarse grid has no point: the launch
+floor's edge (n = 256, 1024 and 2x512 with r = 0), the attention wave count (n = 256, 1024 over
+32K cached), the L2 knee and the spilled slope (r = 16K, 64K), and small decode batches with
+long contexts (bs = 2, 4, 16; their graphs are captured too). A coarse table is topped up by
+running it into the same directory: done cells are found by key.
 
 Caps: every cell fits the model's context (n + r <= context; a 128K value is clipped to the
 context) and the KV pool (all tokens of the cell at once, with a margin); a cell that does not
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -43,7 +49,7 @@ KINDS = (KIND_SOLO_DECODE, KIND_SOLO_PREFILL, KIND_CONTENTION)  # run order: che
 
 K = 1024
 POW4 = [2 * K, 8 * K, 32 * K, 128 * K]  # MuxWise's grid values (2K..128K at powers of 4)
-GRIDS = ("coarse", "paper")
+GRIDS = ("coarse", "paper", "coarse+solo")
 KV_MARGIN = 0.97  # use at most this share of the KV pool for one cell
 MAX_PREFILL_BATCH_TOKENS = 16384  # SGLang's default max_prefill_tokens: a multi-request batch stays below
 
@@ -340,9 +346,22 @@ class GridSpec:
     corun_prefill: tuple  # ((n, r), ...)
     corun_decode_bs: tuple | None
     corun_decode_reused: tuple
+    # Extra solo cells added on top (every partition, no cost cap): ((bs, n, r), ...) prefill
+    # and ((bs, reused), ...) decode.
+    solo_prefill_extra: tuple = ()
+    solo_decode_extra: tuple = ()
+
+
+# Where the extended solo model changes regime and the coarse grid has no point (see above).
+SOLO_PREFILL_EXTRA = ((1, 256, 0), (1, 1024, 0), (2, 512, 0), (1, 256, 32 * K), (1, 1024, 32 * K),
+                      (1, 512, 16 * K), (1, 2 * K, 16 * K), (1, 512, 64 * K), (1, 2 * K, 64 * K))
+SOLO_DECODE_EXTRA = tuple((b, r) for b in (2, 4, 16) for r in (2 * K, 8 * K, 32 * K)) + ((2, 127 * K), (4, 127 * K))
 
 
 def grid_spec(name: str) -> GridSpec:
+    if name == "coarse+solo":
+        return replace(grid_spec("coarse"), name=name, solo_prefill_extra=SOLO_PREFILL_EXTRA,
+                       solo_decode_extra=SOLO_DECODE_EXTRA)
     if name == "coarse":
         return GridSpec(
             name="coarse",
@@ -463,6 +482,7 @@ def make_plan(model: ModelSpec, gpu: GpuSpec = GpuSpec(), grid: str = "coarse", 
     full_list = sglang_decode_capture_bs(256)
     if capture_bs is None:
         want = set(spec.decode_bs or full_list) | set(spec.corun_decode_bs or full_list)
+        want |= {b for b, _ in spec.solo_decode_extra}
         capture_bs = sorted(b for b in want if b <= max_requests)
     capture_bs = sorted(set(int(b) for b in capture_bs))
     plan = Plan(grid, model, gpu, pool, max_requests, list(capture_bs), repeats=repeats)
@@ -516,6 +536,22 @@ def make_plan(model: ModelSpec, gpu: GpuSpec = GpuSpec(), grid: str = "coarse", 
                                             f"> {spec.prefill_max_ms:.0f} ms cap (use --grid paper)"))
                     continue
                 kept += admit(c)
+
+    # Extra solo cells after the grid's own (which they never displace), duplicates dropped.
+    have = {(c.kind, c.key) for c in plan.cells}
+    for kind, extra, make in ((KIND_SOLO_DECODE, spec.solo_decode_extra,
+                               lambda s, e: solo_decode_cell(s, total, e[0], e[1])),
+                              (KIND_SOLO_PREFILL, spec.solo_prefill_extra,
+                               lambda s, e: solo_prefill_cell(s, total, *e))):
+        if kind not in what:
+            continue
+        sms = [p[0] for p in parts] + [total] if kind == KIND_SOLO_DECODE else [p[1] for p in parts] + [total]
+        for s in sms:
+            for e in extra:
+                c = make(s, e)
+                if (c.kind, c.key) not in have:
+                    have.add((c.kind, c.key))
+                    admit(c)
 
     if KIND_CONTENTION in what:
         for d, p in parts:

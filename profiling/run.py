@@ -2,7 +2,7 @@
 
     python -m profiling.run --model-config launch/models/llama-3.1-8b/config.json \\
         --out contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3 [--what solo_prefill,solo_decode,contention] \\
-        [--time-budget-s 500] [--grid coarse|paper] [--plan-only]
+        [--time-budget-s 500] [--grid coarse|paper|coarse+solo] [--plan-only]
 
 Writes meta.json, then one CSV row per measured cell (profiling/store.py), stops cleanly before
 the time budget (start-up included), and when every CSV has rows calls the estimator's fit

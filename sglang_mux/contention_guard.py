@@ -13,6 +13,8 @@ measured point is bounded by every cell it touches. A query falls in the cell
 Slowdown of a measured point = max(corun/solo_measured, corun/solo_predicted) when a solo
 predictor is given: the first bounds the measured slowdown, the second folds the solo fit's
 error into the guard so that ``predicted_solo × guard >= measured corun`` on every row.
+contention.csv rows are uniform batches, so the predictor gets r_max = the per-request
+context (``solo_predict(decode_sms, bs, Σr, r_max)``), as ``estimator check`` does.
 
 Missing corners (e.g. 128K new + 128K reused is not profiled, nor decode batches whose KV
 would not fit) are skipped; a cell with no measured corner gets its partition's max.
@@ -171,9 +173,10 @@ class ContentionGuard:
     # ------------------------------------------------------------------ build / (de)serialize
 
     @classmethod
-    def build(cls, contention, solo_predict: Callable[[int, int, int], float] | None = None,
+    def build(cls, contention, solo_predict: Callable[[int, int, int, float], float] | None = None,
               outside_margin: float = OUTSIDE_MARGIN) -> "ContentionGuard":
-        """From contention.csv's frame; ``solo_predict(decode_sms, bs, sum_reused)`` optional."""
+        """From contention.csv's frame; ``solo_predict(decode_sms, bs, sum_reused, max_reused)``
+        optional (rows are uniform batches: max_reused = decode_reused_per_req)."""
         import numpy as np
 
         df = contention
@@ -183,7 +186,7 @@ class ContentionGuard:
         corun = df["decode_corun_ms"].to_numpy(dtype=float)
         sd = corun / df["decode_solo_ms"].to_numpy(dtype=float)
         if solo_predict is not None:
-            pred = np.array([solo_predict(int(d), int(b), int(round(b * r))) for d, b, r in
+            pred = np.array([solo_predict(int(d), int(b), int(round(b * r)), float(r)) for d, b, r in
                              zip(df["decode_sms"], df["decode_bs"], df["decode_reused_per_req"])])
             sd = np.maximum(sd, corun / pred)
         dsms = df["decode_sms"].to_numpy(dtype=int)

@@ -38,8 +38,13 @@ batch completes. The rules of `MuxDispatcher.plan`, in order:
 `Plan.reason` names the rule that fired (prefixed "preempt+" when the plan preempts).
 `BatchSizePolicy` (SGLang's PD-multiplexing demo rule) and `FixedPolicy` share rules 1 and 3.
 
+Decode latency needs the batch's longest context as well as its sum (the occupancy floor of
+small batches with long contexts, latency_model): `Snapshot.decode_max_reused`; None means
+unknown and is estimated as decode_sum_reused / decode_bs (exact for a uniform batch, the
+smallest possible floor otherwise).
+
 CLI: ``python -m sglang_mux.dispatch plan --table DIR --decode-bs 64 --decode-reused 4096
---prefill-new 8192 --prefill-reused 0`` prints the plan as JSON.
+[--decode-max-reused 32768] --prefill-new 8192 --prefill-reused 0`` prints the plan as JSON.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ import itertools
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol, Sequence
 
 from sglang_mux.partitions import PartitionConfig
@@ -77,9 +82,10 @@ class EstimatorLike(Protocol):
     decode_sms_options: list[int]
 
     def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float: ...
-    def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int) -> float: ...
+    def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int,
+                       max_reused: int | None = None) -> float: ...
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int,
-                        prefill_new: int, prefill_reused: int) -> float: ...
+                        prefill_new: int, prefill_reused: int, max_reused: int | None = None) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,8 @@ class Snapshot:
     now_s: float
     decode_bs: int
     decode_sum_reused: int  # sum over the decode batch of each request's context length
+    _: KW_ONLY  # the fields below by name only (a positional call would shift them silently)
+    decode_max_reused: int | None = None  # longest context in the decode batch (None: sum / bs)
     active_prefill: PrefillBatchState | None = None
     paused_prefill: PrefillBatchState | None = None  # preempted batch waiting to resume
     waiting: Sequence[WaitingReq] = ()  # in arrival order
@@ -260,7 +268,8 @@ class _BasePolicy:
         return Plan(d, p, t_d, t_p, self._n_pl(t_d, t_p, b), b.new_rids, preempt, reason)
 
     def _decode_only(self, snap: Snapshot, reason: str = DECODE_ONLY) -> Plan:
-        t = self.est.decode_worst_ms(self.total, snap.decode_bs, snap.decode_sum_reused, 0, 0)
+        t = self.est.decode_worst_ms(self.total, snap.decode_bs, snap.decode_sum_reused, 0, 0,
+                                     max_reused=snap.decode_max_reused)
         return Plan(self.total, 0, t, 0.0, 0, (), False, reason)
 
     def _prefill_only(self, b: _Batch, preempt: bool = False) -> Plan:
@@ -298,11 +307,11 @@ class MuxDispatcher(_BasePolicy):
         self.preemption = bool(preemption)
 
     def _mux(self, snap: Snapshot, b: _Batch, preempt: bool = False) -> Plan:
-        bs, sr = snap.decode_bs, snap.decode_sum_reused
+        bs, sr, mr = snap.decode_bs, snap.decode_sum_reused, snap.decode_max_reused
         worst = self.est.decode_worst_ms
         t = 0.0
         for d in self.options:  # ascending: the first that meets the SLO is the best fit
-            t = worst(d, bs, sr, b.new_tokens, b.reused_tokens)
+            t = worst(d, bs, sr, b.new_tokens, b.reused_tokens, max_reused=mr)
             if t <= self.tbt_slo_ms:
                 return self._plan(d, t, b, PREEMPT_PREFIX + BEST_FIT if preempt else BEST_FIT, preempt)
         # Overload: t is the worst case on the largest multiplexed decode partition.
@@ -367,14 +376,16 @@ class FixedPolicy(_BasePolicy):
             return plan
         d, b = self.decode_sms, self._pick(snap)
         if plan.reason == DECODE_ONLY:
-            t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, 0, 0)
+            t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, 0, 0,
+                                         max_reused=snap.decode_max_reused)
             return Plan(d, self.total - d, t, 0.0, 0, (), False, FIXED)
         t_p = self.est.prefill_ms(self.total - d, b.reqs)
         return Plan(d, self.total - d, 0.0, t_p, self.layers - b.layers_done, b.new_rids, False, FIXED)
 
     def _mux(self, snap: Snapshot, b: _Batch) -> Plan:
         d = self.decode_sms
-        t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, b.new_tokens, b.reused_tokens)
+        t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, b.new_tokens, b.reused_tokens,
+                                     max_reused=snap.decode_max_reused)
         return self._plan(d, t, b, FIXED)
 
 
@@ -399,7 +410,8 @@ class BatchSizePolicy(_BasePolicy):
 
     def _mux(self, snap: Snapshot, b: _Batch) -> Plan:
         d = self.decode_sms_for(snap.decode_bs)
-        t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, b.new_tokens, b.reused_tokens)
+        t = self.est.decode_worst_ms(d, snap.decode_bs, snap.decode_sum_reused, b.new_tokens, b.reused_tokens,
+                                     max_reused=snap.decode_max_reused)
         p = self.total - d
         t_p = self.est.prefill_ms(p, b.reqs)
         n = max(1, min(self.layers - b.layers_done, self.budget // max(1, b.new_tokens)))
@@ -438,6 +450,8 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
     p.add_argument("--ttft-ms-per-token", type=float, default=0.0, help="TTFT SLO += this x prompt tokens")
     p.add_argument("--decode-bs", type=int, default=0)
     p.add_argument("--decode-reused", type=int, default=0, help="context tokens per decode request")
+    p.add_argument("--decode-max-reused", type=int, default=None,
+                   help="longest context in the decode batch (default: --decode-reused, a uniform batch)")
     p.add_argument("--prefill-new", type=int, default=0, help="new tokens of the prefill (0 = none)")
     p.add_argument("--prefill-reused", type=int, default=0)
     p.add_argument("--prefill-layers-done", type=int, default=0, help=">0: an active batch this far along")
@@ -448,6 +462,8 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
     p.add_argument("--waiting-age-ms", type=float, default=0.0)
     p.add_argument("--no-preemption", action="store_true")
     a = ap.parse_args(argv)
+    if a.decode_max_reused is not None and a.decode_max_reused < a.decode_reused:
+        ap.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
     est = estimator if estimator is not None else _load_estimator(a.table)
     pol = make_policy(a.policy, est, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                       preemption=not a.no_preemption, ttft_ms_per_token=a.ttft_ms_per_token)
@@ -462,7 +478,9 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
             waiting = (WaitingReq("prefill", arr, a.prefill_new, a.prefill_reused),)
     if a.waiting_new > 0 and active is not None:
         waiting = (WaitingReq("waiting", now - a.waiting_age_ms / 1e3, a.waiting_new, a.waiting_reused),)
-    snap = Snapshot(now, a.decode_bs, a.decode_bs * a.decode_reused, active, None, waiting)
+    snap = Snapshot(now, a.decode_bs, a.decode_bs * a.decode_reused,
+                    decode_max_reused=a.decode_reused if a.decode_max_reused is None else a.decode_max_reused,
+                    active_prefill=active, waiting=waiting)
     out = pol.plan(snap).to_dict()
     out["num_layers"] = est.num_layers
     json.dump(out, sys.stdout, indent=2)

@@ -16,12 +16,17 @@ Online refinement:
 
 ``decode_sms == total_sms`` or ``prefill_new == 0`` means no co-runner: guard = 1.0.
 
+Decode predictions take the batch's longest context ``max_reused`` (latency_model: the
+occupancy floor of small batches with long contexts); None = Σr/bs, exact for a uniform batch
+and otherwise the smallest possible floor, so callers that know r_max pass it. The guard is
+looked up by Σr/bs per request, as its grid was measured on uniform batches.
+
 CLI::
 
     python -m sglang_mux.estimator fit DIR        # (re)write fit.json + guard.json from the CSVs
     python -m sglang_mux.estimator check DIR      # held-out accuracy + guard bound; rc 0/1/2
     python -m sglang_mux.estimator predict DIR --prefill-new N --prefill-reused R \
-        --decode-bs B --decode-reused R2 --decode-sms S
+        --decode-bs B --decode-reused R2 [--decode-max-reused R3] --decode-sms S
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .latency_model import (PrefillReq, SoloLatencyModel, UnprofiledPartition, fit_decode_frame,
-                            fit_prefill_frame, predict_decode_frame, predict_prefill_frame)
+from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, l2_knee_tokens
+from .latency_model import heldout_errors as solo_heldout_errors
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
@@ -153,8 +158,9 @@ class Estimator:
         """Solo whole-model prefill latency, times the partition's online correction."""
         return self._solo.prefill_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
 
-    def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int) -> float:
-        return self._solo.decode_ms(decode_sms, bs, sum_reused)
+    def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: int | None = None) -> float:
+        """Solo decode latency; ``max_reused`` = longest context (None: Σr/bs, a uniform batch)."""
+        return self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
 
     def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                        prefill_reused: int) -> float:
@@ -163,20 +169,21 @@ class Estimator:
         return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
 
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
-                        prefill_reused: int) -> float:
-        t = self._solo.decode_ms(decode_sms, bs, sum_reused)
+                        prefill_reused: int, max_reused: int | None = None) -> float:
+        t = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return t
         return t * self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
 
     # ------------------------------------------------------------------ online refinement
 
-    def observe_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms) -> bool:
+    def observe_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms,
+                       max_reused: int | None = None) -> bool:
         """A measured co-running decode iteration; raises the guard's cell if slower than it.
         Returns True when the guard's value for this query went up (a refinement)."""
         if decode_sms >= self.total_sms or prefill_new <= 0 or bs <= 0 or not measured_ms > 0:
             return False  # no co-runner: nothing to learn about contention
-        solo = self._solo.decode_ms(decode_sms, bs, sum_reused)
+        solo = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
         slowdown = measured_ms / solo
         if slowdown > MAX_PLAUSIBLE_SLOWDOWN:
             self._dropped += 1
@@ -236,6 +243,12 @@ def _model_name(model_config, shape: ModelShape) -> str:
 
 # ----------------------------------------------------------------------------- fit / check
 
+def table_l2_knee(t) -> int:
+    """The prefill L2-spill knee r0 of a table (latency_model): from its GPU and model shape."""
+    m = t.model_shape
+    return l2_knee_tokens(t.meta["gpu_name"], m.num_kv_heads, m.head_dim)
+
+
 def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[dict, dict]:
     """(Re)write fit.json and guard.json from a table's raw CSVs; returns both dicts.
 
@@ -244,14 +257,15 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     from .contention_guard import OUTSIDE_MARGIN
 
     t = read_table(path, require_fit=False)
-    solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode)
+    solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t))
     fit = solo.to_dict()
-    for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", predict_prefill_frame),
-                                ("decode", t.solo_decode, "decode_sms", predict_decode_frame)):
+    for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
+                                ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
         for s, g in df.groupby(col):
-            err = abs(pred(fit[kind][str(int(s))]["theta"], g) / g["latency_ms"].to_numpy() - 1.0)
+            err = abs(pred(g) / g["latency_ms"].to_numpy() - 1.0)
             fit[kind][str(int(s))].update(rows=int(len(g)), train_max_rel_err=float(err.max()),
                                           train_mean_rel_err=float(err.mean()))
+    # contention.csv rows are uniform batches: r_max = decode_reused_per_req (build passes it).
     guard = ContentionGuard.build(t.contention, solo.decode_ms,
                                   OUTSIDE_MARGIN if outside_margin is None else outside_margin).to_dict()
     write_json(t.path, FIT, fit)
@@ -260,7 +274,9 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
 
 
 def heldout_errors(df, fit_fn, pred_fn, folds: int = CV_FOLDS, seed: int = 0):
-    """Relative errors of every row predicted by a fit that did not see it (k-fold)."""
+    """Relative errors of every row predicted by a fit that did not see it (k-fold), for a
+    per-frame ``fit_fn``/``pred_fn`` pair. The check uses latency_model.heldout_errors, which
+    also keeps the held-out rows out of the hyper-parameters pooled over partitions."""
     import numpy as np
 
     n = len(df)
@@ -276,6 +292,11 @@ def heldout_errors(df, fit_fn, pred_fn, folds: int = CV_FOLDS, seed: int = 0):
     return err
 
 
+# Fewest rows per partition for a held-out check: twice its own θs (4 prefill, 3 decode; the
+# extensions add pooled hyper-parameters and θ5 = κ·θ2, no free per-partition coefficient).
+MIN_ROWS = {"prefill": 8, "decode": 6}
+
+
 def check_table(path: str | Path, out=sys.stdout) -> bool:
     """Print the held-out fit accuracy and guard range per partition; True if all bounds hold.
 
@@ -289,25 +310,32 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     print(f"table {t.path}: {t.meta['gpu_name']} ({t.sm_count} SMs), {t.model_shape.architecture} "
           f"{t.model_shape.num_layers} layers; bounds: held-out max <= {MAX_REL_ERR:.0%}, mean <= {MEAN_REL_ERR:.0%}",
           file=out)
-    for kind, df, col, fit_fn, pred_fn, nfeat in (
-            ("prefill", t.solo_prefill, "prefill_sms", fit_prefill_frame, predict_prefill_frame, 4),
-            ("decode", t.solo_decode, "decode_sms", fit_decode_frame, predict_decode_frame, 3)):
-        for s, g in df.groupby(col):
-            if len(g) < 2 * nfeat:
+    knee = table_l2_knee(t)
+    if isinstance(est.solo, SoloLatencyModel):
+        pt = est.solo.pooled_terms()
+        print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
+              f"(spill x{1 + pt['l2_spill_ratio']:.3g}), launch floor {pt['launch_floor_ms']:.2f} ms, decode "
+              f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max "
+              f"(held-out below: refitted without the rows it predicts)", file=out)
+    for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
+        errs = solo_heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee)
+        for s, err in errs.items():
+            if len(err) < MIN_ROWS[kind]:
                 ok = False
-                print(f"{kind:8s} sms={int(s):4d} rows={len(g):5d}  too few rows for a held-out check  FAIL", file=out)
+                print(f"{kind:8s} sms={int(s):4d} rows={len(err):5d}  too few rows for a held-out check  FAIL", file=out)
                 continue
-            err = heldout_errors(g, fit_fn, pred_fn)
             good = err.max() <= MAX_REL_ERR and err.mean() <= MEAN_REL_ERR
             ok &= bool(good)
-            print(f"{kind:8s} sms={int(s):4d} rows={len(g):5d}  held-out rel err max {err.max():6.2%} "
+            print(f"{kind:8s} sms={int(s):4d} rows={len(err):5d}  held-out rel err max {err.max():6.2%} "
                   f"mean {err.mean():6.2%}  {'OK' if good else 'FAIL'}", file=out)
     ct = t.contention
     for d, g in ct.groupby("decode_sms"):
         d = int(d)
         raw = (g["decode_corun_ms"] / g["decode_solo_ms"]).to_numpy()
-        worst = np.array([est.decode_worst_ms(d, int(b), int(round(b * r)), int(pn), int(pr)) for b, r, pn, pr in
-                          zip(g["decode_bs"], g["decode_reused_per_req"], g["prefill_new"], g["prefill_reused"])])
+        # Contention rows are uniform batches: r_max = the per-request context.
+        worst = np.array([est.decode_worst_ms(d, int(b), int(round(b * r)), int(pn), int(pr), max_reused=r)
+                          for b, r, pn, pr in zip(g["decode_bs"], g["decode_reused_per_req"],
+                                                  g["prefill_new"], g["prefill_reused"])])
         miss = int((worst < g["decode_corun_ms"].to_numpy() * (1 - 1e-9)).sum())
         ok &= miss == 0
         cells = est.guard.cell_values(d) if d in est.guard.partitions else []
@@ -319,16 +347,18 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
 
 
 def predict(path: str | Path, prefill_new: int, prefill_reused: int, decode_bs: int,
-            decode_reused: int, decode_sms: int) -> dict:
-    """The ``predict`` subcommand's JSON object. ``decode_reused`` is Σ reused of the batch."""
+            decode_reused: int, decode_sms: int, decode_max_reused: int | None = None) -> dict:
+    """The ``predict`` subcommand's JSON object. ``decode_reused`` is Σ reused of the batch,
+    ``decode_max_reused`` its longest context (None: Σ/bs, a uniform batch)."""
     est = Estimator.from_table(path)
     prefill_sms = est.total_sms - decode_sms
     g = est.guard_slowdown(decode_sms, decode_bs, decode_reused, prefill_new, prefill_reused)
     return {
         "decode_sms": decode_sms,
         "prefill_sms": prefill_sms,
-        "decode_solo_ms": est.decode_solo_ms(decode_sms, decode_bs, decode_reused),
-        "decode_worst_ms": est.decode_worst_ms(decode_sms, decode_bs, decode_reused, prefill_new, prefill_reused),
+        "decode_solo_ms": est.decode_solo_ms(decode_sms, decode_bs, decode_reused, decode_max_reused),
+        "decode_worst_ms": est.decode_worst_ms(decode_sms, decode_bs, decode_reused, prefill_new, prefill_reused,
+                                               decode_max_reused),
         "guard_slowdown": g,
         "prefill_solo_ms": (est.prefill_ms(prefill_sms, [PrefillReq(prefill_new, prefill_reused)])
                             if prefill_sms > 0 and prefill_new > 0 else None),
@@ -347,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--decode-bs", type=int, required=True)
     p.add_argument("--decode-reused", type=int, default=0,
                    help="reused (context) tokens per decode request, as in contention.csv")
+    p.add_argument("--decode-max-reused", type=int, default=None,
+                   help="longest context in the decode batch (default: --decode-reused, a uniform batch)")
     p.add_argument("--decode-sms", type=int, required=True)
     a = ap.parse_args(argv)
     try:
@@ -358,8 +390,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.cmd == "check":
             return 0 if check_table(a.dir) else 1
         # The CLI speaks per request (like the table and `dispatch plan`); predict() takes the sum.
+        if a.decode_max_reused is not None and a.decode_max_reused < a.decode_reused:
+            ap.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
+        mx = a.decode_reused if a.decode_max_reused is None else a.decode_max_reused
         print(json.dumps(predict(a.dir, a.prefill_new, a.prefill_reused, a.decode_bs,
-                                 a.decode_reused * a.decode_bs, a.decode_sms), indent=1))
+                                 a.decode_reused * a.decode_bs, a.decode_sms, mx), indent=1))
         return 0
     except (TableError, UnprofiledPartition) as e:
         print(f"error: {e}", file=sys.stderr)

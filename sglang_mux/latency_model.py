@@ -1,21 +1,96 @@
 """Solo-run latency regressors (MuxWise §3.3.2, Equations 1 and 2), one fit per SM partition.
 
+The paper's equations are the base,
+
     prefill (Eq. 1):  T = θ1·Σn_i² + θ2·Σn_i·r_i + θ3·Σn_i + θ4
     decode  (Eq. 2):  T = θ1·Σr_i  + θ2·bs       + θ3
 
-n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model.
+extended by terms for what the measured table shows and the equations cannot express:
 
-Fitting uses scikit-learn's non-negative least squares (``LinearRegression(positive=True)``)
-on *relative* error (sample_weight = 1/latency²) because the accuracy target is relative
-(max ≤ 10%, mean ≤ 3%) and latencies span three decades. The intercept is an explicit
-column of ones so it, too, is constrained ≥ 0. Prediction never touches sklearn/numpy: the
-coefficients are plain floats and a prediction is a handful of multiplications (the
-dispatcher calls it many times per scheduling step; budget ≤ 20 µs).
+    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·(r−r0)⁺ + max(L, θ3·Σn + θ4)
+    decode:   T = max(θ1·Σr, β·r_max) + θ2·bs + θ3
+
+n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
+θ5 = 0, L = 0 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
+that when the data show none of the effects; a format-1 fit.json loads that way).
+
+Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200,
+SGLang's triton attention backend; "wave" = one round of thread blocks, one per SM):
+
+- Prefill, wave quantization of the extend-attention grid (factor W, hyper-parameter τ).
+  The triton extend kernel launches one block per (request, head, 128-query block) and runs
+  one block per SM, so the attention over the prefix costs ⌈blocks/S⌉ waves of one block's
+  sweep over its r keys — independent of how many SMs are busy in the last wave. The table
+  shows it exactly: a 2048-token query over 32K cached tokens costs 68 ms per wave on every
+  partition (2037 ms = 26 waves on 20 SMs, 317 ms = 4 waves on 132 SMs); n=512, r=32K is
+  155 ms on 68..116 SMs alike (2 waves) and 80 ms on 132 SMs (1 wave); n=128 over 32K costs
+  ~3.6x what Σn·r predicts (one partial wave). W·Σn·r replaces Σn·r by the token count of
+  the waves actually run: W = ⌈Σ⌈n_i/B⌉·B / (τ·S)⌉·τ·S / Σn (B = 128-token query blocks,
+  τ = query tokens per SM per wave: 4 = 128 rows / 32 heads for Llama-3.1-8B), and one wave
+  lasts at least the longest request's sweep, so W·Σn·r is floored at τ·S·r_max. τ is
+  chosen by the fit from {off, 1, 2, 4, 8, 16} (off = plain Σn·r, as for a backend without
+  this quantization).
+- Prefill, L2 spill (θ5 = κ·θ2, knee r0). The cost per (query, key) pair rises with r:
+  2.8 ns at r = 8192 vs 4.0 ns at r = 32768 for n = 2048..32768 (12.2 vs 68 ms per wave,
+  5.6x for 4x the keys). A layer's prefix KV is r × 2·kv_heads·head_dim·2 bytes (4 KiB per
+  token here): 32 MiB at r = 8K stays in the 50 MiB L2 across waves, 128 MiB at r = 32K is
+  re-read from HBM by every wave. A key beyond the knee r0 = L2 bytes / KV bytes per
+  token-layer (12800 for this model on H100/H200) costs (1+κ)x a resident one, so the
+  per-pair cost stays constant once spilled (long-context prefills extrapolate linearly,
+  not quadratically). κ is a property of the kernel and the memory system, not of the
+  partition (the per-wave times above are the same on every partition), so it is pooled;
+  a free θ5 per partition overfitted the few r = 32K rows of a partition. r0 is computed
+  from the GPU and the model, not fitted: the grid's r ∈ {0, 2K, 8K, 32K} cannot place a
+  knee anywhere in [8K, 32K).
+- Prefill, launch floor L (pooled over partitions). Small prefills are bound by the host
+  launching ~10 kernels per layer, not by the GPU: n=128, r=0 takes 11.2-13.7 ms on every
+  partition from 36 to 132 SMs, and n=512 takes 12.4 ms on 132 SMs (n=2048: 49.8 ms). The
+  floor competes with the token-linear work (GEMMs, element-wise), not with attention,
+  which adds on top: n=128 over 8K cached tokens costs 13.7 + 11 ms on 116 SMs. The host
+  cost does not depend on the SM count, so one L serves every partition; it is chosen by
+  the fit (0 = no floor). Per partition it would be unidentifiable: only one or two rows
+  per partition sit on it.
+- Decode, occupancy floor β·r_max (β pooled over partitions). The triton decode kernel
+  splits each request's KV into ≤ 8 chunks (grid = bs × 8 head groups × splits), so a small
+  batch leaves SMs idle and the iteration lasts one block's sweep of r_max/8 keys: bs=1,
+  r=130K takes 54 ms on 132 SMs and 60 ms on 16; bs=8, r=32K (17.8 ms) costs what bs=1,
+  r=32K does (17.2 ms). That per-block latency (0.38 µs per context token on every
+  partition) does not depend on the partition, so β is one pooled value; θ1·Σr (bandwidth)
+  takes over once the batch fills the SMs. It needs r_max, the longest context in the
+  batch; callers that only know Σr get the uniform-batch value Σr/bs, which can only
+  underestimate the floor (pass r_max where it is known).
+
+Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
+True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
+relative and latencies span three decades; columns are rescaled to max 1 (conditioning).
+Per partition the θs are fitted on that partition's rows only. The few hyper-parameters (τ,
+κ and L for prefill, β for decode) are shared by all partitions and chosen on the training
+rows of all partitions by the acceptance criterion itself, J = max/10% + mean/3% of the
+relative errors (grids; coordinate search over (τ, κ) and L); max(·) terms are fitted by
+enumerating which rows sit on the floor (on the side of the smallest Σn, resp. the
+smallest Σr/r_max), and L and β are then refined by one joint NNLS over all partitions
+(kept if J improves). Profiled batches are uniform, so a CSV row's per-request n, r and
+r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
+rows / 32 heads), κ = 0.5, L = 12.0 ms and β = 0.38 µs per context token.
+``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
+never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
+
+Trade-off of pooling. Only the hyper-parameters, which stand for partition-independent
+physics (kernel shape, memory system, host launch cost, per-block latency), are pooled;
+θ1..θ4 stay one fit per partition (4 x 8 + 3 prefill parameters on the H200 table). Fully
+pooled coefficients (θ = a + b/SMs, 11 prefill parameters) were tried: a better worst
+held-out error while other partitions keep the held-out cell (23% vs 30%), a worse one when
+the whole cell is held out everywhere (39% vs 29%), and a bias wherever a partition departs
+from 1/SMs scaling (the 132-SM full GPU runs n=512 prefills 30% faster than 116 SMs).
+
+Prediction never touches sklearn/numpy: coefficients are plain floats and a prediction is a
+loop over the requests plus a handful of multiplications (the dispatcher calls it many
+times per scheduling step; budget ≤ 20 µs).
 
 Unprofiled partitions (``s`` SMs, not in the table):
-  - between two profiled partitions lo < s < hi: the coefficients are interpolated linearly
-    in 1/SMs (exact for work that scales perfectly with SMs, ``T ∝ 1/s``; a convex mix of
-    non-negative θs stays non-negative);
+  - between two profiled partitions lo < s < hi: the coefficients (L and β included) are
+    interpolated linearly in 1/SMs (exact for work that scales perfectly with SMs,
+    ``T ∝ 1/s``; a convex mix of non-negative θs stays non-negative); the wave count uses s;
   - above the largest profiled partition: that partition's coefficients are used — a
     conservative overestimate, since more SMs do not make a kernel slower;
   - below the smallest profiled partition: :class:`UnprofiledPartition` (a ValueError) —
@@ -25,11 +100,33 @@ Unprofiled partitions (``s`` SMs, not in the table):
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+import logging
+from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping, Sequence
 
-PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused", "sum_new", "one")
-DECODE_FEATURES = ("sum_reused", "bs", "one")
+logger = logging.getLogger(__name__)
+
+FORMAT = 2
+# θ order: the paper's four (three) first, then the extensions (see the module docstring).
+PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor")
+DECODE_FEATURES = ("sum_reused", "bs", "one", "max_reused")
+PAPER_PREFILL, PAPER_DECODE = 4, 3
+PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
+
+# Hyper-parameter grids (searched on the training rows of all partitions).
+WAVE_TOKENS_GRID = (0, 1, 2, 4, 8, 16)  # τ; 0 = no wave quantization
+SPILL_GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)  # κ; 0 = no spill term
+FLOOR_GRID = tuple(0.5 + 0.05 * i for i in range(16))  # L / (fastest training row); and 0
+BETA_COARSE, BETA_FINE = 22, 15  # geometric grid points of β (coarse over 3 decades, then ±39%)
+BLOCK_TOKENS = 128  # query rows per extend-attention block (SGLang triton, sm90)
+# Selection criterion J = max/MAX_REL + mean/MEAN_REL: the estimator's accuracy bounds.
+MAX_REL, MEAN_REL = 0.10, 0.03
+_TIE = 1e-9
+
+# L2 cache per GPU (bytes) for the spill knee; unknown GPUs get DEFAULT_L2_BYTES.
+L2_BYTES = {"H100": 50 << 20, "H200": 50 << 20, "H800": 50 << 20, "GH200": 50 << 20, "A100": 40 << 20,
+            "A800": 40 << 20}
+DEFAULT_L2_BYTES = 50 << 20
 
 
 @dataclass(frozen=True)
@@ -38,12 +135,28 @@ class PrefillReq:
     r: int = 0  # reused (cached) tokens
 
 
+@dataclass(frozen=True)
+class PrefillHyper:
+    """Prefill hyper-parameters shared by all partitions (fit.json ``prefill_hyper``)."""
+
+    wave_tokens_per_sm: int = 0  # τ: query tokens per SM per attention wave; 0 = off
+    block_tokens: int = BLOCK_TOKENS  # B: queries are rounded up to blocks of this many
+    l2_knee_tokens: int = 0  # r0: cached tokens whose KV fits in L2; 0 = no spill term
+
+    def __post_init__(self):
+        for k, v in asdict(self).items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"prefill hyper-parameter {k} must be a non-negative int, got {v!r}")
+        if self.block_tokens < 1:
+            raise ValueError("prefill hyper-parameter block_tokens must be >= 1")
+
+
 class UnprofiledPartition(ValueError):
     """Prediction asked for an SM count below every profiled partition."""
 
 
 def prefill_features(reqs: Iterable[PrefillReq]) -> tuple[int, int, int]:
-    """(Σn², Σn·r, Σn) of a prefill batch."""
+    """(Σn², Σn·r, Σn) of a prefill batch (the paper's Eq. 1 features)."""
     sq = nr = n = 0
     for q in reqs:
         sq += q.n * q.n
@@ -52,65 +165,395 @@ def prefill_features(reqs: Iterable[PrefillReq]) -> tuple[int, int, int]:
     return sq, nr, n
 
 
-def fit_nonneg(X, y, relative: bool = True) -> tuple[float, ...]:
-    """Non-negative least squares of y ≈ X·θ (X includes the ones column), relative error.
+def l2_knee_tokens(gpu_name: str, num_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> int:
+    """Cached tokens whose per-layer K and V fit in the GPU's L2 (the spill knee r0)."""
+    name = str(gpu_name).upper()
+    l2 = next((v for k, v in sorted(L2_BYTES.items(), key=lambda kv: -len(kv[0])) if k in name),
+              DEFAULT_L2_BYTES)
+    return int(l2 // (2 * int(num_kv_heads) * int(head_dim) * int(dtype_bytes)))
 
+
+# ----------------------------------------------------------------------------- fitting helpers
+
+def fit_nonneg(X, y, relative: bool = True, target=None) -> tuple[float, ...]:
+    """Non-negative least squares of ``target`` ≈ X·θ (X includes the ones column).
+
+    Relative error: rows are weighted by 1/y (``target`` defaults to y; a floored fit passes
+    y minus the known floor part as target but keeps the weights of the measured y).
     Columns are rescaled to max 1 first: Σn² reaches 1e10 while the ones column is 1, and the
     NNLS solver is badly conditioned on such ranges. Scaling by positives keeps θ ≥ 0.
     """
     import numpy as np
-    from sklearn.linear_model import LinearRegression
 
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
-    scale = np.abs(X).max(axis=0)
+    t = y if target is None else np.asarray(target, dtype=float)
+    return tuple(float(c) for c in _nnls(X, t, 1.0 / y if relative else np.ones_like(y)))
+
+
+def _nnls(X, t, w):
+    import numpy as np
+    from scipy.optimize import nnls
+
+    scale = np.abs(X).max(axis=0) if len(X) else np.ones(X.shape[1])
     scale[scale == 0] = 1.0
-    w = 1.0 / (y * y) if relative else None
-    reg = LinearRegression(positive=True, fit_intercept=False).fit(X / scale, y, sample_weight=w)
-    return tuple(float(max(c, 0.0)) for c in reg.coef_ / scale)
+    A = (X / scale) * w[:, None]
+    try:
+        c, _ = nnls(A, t * w, maxiter=50 * max(1, A.shape[1]))
+    except RuntimeError:  # pragma: no cover - pathological inputs only
+        from sklearn.linear_model import LinearRegression
+        c = LinearRegression(positive=True, fit_intercept=False).fit(A, t * w).coef_
+    return np.maximum(c / scale, 0.0)
 
 
-def _design_prefill(df):
+def _criterion(pred, y) -> float:
     import numpy as np
-    return np.column_stack([df["sum_new_sq"], df["sum_new_reused"], df["sum_new"], np.ones(len(df))])
+
+    e = np.abs(pred / y - 1.0)
+    return float(e.max() / MAX_REL + e.mean() / MEAN_REL) if len(e) else 0.0
 
 
-def _design_decode(df):
+class _PrefillRows:
+    """Design of one partition's solo_prefill rows (uniform batches) for any τ."""
+
+    def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS):
+        import numpy as np
+
+        self.sms = int(sms)
+        self.y = df["latency_ms"].to_numpy(dtype=float)
+        bs = df["bs"].to_numpy(dtype=float)
+        self.n_sum = df["sum_new"].to_numpy(dtype=float)
+        self.sq = df["sum_new_sq"].to_numpy(dtype=float)
+        self.nr = df["sum_new_reused"].to_numpy(dtype=float)
+        r = np.where(self.n_sum > 0, self.nr / np.maximum(self.n_sum, 1.0), 0.0)
+        self.r = r
+        self.h = np.maximum(r - knee, 0.0) if knee > 0 else np.zeros_like(r)
+        self.nh = self.n_sum * self.h
+        self.block_tok = bs * np.ceil(self.n_sum / bs / block) * block  # query tokens rounded to blocks
+        self._cols: dict[int, object] = {}
+
+    def attn(self, tau: int):
+        """[Σn², A1, A2] for τ (cached): A1 = W·Σn·r, A2 = W·Σn·(r−r0)⁺, floored at one wave."""
+        import numpy as np
+
+        X = self._cols.get(tau)
+        if X is None:
+            if tau > 0:
+                cap = float(tau * self.sms)
+                w = np.ceil(self.block_tok / cap - 1e-9) * cap / self.n_sum
+                a1 = np.maximum(w * self.nr, cap * self.r)
+                a2 = np.maximum(w * self.nh, cap * self.h)
+            else:
+                a1, a2 = self.nr, self.nh
+            X = self._cols[tau] = np.column_stack([self.sq, a1, a2])
+        return X
+
+    def attn_kappa(self, tau: int, kappa: float):
+        """[Σn², A1 + κ·A2]: a spilled (query, key) pair costs (1+κ)x an L2-resident one."""
+        import numpy as np
+
+        X = self.attn(tau)
+        return np.column_stack([X[:, 0], X[:, 1] + kappa * X[:, 2]]) if kappa else X[:, :2]
+
+    def lin(self):
+        import numpy as np
+        return np.column_stack([self.n_sum, np.ones(len(self.y))])
+
+    def take(self, idx) -> "_PrefillRows":
+        out = object.__new__(_PrefillRows)
+        out.sms = self.sms
+        for k in ("y", "n_sum", "sq", "nr", "r", "h", "nh", "block_tok"):
+            setattr(out, k, getattr(self, k)[idx])
+        out._cols = {}
+        return out
+
+
+def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float):
+    """θ (6 floats) of one partition for fixed (τ, κ, L), and its training relative errors."""
     import numpy as np
-    return np.column_stack([df["sum_reused"], df["bs"], np.ones(len(df))])
+
+    Xa, Xl, y = rows.attn_kappa(tau, kappa), rows.lin(), rows.y
+    w = 1.0 / y
+    base = _nnls(np.column_stack([Xa, Xl]), y, w)
+    best = None
+    cands = [None]
+    if floor > 0:  # rows on the floor: the smallest Σn, as far as the unfloored fit goes below 2L
+        lin0 = Xl @ base[2:4]
+        cands += sorted(set(rows.n_sum[lin0 < 2 * floor].tolist()))
+    none = np.zeros(len(y), dtype=bool)
+    for t in cands:
+        if t is None:
+            th, fl = base, none
+        else:
+            fl = rows.n_sum <= t
+            X = np.column_stack([Xa, Xl * (~fl)[:, None]])
+            th = _nnls(X, y - floor * fl, w)
+        lin = Xl @ th[2:4]
+        pred = Xa @ th[:2] + (np.maximum(lin, floor) if floor > 0 else lin)
+        j = _criterion(pred, y)
+        if best is None or j < best[0] - _TIE:
+            best = (j, th, pred, fl)
+    _, th, pred, fl = best
+    theta = (float(th[0]), float(th[1]), float(th[2]), float(th[3]), float(kappa * th[1]), float(floor))
+    return theta, np.abs(pred / y - 1.0), fl
 
 
-def fit_prefill_frame(df) -> tuple[float, float, float, float]:
-    """θ of Eq. 1 from rows of solo_prefill.csv (one partition)."""
-    return fit_nonneg(_design_prefill(df), df["latency_ms"])
+class _DecodeRows:
+    def __init__(self, df, sms: int):
+        import numpy as np
+
+        self.sms = int(sms)
+        self.y = df["latency_ms"].to_numpy(dtype=float)
+        self.bs = df["bs"].to_numpy(dtype=float)
+        self.sr = df["sum_reused"].to_numpy(dtype=float)
+        self.rmax = self.sr / self.bs
+        self.rho = self.bs.copy()  # Σr / r_max: the batch size for uniform rows
+        self._base = None
+
+    def take(self, idx) -> "_DecodeRows":
+        out = object.__new__(_DecodeRows)
+        out.sms = self.sms
+        for k in ("y", "bs", "sr", "rmax", "rho"):
+            setattr(out, k, getattr(self, k)[idx])
+        out._base = None
+        return out
 
 
-def fit_decode_frame(df) -> tuple[float, float, float]:
-    """θ of Eq. 2 from rows of solo_decode.csv (one partition)."""
-    return fit_nonneg(_design_decode(df), df["latency_ms"])
+def _fit_decode_rows(rows: _DecodeRows, beta: float):
+    """θ (4 floats) of one partition for a fixed β, and its training relative errors."""
+    import numpy as np
+
+    y, sr, bs, rm = rows.y, rows.sr, rows.bs, rows.rmax
+    w = 1.0 / y
+    one = np.ones(len(y))
+    if rows._base is None:
+        rows._base = _nnls(np.column_stack([sr, bs, one]), y, w)
+    base = rows._base
+    cands = [None]
+    if beta > 0:  # floored rows: the smallest Σr/r_max, as far as the floor can reach
+        lim = 2.0 * beta / base[0] if base[0] > 0 else np.inf
+        cands += sorted(set(rows.rho[rows.rho <= lim].tolist()))
+    best = None
+    none = np.zeros(len(y), dtype=bool)
+    for t in cands:
+        if t is None:
+            th, fl = base, none
+        else:
+            fl = rows.rho <= t
+            th = _nnls(np.column_stack([sr * (~fl), bs, one]), y - beta * rm * fl, w)
+        pred = np.maximum(th[0] * sr, beta * rm) + th[1] * bs + th[2]
+        j = _criterion(pred, y)
+        if best is None or j < best[0] - _TIE:
+            best = (j, th, pred, fl)
+    _, th, pred, fl = best
+    return (float(th[0]), float(th[1]), float(th[2]), float(beta)), np.abs(pred / y - 1.0), fl
 
 
-def predict_prefill_frame(theta: Sequence[float], df):
-    return _design_prefill(df) @ list(theta)
+def _polish(kind: str, view, hyper, fits):
+    """Joint NNLS of all partitions' θ and the pooled floor (L or β) for the floored rows
+    the grid search settled on: the pooled value is then exact, not a grid point. Returns
+    (hyper, fits) of the polished model (the caller keeps it only if J improves)."""
+    import numpy as np
+
+    blocks, shared, ys, owners = [], [], [], []
+    for s, rows in view.items():
+        fl = fits[s][2]
+        if kind == "prefill":
+            tau, kappa, _ = hyper
+            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin()
+            blocks.append(np.column_stack([Xa, Xl * (~fl)[:, None]]))
+            shared.append(fl.astype(float))
+        else:
+            blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
+            shared.append(rows.rmax * fl)
+        ys.append(rows.y)
+        owners.append(s)
+    if not np.concatenate(shared).any():
+        return None
+    width = blocks[0].shape[1]
+    X = np.zeros((sum(len(y) for y in ys), width * len(blocks) + 1))
+    r0 = 0
+    for i, b in enumerate(blocks):
+        X[r0:r0 + len(b), i * width:(i + 1) * width] = b
+        r0 += len(b)
+    X[:, -1] = np.concatenate(shared)
+    y = np.concatenate(ys)
+    c = _nnls(X, y, 1.0 / y)
+    pooled = float(c[-1])
+    new = {}
+    for i, s in enumerate(owners):
+        th, rows = c[i * width:(i + 1) * width], view[s]
+        if kind == "prefill":
+            tau, kappa, _ = hyper
+            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin()
+            pred = Xa @ th[:2] + np.maximum(Xl @ th[2:4], pooled)
+            theta = (float(th[0]), float(th[1]), float(th[2]), float(th[3]), float(kappa * th[1]), pooled)
+        else:
+            pred = np.maximum(th[0] * rows.sr, pooled * rows.rmax) + th[1] * rows.bs + th[2]
+            theta = (float(th[0]), float(th[1]), float(th[2]), pooled)
+        new[s] = (theta, np.abs(pred / rows.y - 1.0), fits[s][2])
+    return ((hyper[0], hyper[1], pooled) if kind == "prefill" else pooled), new
 
 
-def predict_decode_frame(theta: Sequence[float], df):
-    return _design_decode(df) @ list(theta)
+def _prefill_floors(parts):
+    ymin = min(float(p.y.min()) for p in parts.values())
+    return [0.0] + [round(f * ymin, 6) for f in FLOOR_GRID]
+
+
+def _decode_grid(parts):
+    import numpy as np
+    bmax = max(float((p.y / p.rmax).max()) for p in parts.values())
+    return [0.0] + [float(b) for b in np.geomspace(bmax * 1e-3, bmax, BETA_COARSE)]
+
+
+def _decode_refine(best):
+    import numpy as np
+    if best <= 0:
+        return []
+    step = 1e3 ** (1.0 / (BETA_COARSE - 1))
+    return [float(b) for b in np.geomspace(best / step, best * step, BETA_FINE)]
+
+
+class _Pooled:
+    """Per-partition θ, hyper-parameters shared by all partitions and chosen on their
+    training rows by J. Fits of a whole partition are cached per hyper-parameter value, so
+    cross-validation (one partition's fold out at a time) refits only that partition."""
+
+    def __init__(self, kind: str, parts: Mapping[int, object], knee: int = 0):
+        self.kind = kind
+        self.knee = knee
+        self.parts = dict(parts)
+        self._fit_rows = _fit_prefill_rows if kind == "prefill" else _fit_decode_rows
+        self._cache: dict = {}
+
+    def _fit_one(self, rows, hyper):
+        return self._fit_rows(rows, *hyper) if self.kind == "prefill" else self._fit_rows(rows, hyper)
+
+    def _full(self, s, hyper):
+        k = (s, hyper)
+        v = self._cache.get(k)
+        if v is None:
+            v = self._cache[k] = self._fit_one(self.parts[s], hyper)
+        return v
+
+    def select(self, replace: Mapping[int, object] | None = None):
+        """(hyper, {sms: θ}) on all partitions, with ``replace[s]`` (training rows) for s."""
+        import numpy as np
+
+        replace = replace or {}
+        view = {s: replace.get(s, p) for s, p in self.parts.items()}
+
+        def evaluate(hyper):
+            fits = {s: (self._fit_one(view[s], hyper) if s in replace else self._full(s, hyper)) for s in view}
+            e = np.concatenate([f[1] for f in fits.values()])
+            return float(e.max() / MAX_REL + e.mean() / MEAN_REL), fits
+
+        best = None
+
+        def scan(grid):
+            nonlocal best
+            for h in grid:
+                j, fits = evaluate(h)
+                if best is None or j < best[0] - _TIE:
+                    best = (j, h, fits)
+
+        if self.kind == "prefill":
+            # Coordinate search, twice: (τ, κ) at the current floor, then the floor.
+            floors = _prefill_floors(view)
+            L = 0.0
+            for _ in range(2):
+                scan([(tau, k, L) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
+                tau, k, _ = best[1]
+                scan([(tau, k, f) for f in floors])
+                if best[1][2] == L:
+                    break  # the floor did not move: a second (τ, κ) scan would repeat the first
+                L = best[1][2]
+        else:
+            scan(_decode_grid(view))
+            scan(_decode_refine(best[1]))
+        polished = _polish(self.kind, view, best[1], best[2])
+        if polished is not None:
+            e = np.concatenate([f[1] for f in polished[1].values()])
+            j = float(e.max() / MAX_REL + e.mean() / MEAN_REL)
+            if j < best[0] - _TIE:
+                best = (j, *polished)
+        _, h, fits = best
+        return h, {s: f[0] for s, f in fits.items()}
+
+
+def _prefill_parts(df, knee: int):
+    return {int(s): _PrefillRows(g, int(s), knee) for s, g in df.groupby("prefill_sms")}
+
+
+def _decode_parts(df):
+    return {int(s): _DecodeRows(g, int(s)) for s, g in df.groupby("decode_sms")}
+
+
+def fit_prefill_frame(df, l2_knee: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
+    """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions)."""
+    (tau, kappa, _), th = _Pooled("prefill", _prefill_parts(df, l2_knee), l2_knee).select()
+    return PrefillHyper(int(tau), BLOCK_TOKENS, int(l2_knee) if kappa else 0), th
+
+
+def fit_decode_frame(df) -> dict[int, tuple[float, ...]]:
+    """{decode_sms: θ} from solo_decode.csv rows (all partitions; β is shared)."""
+    _, th = _Pooled("decode", _decode_parts(df)).select()
+    return th
+
+
+def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0) -> dict[int, object]:
+    """{sms: relative errors of that partition's rows, each predicted without having seen it}.
+
+    k-fold per partition (the rows of a partition in a seeded random order, every k-th row
+    a fold); for partition s and fold f the model is fitted on every row except s's fold f —
+    s's θ on its other rows, the pooled hyper-parameters on all partitions' training rows.
+    """
+    import numpy as np
+
+    col = "prefill_sms" if kind == "prefill" else "decode_sms"
+    parts = _prefill_parts(df, l2_knee) if kind == "prefill" else _decode_parts(df)
+    pooled = _Pooled(kind, parts, l2_knee)
+    out = {}
+    for s, rows in parts.items():
+        n = len(rows.y)
+        k = min(folds, n)
+        order = np.random.default_rng(seed).permutation(n)
+        err = np.empty(n)
+        for f in range(k):
+            test = order[f::k]
+            train = np.setdiff1d(order, test)
+            hyper, th = pooled.select({s: rows.take(train)})
+            hp = PrefillHyper(int(hyper[0]), BLOCK_TOKENS, int(l2_knee) if hyper[1] else 0) if kind == "prefill" else None
+            m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},
+                                 prefill_hyper=hp, _partial=True)
+            g = df[df[col] == s].iloc[test]
+            pred = m.predict_prefill_frame(g) if kind == "prefill" else m.predict_decode_frame(g)
+            err[test] = np.abs(pred / rows.y[test] - 1.0)
+        out[s] = err
+    return out
+
+
+# ----------------------------------------------------------------------------- the model
+
+def _pad(th, width: int, paper: int, kind: str, s) -> tuple[float, ...]:
+    th = tuple(float(t) for t in th)
+    if len(th) == paper:  # the paper's equation alone (format 1): no extension terms
+        th = th + (0.0,) * (width - paper)
+    if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
+        raise ValueError(f"{kind} θ for {s} SMs must be {paper} or {width} finite non-negative floats, got {th}")
+    return th
 
 
 class _PartitionTable:
     """θ per SM count with the interpolation policy of the module docstring."""
 
-    def __init__(self, thetas: Mapping[int, Sequence[float]], kind: str, width: int):
-        if not thetas:
+    def __init__(self, thetas: Mapping[int, Sequence[float]], kind: str, width: int, paper: int,
+                 allow_empty: bool = False):
+        if not thetas and not allow_empty:
             raise ValueError(f"no {kind} partitions")
         self.kind = kind
-        self.profiled: dict[int, tuple[float, ...]] = {}
-        for s, th in thetas.items():
-            th = tuple(float(t) for t in th)
-            if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
-                raise ValueError(f"{kind} θ for {s} SMs must be {width} finite non-negative floats, got {th}")
-            self.profiled[int(s)] = th
+        self.profiled: dict[int, tuple[float, ...]] = {int(s): _pad(th, width, paper, kind, s)
+                                                       for s, th in thetas.items()}
         self.sms = sorted(self.profiled)
         self._cache = dict(self.profiled)  # profiled + interpolated, the hot-path lookup
 
@@ -136,11 +579,22 @@ class _PartitionTable:
 
 
 class SoloLatencyModel:
-    """Eq. 1 / Eq. 2 per partition. ``prefill_ms``/``decode_ms`` are the hot path."""
+    """Eq. 1 / Eq. 2 (+ the docstring's terms) per partition. ``prefill_ms``/``decode_ms``
+    are the hot path.
 
-    def __init__(self, prefill: Mapping[int, Sequence[float]], decode: Mapping[int, Sequence[float]]):
-        self._prefill = _PartitionTable(prefill, "prefill", 4)
-        self._decode = _PartitionTable(decode, "decode", 3)
+    ``prefill``/``decode`` map SM counts to θ tuples in PREFILL_FEATURES / DECODE_FEATURES
+    order; a tuple of the paper's width (4 / 3) means that equation alone.
+    """
+
+    def __init__(self, prefill: Mapping[int, Sequence[float]], decode: Mapping[int, Sequence[float]],
+                 prefill_hyper: PrefillHyper | None = None, *, _partial: bool = False):
+        self._prefill = _PartitionTable(prefill, "prefill", PREFILL_WIDTH, PAPER_PREFILL, _partial)
+        self._decode = _PartitionTable(decode, "decode", DECODE_WIDTH, PAPER_DECODE, _partial)
+        self.prefill_hyper = prefill_hyper or PrefillHyper()
+        self._tau = self.prefill_hyper.wave_tokens_per_sm
+        self._blk = self.prefill_hyper.block_tokens
+        self._knee = self.prefill_hyper.l2_knee_tokens
+        self._knee_or_inf = self._knee or float("inf")
 
     @property
     def prefill_sms(self) -> list[int]:
@@ -150,60 +604,160 @@ class SoloLatencyModel:
     def decode_sms(self) -> list[int]:
         return list(self._decode.sms)
 
-    def prefill_theta(self, prefill_sms: int) -> tuple[float, float, float, float]:
+    def prefill_theta(self, prefill_sms: int) -> tuple[float, ...]:
         return self._prefill(prefill_sms)
 
-    def decode_theta(self, decode_sms: int) -> tuple[float, float, float]:
+    def decode_theta(self, decode_sms: int) -> tuple[float, ...]:
         return self._decode(decode_sms)
 
     def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
         """Solo latency of one whole-model prefill forward; 0 for an empty batch."""
         t = self._prefill(prefill_sms)
-        sq = nr = n = 0
+        blk, knee = self._blk, self._knee_or_inf
+        b1 = blk - 1
+        sq = nr = n = nh = blocks = rmax = 0
         for q in reqs:
             qn = q.n
-            sq += qn * qn
-            nr += qn * q.r
+            qr = q.r
             n += qn
+            sq += qn * qn
+            nr += qn * qr
+            blocks += (qn + b1) // blk
+            if qr > rmax:
+                rmax = qr
+            if qr > knee:
+                nh += qn * (qr - knee)
         if n <= 0:
             return 0.0
-        return t[0] * sq + t[1] * nr + t[2] * n + t[3]
+        return self._prefill_t(t, prefill_sms, sq, nr, n, nh, blocks * blk, rmax)
 
-    def prefill_ms_sums(self, prefill_sms: int, sum_new_sq: float, sum_new_reused: float, sum_new: float) -> float:
+    def _prefill_t(self, t, sms, sq, nr, n, nh, block_tok, rmax) -> float:
+        tau = self._tau
+        if tau:
+            cap = tau * sms
+            w = -(-block_tok // cap) * cap / n  # waves x tokens per wave / tokens
+            a1 = w * nr
+            f = cap * rmax
+            if f > a1:
+                a1 = f
+            a2 = w * nh
+            hm = rmax - self._knee if self._knee and rmax > self._knee else 0
+            f = cap * hm
+            if f > a2:
+                a2 = f
+        else:
+            a1, a2 = nr, nh
+        lin = t[2] * n + t[3]
+        return t[0] * sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
+
+    def prefill_ms_sums(self, prefill_sms: int, sum_new_sq: float, sum_new_reused: float, sum_new: float,
+                        bs: int = 1) -> float:
+        """Prefill latency from sums only: taken as a uniform batch of ``bs`` requests of
+        Σn/bs new and Σn·r/Σn reused tokens each (how the profiled CSV rows are made)."""
+        if sum_new <= 0:
+            return 0.0
         t = self._prefill(prefill_sms)
-        return t[0] * sum_new_sq + t[1] * sum_new_reused + t[2] * sum_new + t[3]
+        r = sum_new_reused / sum_new
+        knee = self._knee
+        nh = sum_new * (r - knee) if knee and r > knee else 0.0
+        block_tok = bs * -(-(sum_new / bs) // self._blk) * self._blk
+        return self._prefill_t(t, prefill_sms, sum_new_sq, sum_new_reused, sum_new, nh, block_tok, r)
 
-    def decode_ms(self, decode_sms: int, bs: int, sum_reused: int) -> float:
-        """Solo latency of one decode iteration; 0 for an empty batch."""
+    def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
+        """Solo latency of one decode iteration; 0 for an empty batch.
+
+        ``max_reused``: the longest context in the batch; None = Σr/bs (a uniform batch, the
+        smallest possible — pass the real one where it is known)."""
         if bs <= 0:
             return 0.0
         t = self._decode(decode_sms)
-        return t[0] * sum_reused + t[1] * bs + t[2]
+        a = t[0] * sum_reused
+        if t[3]:
+            f = t[3] * (sum_reused / bs if max_reused is None else max_reused)
+            if f > a:
+                a = f
+        return a + t[1] * bs + t[2]
+
+    # -- frames (uniform-batch CSV rows), vectorized; equal to the hot path on those batches
+
+    def predict_prefill_frame(self, df):
+        import numpy as np
+
+        out = np.empty(len(df))
+        pos = {s: np.flatnonzero(df["prefill_sms"].to_numpy() == s) for s in df["prefill_sms"].unique()}
+        for s, idx in pos.items():
+            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk)
+            t = self._prefill(int(s))
+            a = rows.attn(self._tau)
+            lin = rows.n_sum * t[2] + t[3]
+            out[idx] = a[:, 0] * t[0] + a[:, 1] * t[1] + a[:, 2] * t[4] + np.maximum(lin, t[5])
+        return out
+
+    def predict_decode_frame(self, df):
+        import numpy as np
+
+        out = np.empty(len(df))
+        for s in df["decode_sms"].unique():
+            idx = np.flatnonzero(df["decode_sms"].to_numpy() == s)
+            g = df.iloc[idx]
+            t = self._decode(int(s))
+            sr = g["sum_reused"].to_numpy(dtype=float)
+            bs = g["bs"].to_numpy(dtype=float)
+            out[idx] = np.maximum(t[0] * sr, t[3] * sr / bs) + t[1] * bs + t[2]
+        return out
+
+    def pooled_terms(self) -> dict:
+        """The extension terms shared by all partitions, as fitted (fit.json ``pooled``; for
+        reading only — prediction uses the per-partition θs)."""
+        pre = [self._prefill.profiled[s] for s in self._prefill.sms]
+        dec = [self._decode.profiled[s] for s in self._decode.sms]
+        kappa = next((t[4] / t[1] for t in pre if t[1] > 0), 0.0)
+        return {"wave_tokens_per_sm": self._tau, "l2_knee_tokens": self._knee,
+                "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
+                "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0)}
 
     # -- fitting / (de)serialization
 
     @classmethod
-    def fit(cls, solo_prefill, solo_decode) -> "SoloLatencyModel":
-        """One non-negative relative-error fit per partition from the two solo CSV frames."""
-        pre = {int(s): fit_prefill_frame(g) for s, g in solo_prefill.groupby("prefill_sms")}
-        dec = {int(s): fit_decode_frame(g) for s, g in solo_decode.groupby("decode_sms")}
-        return cls(pre, dec)
+    def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0) -> "SoloLatencyModel":
+        """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term)."""
+        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee)
+        return cls(pre, fit_decode_frame(solo_decode), hyper)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"prefill": {"<sms>": {"theta": [...]}}, "decode": {...}}."""
+        """fit.json's core: {"format": 2, "prefill_hyper": {...},
+        "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}}."""
         return {
-            "format": 1,
+            "format": FORMAT,
             "prefill_features": list(PREFILL_FEATURES),
             "decode_features": list(DECODE_FEATURES),
+            "prefill_hyper": asdict(self.prefill_hyper),
+            "pooled": self.pooled_terms(),
             "prefill": {str(s): {"theta": list(self._prefill.profiled[s])} for s in self._prefill.sms},
             "decode": {str(s): {"theta": list(self._decode.profiled[s])} for s in self._decode.sms},
         }
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        def thetas(kind):
+        """Format 2, or format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
+        fmt = d.get("format", 1)
+        if fmt not in (1, FORMAT):
+            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 and {FORMAT})")
+
+        def thetas(kind, width):
             out = {}
             for s, v in d[kind].items():
-                out[int(s)] = v["theta"] if isinstance(v, Mapping) else v
+                th = v["theta"] if isinstance(v, Mapping) else v
+                if fmt == 1 and len(th) != width:
+                    raise ValueError(f"format-1 {kind} θ for {s} SMs must have {width} values, got {len(th)}")
+                out[int(s)] = th
             return out
-        return cls(thetas("prefill"), thetas("decode"))
+
+        if fmt == 1:
+            logger.warning("fit.json format 1 (Eq. 1/2 only, no occupancy/L2/launch terms); "
+                           "refit it: python -m sglang_mux.estimator fit DIR")
+            return cls(thetas("prefill", PAPER_PREFILL), thetas("decode", PAPER_DECODE))
+        hp = d.get("prefill_hyper") or {}
+        if not isinstance(hp, Mapping):
+            raise ValueError("prefill_hyper must be an object")
+        return cls(thetas("prefill", PREFILL_WIDTH), thetas("decode", DECODE_WIDTH), PrefillHyper(**hp))

@@ -12,7 +12,8 @@ copy bandwidth of an ``s``-SM partition; the model time is the sum over operator
   count of attended pairs, ``q·c + q(q+1)/2``, instead of ``q·(q+c)`` — FlashAttention skips the
   masked half, so DuetServe's count would double long-prompt attention time;
 - decode attention is summed over the batch in one term (always memory-bound, so the sum of
-  per-request maxima equals the max of the sums); only Σr is known to the estimator anyway;
+  per-request maxima equals the max of the sums); the occupancy floor of the fitted model
+  (r_max, latency_model) has no roofline counterpart, so ``decode_ms`` ignores r_max;
 - the LM head on the last token of each request (prefill) or every token (decode);
 - ``layer_overhead_ms`` per layer for kernel ramp/tail that a roofline does not see (rough).
 
@@ -180,8 +181,11 @@ class RooflineModel:
             t += f if f > b else b
         return 1e3 * t + self.overhead_ms
 
-    def decode_ms(self, decode_sms: int, bs: int, sum_reused: int) -> float:
-        """= roofline_ms(decode_ops(...)) + overhead, without building the op list."""
+    def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
+        """= roofline_ms(decode_ops(...)) + overhead, without building the op list.
+
+        ``max_reused`` is accepted for SoloLatencyModel's interface and not used: a roofline
+        has no notion of kernel occupancy (its decode attention is one memory-bound sum)."""
         if bs <= 0:
             return 0.0
         F, B = self.rates(decode_sms)

@@ -121,15 +121,20 @@ def _tables_root() -> str:
     return os.environ.get("SGLANG_MUX_TABLES", os.path.join(here, "contention_tables"))
 
 
-def _decode_shape(batch) -> tuple[int, int]:
+def _decode_shape(batch) -> tuple[int, int, int | None]:
+    """(bs, Σ reused, longest reused) of the decode batch; the longest is None when the
+    batch has no per-request list (the estimator then assumes a uniform batch)."""
     if batch is None or batch.is_empty():
-        return 0, 0
+        return 0, 0, None
     bs = batch.batch_size()
     s = getattr(batch, "seq_lens_sum", None)
+    reqs = getattr(batch, "reqs", None)
+    lens = [len(r.origin_input_ids) + len(r.output_ids) for r in reqs] if reqs else None
     if s is None:
-        s = sum(len(r.origin_input_ids) + len(r.output_ids) for r in batch.reqs)
+        s = sum(lens) if lens is not None else 0
     # seq_lens count the token being decoded; the tables' sum_reused is the KV before it.
-    return bs, max(0, int(s) - bs)
+    mx = max(0, max(lens) - 1) if lens else None
+    return bs, max(0, int(s) - bs), mx
 
 
 def _prefill_state(batch, now: float, arrival: dict):
@@ -150,7 +155,7 @@ def _snapshot(self, now: float):
     from sglang_mux.dispatch import Snapshot, WaitingReq
 
     m = self._mux
-    bs, sum_reused = _decode_shape(self.running_batch)
+    bs, sum_reused, max_reused = _decode_shape(self.running_batch)
     if len(m.arrival) > 4 * WAITING_VIEW + len(self.waiting_queue):
         _forget_gone(self)  # requests aborted while waiting never reach a prefill batch
     waiting = []
@@ -161,7 +166,7 @@ def _snapshot(self, now: float):
     if act is not None:
         act.layers_done = m.active.batch.split_index
     return Snapshot(
-        now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, active_prefill=act,
+        now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, decode_max_reused=max_reused, active_prefill=act,
         paused_prefill=m.paused.state if m.paused else None, waiting=waiting,
     )
 
@@ -387,7 +392,8 @@ def mux_event_loop(self):
                 co = run is not None and run.inflight and cfg.is_multiplexed
                 p_new = sum(r.n for r in run.state.reqs) if co else 0
                 p_reused = sum(r.r for r in run.state.reqs) if co else 0
-                refined = bs > 0 and m.estimator.observe_decode(cfg.decode_sms, bs, sum_reused, p_new, p_reused, ms)
+                refined = bs > 0 and m.estimator.observe_decode(cfg.decode_sms, bs, sum_reused, p_new, p_reused, ms,
+                                                                max_reused=snap.decode_max_reused)
                 if m.metrics:
                     m.metrics.on_decode(plan, ms, count_decision=False)
                     if refined:

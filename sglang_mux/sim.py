@@ -33,7 +33,8 @@ Modelling choices (the same for every policy, so that policies are compared like
   event once per iteration): its first tokens are emitted then and it joins the next round's
   decode batch; the prefill partition idles for the rest of that round (< 1 iteration).
 - Decode context: each decode request's reused length is its prompt plus the tokens generated
-  so far; no KV-capacity limit, no request admission limit.
+  so far; the estimator gets their sum and their maximum (Snapshot.decode_max_reused); no
+  KV-capacity limit, no request admission limit.
 - Metrics: TTFT = first token - arrival; TBT = gap between consecutive tokens of a request
   (including first token -> first decode token); a request's TTFT SLO is --ttft-slo-ms +
   --ttft-ms-per-token x its prompt tokens; SLO attainment = share of requests with
@@ -44,6 +45,7 @@ Modelling choices (the same for every policy, so that policies are compared like
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import math
 import random
@@ -180,6 +182,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     active = paused = None
     progress: dict[int, list] = {}  # id(batch) -> [layers done (fractional), layers launched]
     dec_bs = dec_ctx = 0
+    # Longest decode context: request i's context in decode round k is key_i + k with
+    # key_i = n_in[i] + 1 - first_round[i]; a max-heap of keys, finished requests popped lazily.
+    ctx_heap: list[tuple[int, int]] = []
+    in_decode = np.zeros(n, dtype=bool)
     finish_at: dict[int, list] = defaultdict(list)  # decode round -> requests finishing then
     pending_join: list[int] = []
     taus: list[float] = []  # per decode round: duration (ms) and regular-gap token count
@@ -199,6 +205,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             dec_bs += 1
             dec_ctx += int(n_in[i]) + 1
             first_round[i] = rounds
+            in_decode[i] = True
+            heapq.heappush(ctx_heap, (-(int(n_in[i]) + 1 - rounds), i))
             finish_at[rounds + int(out_len[i]) - 2].append(i)
         if dec_bs == 0 and active is None and paused is None and not waiting:
             if nxt >= n:
@@ -208,7 +216,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             continue
 
         bs0 = dec_bs
-        plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, active, paused, waiting))
+        while ctx_heap and not in_decode[ctx_heap[0][1]]:
+            heapq.heappop(ctx_heap)
+        dec_max = -ctx_heap[0][0] + rounds if ctx_heap else 0
+        plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
+                                    paused_prefill=paused, waiting=waiting))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -231,11 +243,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             avail_ms = max(0.0, target - prog) * layer_ms
         if runs_decode:
             d = plan.decode_sms
-            tau = est.decode_solo_ms(d, dec_bs, dec_ctx)
+            tau = est.decode_solo_ms(d, dec_bs, dec_ctx, max_reused=dec_max)
             if runs_prefill and d < total and slowdown != "none":
                 pn = sum(r.n for r in active.reqs)
                 pr = sum(r.r for r in active.reqs)
-                g = max(1.0, est.decode_worst_ms(d, dec_bs, dec_ctx, pn, pr) / tau)
+                g = max(1.0, est.decode_worst_ms(d, dec_bs, dec_ctx, pn, pr, max_reused=dec_max) / tau)
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
         elif runs_prefill:
             tau = avail_ms
@@ -267,6 +279,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             dec_ctx += dec_bs
             for i in finish_at.pop(rounds, ()):
                 finish[i] = t_end
+                in_decode[i] = False
                 dec_bs -= 1
                 dec_ctx -= int(n_in[i] + out_len[i])
                 done += 1

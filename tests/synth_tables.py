@@ -6,7 +6,10 @@ decode partitions 16..112 and 132 (decode alone), prefill partitions 116..20 and
 
 Ground truth ("roofline-ish"): per partition, compute time (FLOPs / probed GEMM rate) plus
 memory time (bytes / probed copy bandwidth), which is exactly of the form of Eq. 1 / Eq. 2,
-times lognormal noise of relative size ``noise``. Contention slowdowns lie in
+times lognormal noise of relative size ``noise``. ``solo_model="mux"`` instead measures uniform
+batches (as the profiler does) of the extended model of sglang_mux.latency_model with the
+known pooled terms of ``MUX_TRUTH`` (attention waves, L2 spill, launch floor, decode
+occupancy floor) on top of the same per-partition θs: ``mux_solo_frames``. Contention slowdowns lie in
 [1, ``guard_max``] and reach ``guard_max`` exactly: corun/solo of the contention rows is the
 slowdown, with no noise on the ratio.
 """
@@ -63,6 +66,51 @@ def true_decode_theta(sms: int, m: dict = LLAMA_8B) -> tuple[float, float, float
     return tuple(1e3 * t for t in (t1, t2, t3))
 
 
+# The extended model's pooled terms used by solo_model="mux" (all on the fit's grids, so a
+# noiseless table is recovered exactly): τ = 4 query tokens per SM per wave, a spilled pair
+# costs 1.5x an L2-resident one past r0 = 12800 (H200, Llama-3.1-8B), a 12 ms launch floor,
+# a decode occupancy floor of 0.38 µs per token of the longest context.
+MUX_TRUTH = {"wave_tokens_per_sm": 4, "spill_ratio": 0.5, "l2_knee_tokens": 12800, "floor_ms": 12.0,
+             "beta_ms_per_token": 3.8e-4}
+MUX_PREFILL_CELLS = [(bs, n, r) for bs, n in ((1, 128), (1, 512), (4, 512), (1, 2048), (4, 2048), (1, 8192))
+                     for r in (0, 8192, 32768)] + [(16, 512, 2048), (1, 32768, 0)]
+MUX_DECODE_CELLS = [(bs, r) for bs in (1, 8, 32, 64, 128, 256) for r in (2048, 8192, 32768, 130048)
+                    if bs * r <= KV_CAPACITY_TOKENS]
+
+
+def mux_true_prefill_theta(sms: int) -> tuple[float, ...]:
+    """θ (latency_model.PREFILL_FEATURES order) of the "mux" ground truth."""
+    t = true_prefill_theta(sms)
+    return (t[0], t[1], t[2], t[3], MUX_TRUTH["spill_ratio"] * t[1], MUX_TRUTH["floor_ms"])
+
+
+def mux_true_decode_theta(sms: int) -> tuple[float, ...]:
+    """θ (latency_model.DECODE_FEATURES order) of the "mux" ground truth."""
+    return (*true_decode_theta(sms), MUX_TRUTH["beta_ms_per_token"])
+
+
+def mux_truth_model():
+    """The "mux" ground truth as a SoloLatencyModel (prefill on PREFILL_SMS + full GPU, ...)."""
+    from sglang_mux.latency_model import PrefillHyper, SoloLatencyModel
+
+    hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"])
+    return SoloLatencyModel({s: mux_true_prefill_theta(s) for s in PREFILL_SMS + [TOTAL_SMS]},
+                            {s: mux_true_decode_theta(s) for s in DECODE_SMS + [TOTAL_SMS]}, hp)
+
+
+def mux_solo_frames():
+    """Noiseless solo_prefill / solo_decode frames of uniform batches from ``mux_truth_model``."""
+    from sglang_mux.latency_model import PrefillReq
+
+    m = mux_truth_model()
+    pre = [(s, bs, bs * n * n, bs * n * r, bs * n, m.prefill_ms(s, [PrefillReq(n, r)] * bs))
+           for s in PREFILL_SMS + [TOTAL_SMS] for bs, n, r in MUX_PREFILL_CELLS]
+    dec = [(s, bs, bs * r, m.decode_ms(s, bs, bs * r, r)) for s in DECODE_SMS + [TOTAL_SMS]
+           for bs, r in MUX_DECODE_CELLS]
+    return (pd.DataFrame(pre, columns=["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"]),
+            pd.DataFrame(dec, columns=["decode_sms", "bs", "sum_reused", "latency_ms"]))
+
+
 def _prefill_rows(rng, sms, n_rows):
     rows = []
     for _ in range(n_rows):
@@ -74,11 +122,12 @@ def _prefill_rows(rng, sms, n_rows):
 
 
 def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", seed=0, noise=0.01,
-                          guard_max=1.25, fitted: bool = True) -> Path:
+                          guard_max=1.25, fitted: bool = True, solo_model: str = "eq") -> Path:
     """Write a complete synthetic table into ``dir`` (created); returns its Path.
 
     ``model`` is recorded in meta.json's command only (the shape is Llama-3.1-8B's);
-    ``fitted=False`` leaves out fit.json/guard.json (as the profiler writes it before fitting).
+    ``fitted=False`` leaves out fit.json/guard.json (as the profiler writes it before fitting);
+    ``solo_model``: "eq" (random batches of Eq. 1/2) or "mux" (``mux_solo_frames``, noise applied).
     """
     rng = np.random.default_rng(seed)
     jitter = lambda k: np.exp(rng.normal(0.0, noise, k)) if noise > 0 else np.ones(k)  # noqa: E731
@@ -103,6 +152,12 @@ def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", see
                 dec.append((s, bs, sr, th[0] * sr + th[1] * bs + th[2]))
     sd = pd.DataFrame(dec, columns=["decode_sms", "bs", "sum_reused", "latency_ms"])
     sd["latency_ms"] *= jitter(len(sd))
+    if solo_model == "mux":
+        sp, sd = mux_solo_frames()
+        sp["latency_ms"] *= jitter(len(sp))
+        sd["latency_ms"] *= jitter(len(sd))
+    elif solo_model != "eq":
+        raise ValueError(f"solo_model must be 'eq' or 'mux', got {solo_model!r}")
 
     # Contention grid: partitions x prefill (new, reused) x decode (bs, reused per request).
     ct = []

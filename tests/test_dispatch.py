@@ -31,10 +31,10 @@ class FakeEstimator:
     decode_sms_options = OPTIONS
     guard = 1.25
 
-    def decode_solo_ms(self, d, bs, sum_reused):
+    def decode_solo_ms(self, d, bs, sum_reused, max_reused=None):
         return (4.0 + 0.05 * bs + 3e-5 * sum_reused) * (132 / d) ** 0.6
 
-    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused):
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused, max_reused=None):
         t = self.decode_solo_ms(d, bs, sum_reused)
         return t if d >= 132 or prefill_new <= 0 else t * self.guard
 
@@ -48,7 +48,7 @@ class TableEstimator(FakeEstimator):
     def __init__(self, worst, prefill_ms=1000.0):
         self.worst, self.p_ms = worst, prefill_ms
 
-    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused):
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused, max_reused=None):
         return self.worst[d] if d < 132 and prefill_new > 0 else 10.0
 
     def prefill_ms(self, p, reqs):
@@ -56,7 +56,7 @@ class TableEstimator(FakeEstimator):
 
 
 def snap(bs=0, reused_per_req=0, waiting=(), active=None, paused=None, now=100.0):
-    return Snapshot(now, bs, bs * reused_per_req, active, paused, tuple(waiting))
+    return Snapshot(now, bs, bs * reused_per_req, active_prefill=active, paused_prefill=paused, waiting=tuple(waiting))
 
 
 def w(rid, n, r=0, arrival=100.0):
@@ -193,7 +193,7 @@ def test_batch_formation_reads_only_the_head_of_the_queue():
                 yield x
 
     q = Guarded(w(f"r{i}", 1000) for i in range(1000))
-    p = MuxDispatcher(FakeEstimator(), 50, 5000).plan(Snapshot(100.0, 64, 64000, None, None, q))
+    p = MuxDispatcher(FakeEstimator(), 50, 5000).plan(Snapshot(100.0, 64, 64000, waiting=q))
     assert len(p.new_prefill_rids) == 16
 
 
@@ -237,22 +237,22 @@ def test_preemption_allowed():
     assert k == 1 and paused is long and long.preempted_by_other and long.layers_done == 16
     assert act.is_preemptor and act.rids == ["s"]
     # No recursion: a newer short request cannot preempt the preemptor ...
-    later = Snapshot(100.05, 0, 0, act, paused, (w("s2", 500, arrival=100.0),))
+    later = Snapshot(100.05, 0, 0, active_prefill=act, paused_prefill=paused, waiting=(w("s2", 500, arrival=100.0),))
     p2 = d.plan(later)
     assert not p2.preempt and p2.new_prefill_rids == ()
     # ... and when the preemptor is done, the preempted batch resumes where it stopped.
-    after = Snapshot(100.2, 1, 1001, None, paused, (w("s2", 500, arrival=100.0),))
+    after = Snapshot(100.2, 1, 1001, active_prefill=None, paused_prefill=paused, waiting=(w("s2", 500, arrival=100.0),))
     p3 = d.plan(after)
     assert not p3.preempt and p3.new_prefill_rids == () and p3.prefill_layers > 0
     assert apply_plan(p3, None, paused, after.waiting)[:2] == (paused, None)
     # ... and a resumed batch is not preempted a second time.
-    again = Snapshot(100.3, 0, 0, paused, None, (w("s3", 500, arrival=100.29 - 1.0),))
+    again = Snapshot(100.3, 0, 0, active_prefill=paused, waiting=(w("s3", 500, arrival=100.29 - 1.0),))
     assert not d.plan(again).preempt
 
 
 def test_preemption_with_decode_running_uses_best_fit():
     d, s, long = _preempt_case()
-    s = Snapshot(s.now_s, 16, 16000, long, None, s.waiting)
+    s = Snapshot(s.now_s, 16, 16000, active_prefill=long, paused_prefill=None, waiting=s.waiting)
     p = d.plan(s)
     assert p.preempt and p.reason == "preempt+best-fit" and 0 < p.decode_sms < 132
 
@@ -275,7 +275,7 @@ def test_preemption_denied(case, kw):
 def test_no_preemption_while_a_batch_is_paused():
     d, s, long = _preempt_case()
     other = PrefillBatchState(["o"], [PrefillReq(100, 0)], 0, 99.0, preempted_by_other=True)
-    assert not d.plan(Snapshot(s.now_s, 0, 0, long, other, s.waiting)).preempt
+    assert not d.plan(Snapshot(s.now_s, 0, 0, active_prefill=long, paused_prefill=other, waiting=s.waiting)).preempt
 
 
 # ---- overload ----------------------------------------------------------------------------------
@@ -316,6 +316,52 @@ def test_fixed_and_batch_size_policies():
         D.make_policy("nope", est)
 
 
+# ---- the longest decode context -----------------------------------------------------------------
+
+class MaxRecorder(FakeEstimator):
+    """Decode gets slower with a longer longest context; records what the policy passed."""
+
+    def __init__(self):
+        self.seen = set()
+
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused, max_reused=None):
+        self.seen.add(max_reused)
+        t = super().decode_worst_ms(d, bs, sum_reused, prefill_new, prefill_reused)
+        return t + (0.0 if max_reused is None else 1e-3 * max_reused * 16 / d)
+
+
+def test_snapshot_longest_context_reaches_every_decode_estimate():
+    for pol in (MuxDispatcher, lambda e: FixedPolicy(e, 64), BatchSizePolicy):
+        est = MaxRecorder()
+        pol(est).plan(Snapshot(100.0, 8, 8 * 4000, decode_max_reused=30000, waiting=(w("a", 4000),)))
+        pol(est).plan(Snapshot(100.0, 8, 8 * 4000, decode_max_reused=30000))  # decode alone
+        assert est.seen == {30000}
+    est = MaxRecorder()
+    MuxDispatcher(est).plan(snap(8, 4000, [w("a", 4000)]))
+    assert est.seen == {None}  # unknown: the estimator assumes a uniform batch
+    # It can change the decision: one long request needs more decode SMs than the uniform batch.
+    uni = MuxDispatcher(MaxRecorder()).plan(Snapshot(100.0, 8, 8 * 4000, decode_max_reused=4000,
+                                                     waiting=(w("a", 4000),)))
+    skew = MuxDispatcher(MaxRecorder()).plan(Snapshot(100.0, 8, 8 * 4000, decode_max_reused=30000,
+                                                      waiting=(w("a", 4000),)))
+    assert skew.decode_sms > uni.decode_sms
+    # The fields after the sum are keyword-only: an old positional call cannot shift them.
+    with pytest.raises(TypeError):
+        Snapshot(100.0, 8, 32000, None, None, ())
+
+
+def test_cli_decode_max_reused():
+    for extra, want in (([], 2048), (["--decode-max-reused", "65536"], 65536)):
+        est = MaxRecorder()
+        with redirect_stdout(io.StringIO()):
+            D.main(["plan", "--decode-bs", "32", "--decode-reused", "2048", "--prefill-new", "8192", *extra],
+                   estimator=est)
+        assert est.seen == {want}
+    with pytest.raises(SystemExit):
+        D.main(["plan", "--decode-bs", "32", "--decode-reused", "2048", "--decode-max-reused", "100"],
+               estimator=MaxRecorder())
+
+
 # ---- CLI -----------------------------------------------------------------------------------------
 
 def test_cli_prints_plan_json():
@@ -348,9 +394,9 @@ def _perf_snaps():
     queue head preempts (TTFT SLO 1 s + 0.3 ms/token); an overloaded decode."""
     q = tuple(WaitingReq(f"r{i}", 59.2 + i * 1e-4, 1500 + (i * 37) % 3000, (i * 101) % 4096) for i in range(1000))
     act = PrefillBatchState(["long"], [PrefillReq(20000, 0)], 5, 59.0)
-    return [Snapshot(60.0, 256, 256 * 1000, None, None, q),
-            Snapshot(60.0, 256, 256 * 1000, act, None, q),
-            Snapshot(60.0, 256, 256 * 30000, act, None, q)]
+    return [Snapshot(60.0, 256, 256 * 1000, active_prefill=None, paused_prefill=None, waiting=q),
+            Snapshot(60.0, 256, 256 * 1000, active_prefill=act, paused_prefill=None, waiting=q),
+            Snapshot(60.0, 256, 256 * 30000, active_prefill=act, paused_prefill=None, waiting=q)]
 
 
 def _perf_policy(est):

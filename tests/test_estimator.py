@@ -178,6 +178,49 @@ def test_check_in_process_detects_failures(table):
     assert check_table(table, out=io.StringIO())
 
 
+def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
+    """Uniform-batch table with attention waves, L2 spill, launch and occupancy floors (1%
+    noise): the extended fit meets the bounds held out, and solo x guard bounds every
+    contention row with r_max = the per-request context."""
+    p = write_synthetic_table(tmp_path / NAME, solo_model="mux", noise=0.01)
+    out = io.StringIO()
+    assert check_table(p, out=out), out.getvalue()
+    fit = json.loads((p / "fit.json").read_text())
+    assert fit["format"] == 2 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
+    est = Estimator.from_table(p)
+    # The floor: one 130K-token request decodes slower than Eq. 2's share of its tokens.
+    t1, t2, t3, beta = est.solo.decode_theta(48)
+    assert beta > 0 and est.decode_solo_ms(48, 1, 130000) == pytest.approx(beta * 130000 + t2 + t3)
+    assert est.decode_solo_ms(48, 8, 8 * 2000, 130000) > est.decode_solo_ms(48, 8, 8 * 2000)
+    # Online refinement divides by the solo estimate of the same batch, longest context included.
+    seen = []
+    est._guard.observe = lambda *a: seen.append(a[-1])
+    solo = est.decode_solo_ms(48, 8, 8 * 2000, 130000)
+    est.observe_decode(48, 8, 8 * 2000, 8192, 0, solo * 1.15, max_reused=130000)
+    assert seen == [pytest.approx(1.15)]
+
+
+def test_old_format_fit_json(table, caplog):
+    """format 1 (Eq. 1/2 only) still loads, as those equations; an unknown format is a
+    TableError that says how to rewrite it."""
+    fit = json.loads((table / "fit.json").read_text())
+    old = {"format": 1, "prefill_features": ["sum_new_sq", "sum_new_reused", "sum_new", "one"],
+           "decode_features": ["sum_reused", "bs", "one"],
+           "prefill": {s: {"theta": v["theta"][:4]} for s, v in fit["prefill"].items()},
+           "decode": {s: {"theta": v["theta"][:3]} for s, v in fit["decode"].items()}}
+    (table / "fit.json").write_text(json.dumps(old))
+    with caplog.at_level("WARNING"):
+        est = Estimator.from_table(table)
+    assert "python -m sglang_mux.estimator fit" in caplog.text
+    t = old["prefill"]["84"]["theta"]
+    assert est.prefill_ms(84, [PrefillReq(3000, 1000)]) == pytest.approx(t[0] * 9e6 + t[1] * 3e6 + t[2] * 3000 + t[3])
+    t = old["decode"]["48"]["theta"]
+    assert est.decode_solo_ms(48, 1, 100000, 100000) == pytest.approx(t[0] * 1e5 + t[1] + t[2])
+    (table / "fit.json").write_text(json.dumps({**old, "format": 3}))
+    with pytest.raises(TableError, match=r"fit.json: bad coefficients .*format 3.*python -m sglang_mux.estimator fit"):
+        Estimator.from_table(table)
+
+
 def test_check_fails_on_inaccurate_fit(tmp_path):
     p = write_synthetic_table(tmp_path / NAME, noise=0.15, seed=1)
     assert main(["check", str(p)]) == 1
@@ -217,6 +260,15 @@ def test_cli_predict_json(good):
     assert out["prefill_sms"] == 84
     assert out["decode_worst_ms"] == pytest.approx(out["decode_solo_ms"] * out["guard_slowdown"])
     assert out["guard_slowdown"] >= 1.0 and out["prefill_solo_ms"] > 0
+    # --decode-max-reused: the longest context (default: the per-request value, uniform).
+    assert out["decode_solo_ms"] == pytest.approx(est.decode_solo_ms(48, 32, 64000, 2000))
+    r = _cli("predict", good, "--prefill-new", 5000, "--decode-bs", 32, "--decode-reused", 2000,
+             "--decode-max-reused", 60000, "--decode-sms", 48)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["decode_solo_ms"] == pytest.approx(est.decode_solo_ms(48, 32, 64000, 60000))
+    r = _cli("predict", good, "--prefill-new", 5000, "--decode-bs", 32, "--decode-reused", 2000,
+             "--decode-max-reused", 1000, "--decode-sms", 48)
+    assert r.returncode == 2 and "cannot be below --decode-reused" in r.stderr
 
 
 def test_probe_runs_only_for_a_cold_start(tmp_path, good):

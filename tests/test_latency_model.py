@@ -1,4 +1,5 @@
-"""Eq. 1 / Eq. 2 regressors: recovery of known θs, non-negativity, partition policy."""
+"""Eq. 1 / Eq. 2 regressors and their extensions: recovery of known θs (plain and extended
+models), non-negativity, partition policy, the occupancy / wave / floor terms, formats."""
 
 import json
 import subprocess
@@ -9,9 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sglang_mux.latency_model import (PrefillReq, SoloLatencyModel, UnprofiledPartition,
-                                      fit_decode_frame, fit_nonneg, fit_prefill_frame,
-                                      prefill_features)
+from sglang_mux.latency_model import (PrefillHyper, PrefillReq, SoloLatencyModel, UnprofiledPartition,
+                                      fit_decode_frame, fit_nonneg, fit_prefill_frame, heldout_errors,
+                                      l2_knee_tokens, prefill_features)
+
+sys.path.insert(0, str(Path(__file__).parent))
+import synth_tables as st  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TH_P = {20: (2.0e-7, 4.0e-7, 4.0e-3, 20.0), 116: (4.0e-8, 8.0e-8, 8.0e-4, 5.0)}
@@ -43,19 +47,53 @@ def _decode_frame(thetas, rows=40, seed=1):
 
 
 def test_recovers_known_thetas_on_noiseless_data():
-    m = SoloLatencyModel.fit(_prefill_frame(TH_P), _decode_frame(TH_D))
+    # Plain Eq. 1/2 data (random, non-uniform batches): every extension stays off.
+    m = SoloLatencyModel.fit(_prefill_frame(TH_P), _decode_frame(TH_D), l2_knee=12800)
+    assert m.prefill_hyper == PrefillHyper(0, 128, 0)
     for s, th in TH_P.items():
-        np.testing.assert_allclose(m.prefill_theta(s), th, rtol=1e-6)
+        np.testing.assert_allclose(m.prefill_theta(s), th + (0.0, 0.0), rtol=1e-6, atol=1e-12)
     for s, th in TH_D.items():
-        np.testing.assert_allclose(m.decode_theta(s), th, rtol=1e-6)
+        np.testing.assert_allclose(m.decode_theta(s), th + (0.0,), rtol=1e-6, atol=1e-12)
+
+
+def test_recovers_the_extended_model_from_uniform_batches():
+    """A noiseless table of the extended model (waves, L2 spill, launch floor, decode
+    occupancy floor; synth_tables.MUX_TRUTH) is recovered exactly, pooled terms included."""
+    sp, sd = st.mux_solo_frames()
+    m = SoloLatencyModel.fit(sp, sd, l2_knee=st.MUX_TRUTH["l2_knee_tokens"])
+    assert m.prefill_hyper == PrefillHyper(4, 128, 12800)
+    for s in st.PREFILL_SMS + [st.TOTAL_SMS]:
+        np.testing.assert_allclose(m.prefill_theta(s), st.mux_true_prefill_theta(s), rtol=1e-6)
+    for s in st.DECODE_SMS + [st.TOTAL_SMS]:
+        np.testing.assert_allclose(m.decode_theta(s), st.mux_true_decode_theta(s), rtol=1e-6)
+    # ... and held out, too: no row needs to be seen to be predicted.
+    for kind, df in (("prefill", sp), ("decode", sd)):
+        errs = heldout_errors(kind, df, l2_knee=12800)
+        assert sorted(errs) == sorted(df[f"{kind}_sms"].unique())
+        assert max(e.max() for e in errs.values()) < 1e-6
+
+
+def test_plain_equations_cannot_fit_the_extended_model():
+    """What the extensions buy: the paper's equations alone on the same noiseless table."""
+    sp, sd = st.mux_solo_frames()
+    m = SoloLatencyModel.fit(sp, sd, l2_knee=12800)
+    plain = SoloLatencyModel({s: fit_nonneg(np.column_stack([g.sum_new_sq, g.sum_new_reused, g.sum_new,
+                                                              np.ones(len(g))]), g.latency_ms)
+                              for s, g in sp.groupby("prefill_sms")},
+                             {s: fit_nonneg(np.column_stack([g.sum_reused, g.bs, np.ones(len(g))]), g.latency_ms)
+                              for s, g in sd.groupby("decode_sms")})
+    for df, pred in ((sp, "predict_prefill_frame"), (sd, "predict_decode_frame")):
+        y = df.latency_ms.to_numpy()
+        assert np.abs(getattr(m, pred)(df) / y - 1).max() < 1e-9
+        assert np.abs(getattr(plain, pred)(df) / y - 1).max() > 0.3
 
 
 def test_coefficients_are_non_negative_and_plain_floats():
     # y falls with bs: an unconstrained fit would give θ2 < 0.
     df = pd.DataFrame({"decode_sms": 16, "bs": [1, 2, 4, 8, 16], "sum_reused": [100, 90, 400, 900, 1600],
                        "latency_ms": [10.0, 9.0, 8.5, 8.0, 7.9]})
-    th = fit_decode_frame(df)
-    assert all(type(t) is float and t >= 0 for t in th)
+    th = fit_decode_frame(df)[16]
+    assert len(th) == 4 and all(type(t) is float and t >= 0 for t in th)
     th = fit_nonneg(np.array([[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]]), np.array([3.0, 2.0, 1.0]))
     assert all(t >= 0 for t in th)
 
@@ -70,6 +108,73 @@ def test_prediction_matches_equations():
     t = TH_D[16]
     assert m.decode_ms(16, 8, 8000) == pytest.approx(t[0] * 8000 + t[1] * 8 + t[2])
     assert m.prefill_ms(20, []) == 0.0 and m.decode_ms(16, 0, 0) == 0.0
+    # The paper's widths are the paper's equations: every extension term is 0.
+    assert m.prefill_theta(20) == TH_P[20] + (0.0, 0.0) and m.decode_theta(16) == TH_D[16] + (0.0,)
+    assert m.decode_ms(16, 8, 8000, max_reused=7000) == m.decode_ms(16, 8, 8000)
+
+
+TH_PX = (2.0e-7, 4.0e-7, 4.0e-3, 2.0, 2.0e-7, 12.0)  # θ1..θ4, spill θ5, launch floor L
+TH_DX = (4.0e-4, 0.12, 14.0, 3.0e-3)  # θ1..θ3, occupancy floor β
+
+
+def test_decode_occupancy_floor():
+    m = SoloLatencyModel({20: TH_P[20]}, {16: TH_DX})
+    t1, t2, t3, beta = TH_DX
+    # A full batch is bandwidth bound: Eq. 2 exactly (uniform: r_max = Σr/bs).
+    assert m.decode_ms(16, 64, 64 * 1000) == pytest.approx(t1 * 64000 + t2 * 64 + t3)
+    # One long request: its blocks' sweep, β·r_max, not θ1·Σr.
+    assert m.decode_ms(16, 1, 130000) == pytest.approx(beta * 130000 + t2 + t3)
+    assert m.decode_ms(16, 1, 130000) > t1 * 130000 + t2 + t3
+    # The floor needs r_max: a skewed batch with the same Σr is slower than a uniform one.
+    uniform = m.decode_ms(16, 8, 8 * 20000)
+    skewed = m.decode_ms(16, 8, 8 * 20000, max_reused=130000)
+    assert uniform == pytest.approx(t1 * 160000 + t2 * 8 + t3)
+    assert skewed == pytest.approx(beta * 130000 + t2 * 8 + t3) and skewed > uniform
+    assert m.decode_ms(16, 8, 8 * 20000, max_reused=20000) == uniform
+
+
+def test_prefill_waves_spill_and_launch_floor():
+    hp = PrefillHyper(wave_tokens_per_sm=4, block_tokens=128, l2_knee_tokens=12800)
+    m = SoloLatencyModel({116: TH_PX, 132: TH_PX}, {16: TH_D[16]}, hp)
+    t1, t2, t3, t4, t5, floor = TH_PX
+    # n=512 over r=32K: 4 blocks x 32 heads = 128 blocks: 2 waves on 116 SMs, 1 on 132.
+    for sms, waves in ((116, 2), (132, 1)):
+        a = waves * 4 * sms * 32768  # tokens the waves run x keys
+        s = waves * 4 * sms * (32768 - 12800)
+        want = t1 * 512 ** 2 + t2 * a + t5 * s + max(floor, t3 * 512 + t4)
+        assert m.prefill_ms(sms, [PrefillReq(512, 32768)]) == pytest.approx(want)
+    # Many waves: the plain Σn·r up to the last wave's rounding; below the knee no spill term.
+    n, r = 8192, 8192
+    waves = -(-64 * 128 // (4 * 132))
+    want = t1 * n * n + t2 * waves * 4 * 132 * r + t3 * n + t4
+    assert m.prefill_ms(132, [PrefillReq(n, r)]) == pytest.approx(want)
+    # A short prefill sits on the launch floor, attention on top of it.
+    assert m.prefill_ms(132, [PrefillReq(128, 0)]) == pytest.approx(t1 * 128 ** 2 + floor)
+    short = t1 * 128 ** 2 + t2 * 4 * 132 * 8192 + floor  # one (partial) wave of 8K keys
+    assert m.prefill_ms(132, [PrefillReq(128, 8192)]) == pytest.approx(short)
+    # One wave lasts the longest request's sweep: a mixed batch is not the average.
+    mixed = m.prefill_ms(132, [PrefillReq(128, 32768), PrefillReq(128, 0)])
+    assert mixed == pytest.approx(t1 * 2 * 128 ** 2 + t2 * 4 * 132 * 32768 + t5 * 4 * 132 * 19968 + floor)
+    # Sums only: a uniform batch.
+    assert m.prefill_ms_sums(116, 4 * 512 ** 2, 4 * 512 * 8192, 4 * 512, bs=4) == pytest.approx(
+        m.prefill_ms(116, [PrefillReq(512, 8192)] * 4))
+
+
+def test_frame_prediction_equals_hot_path_on_uniform_batches():
+    m = st.mux_truth_model()
+    sp, sd = st.mux_solo_frames()
+    hot = [m.prefill_ms(int(s), [PrefillReq(int(n // b), int(nr // n))] * int(b))
+           for s, b, n, nr in zip(sp.prefill_sms, sp.bs, sp.sum_new, sp.sum_new_reused)]
+    np.testing.assert_allclose(m.predict_prefill_frame(sp), hot, rtol=1e-12)
+    hot = [m.decode_ms(int(s), int(b), int(r), int(r) // int(b)) for s, b, r in zip(sd.decode_sms, sd.bs, sd.sum_reused)]
+    np.testing.assert_allclose(m.predict_decode_frame(sd), hot, rtol=1e-12)
+
+
+def test_l2_knee_from_gpu_and_model():
+    assert l2_knee_tokens("NVIDIA H200", 8, 128) == 12800  # 50 MiB / (2 x 8 x 128 x 2 B)
+    assert l2_knee_tokens("NVIDIA H100 80GB HBM3", 8, 128) == 12800
+    assert l2_knee_tokens("NVIDIA A100-SXM4-80GB", 8, 128) == 10240
+    assert l2_knee_tokens("Some GPU", 4, 128) == 25600  # default 50 MiB
 
 
 def test_unprofiled_partition_policy():
@@ -94,6 +199,14 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     m = SoloLatencyModel.fit(_prefill_frame(TH_P, rows=12), _decode_frame(TH_D, rows=12))
     m2 = SoloLatencyModel.from_dict(json.loads(json.dumps(m.to_dict())))
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
+    m = st.mux_truth_model()
+    d = json.loads(json.dumps(m.to_dict()))
+    assert d["format"] == 2 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+                                                        "l2_knee_tokens": 12800}
+    m2 = SoloLatencyModel.from_dict(d)
+    reqs = [PrefillReq(700, 30000), PrefillReq(5000, 0)]
+    assert m2.prefill_ms(52, reqs) == m.prefill_ms(52, reqs) and m2.decode_ms(48, 3, 90000, 80000) == m.decode_ms(
+        48, 3, 90000, 80000)
     with pytest.raises(ValueError, match="non-negative"):
         SoloLatencyModel({20: (1.0, -1.0, 0.0, 0.0)}, TH_D)
     with pytest.raises(ValueError):
@@ -102,13 +215,30 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
         SoloLatencyModel({20: (float("nan"), 0.0, 0.0, 0.0)}, TH_D)
 
 
+def test_reads_format_1_as_the_plain_equations(caplog):
+    d = {"format": 1, "prefill": {"20": {"theta": list(TH_P[20])}}, "decode": {"16": {"theta": list(TH_D[16])}}}
+    with caplog.at_level("WARNING"):
+        m = SoloLatencyModel.from_dict(d)
+    assert "estimator fit" in caplog.text
+    t = TH_P[20]
+    assert m.prefill_ms(20, [PrefillReq(1000, 500)]) == pytest.approx(t[0] * 1e6 + t[1] * 5e5 + t[2] * 1000 + t[3])
+    assert m.decode_ms(16, 1, 100000) == pytest.approx(TH_D[16][0] * 1e5 + TH_D[16][1] + TH_D[16][2])
+    with pytest.raises(ValueError, match="format-1 prefill θ for 20 SMs must have 4 values"):
+        SoloLatencyModel.from_dict({**d, "prefill": {"20": {"theta": list(TH_PX)}}})
+    with pytest.raises(ValueError, match="format 3 is not supported"):
+        SoloLatencyModel.from_dict({**d, "format": 3})
+
+
 def test_prefill_fit_frame_matches_fit():
     df = _prefill_frame({20: TH_P[20]})
-    np.testing.assert_allclose(fit_prefill_frame(df), TH_P[20], rtol=1e-6)
+    hyper, th = fit_prefill_frame(df)
+    assert hyper == PrefillHyper() and list(th) == [20]
+    np.testing.assert_allclose(th[20], TH_P[20] + (0.0, 0.0), rtol=1e-6, atol=1e-12)
 
 
 def test_prediction_does_not_import_sklearn():
-    code = ("import sys; from sglang_mux.latency_model import SoloLatencyModel, PrefillReq;"
-            f"m = SoloLatencyModel({TH_P!r}, {TH_D!r}); m.prefill_ms(20, [PrefillReq(5, 1)]); m.decode_ms(16, 2, 9);"
+    code = ("import sys; from sglang_mux.latency_model import SoloLatencyModel, PrefillReq, PrefillHyper;"
+            f"m = SoloLatencyModel({ {20: TH_PX}!r}, { {16: TH_DX}!r}, PrefillHyper(4, 128, 12800));"
+            "m.prefill_ms(20, [PrefillReq(5, 20000)]); m.decode_ms(16, 2, 9, 8);"
             "assert 'sklearn' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -175,3 +175,25 @@ def test_plan_only_imports_no_torch(capsys):
     new = set(sys.modules) - before
     assert not any(m == "torch" or m.startswith("torch.") or m.startswith("sglang.") for m in new)
     assert "total:" in capsys.readouterr().out
+
+
+def test_coarse_plus_solo_tops_up_a_coarse_table(llama):
+    """Every coarse cell (same keys: a coarse table is topped up in place) plus the extra solo
+    cells on every partition, with their decode graphs captured."""
+    for gpu in (H100, H200):
+        coarse = G.make_plan(llama, gpu, "coarse")
+        dense = G.make_plan(llama, gpu, "coarse+solo")
+        ck = {(c.kind, c.key) for c in coarse.cells}
+        extra = [c for c in dense.cells if (c.kind, c.key) not in ck]
+        assert ck <= {(c.kind, c.key) for c in dense.cells}
+        assert {c.kind for c in extra} == {G.KIND_SOLO_PREFILL, G.KIND_SOLO_DECODE}
+        assert {2, 4, 16} <= set(dense.capture_bs) and set(coarse.capture_bs) <= set(dense.capture_bs)
+        pre = Counter(c.prefill_sms for c in extra if c.kind == G.KIND_SOLO_PREFILL)
+        dec = Counter(c.decode_sms for c in extra if c.kind == G.KIND_SOLO_DECODE)
+        assert set(pre) == set(MUX_PREFILL) | {132} and set(pre.values()) == {len(G.SOLO_PREFILL_EXTRA)}
+        assert set(dec) == set(MUX_DECODE) | {132}
+        # On the H200's pool every extra decode cell fits.
+        if gpu is H200:
+            assert set(dec.values()) == {len(G.SOLO_DECODE_EXTRA)}
+        assert dense.total_cells_s(extra) < 0.35 * coarse.total_cells_s()
+    assert G.grid_spec("coarse").solo_prefill_extra == () == G.grid_spec("coarse").solo_decode_extra

@@ -10,9 +10,13 @@ from sglang_mux.partitions import full_modes, partition_configs
 
 
 class FakeBatch:
-    def __init__(self, seq_lens):
+    """seq_lens_sum as ScheduleBatch keeps it, and reqs whose prompt + output = seq_len."""
+
+    def __init__(self, seq_lens, with_reqs=True):
         self.seq_lens_sum = sum(seq_lens)
         self._bs = len(seq_lens)
+        if with_reqs:
+            self.reqs = [NS(origin_input_ids=[0] * (n - 3), output_ids=[0] * 3) for n in seq_lens]
 
     def batch_size(self):
         return self._bs
@@ -36,9 +40,16 @@ def plan(d, p, layers=2):
 
 
 def test_decode_shape_counts_kv_before_the_decoded_token():
-    assert sl._decode_shape(FakeBatch([101, 201, 301])) == (3, 600)
-    assert sl._decode_shape(FakeBatch([])) == (0, 0)
-    assert sl._decode_shape(None) == (0, 0)
+    # (bs, Σ reused, longest reused): the KV before the token being decoded.
+    assert sl._decode_shape(FakeBatch([101, 201, 301])) == (3, 600, 300)
+    assert sl._decode_shape(FakeBatch([])) == (0, 0, None)
+    assert sl._decode_shape(None) == (0, 0, None)
+    # No per-request list: the longest is unknown (the estimator assumes a uniform batch).
+    assert sl._decode_shape(FakeBatch([101, 201], with_reqs=False)) == (2, 300, None)
+    # No seq_lens_sum: the sum comes from the same per-request lengths.
+    b = FakeBatch([11, 51])
+    b.seq_lens_sum = None
+    assert sl._decode_shape(b) == (2, 60, 50)
 
 
 def test_config_follows_the_plan_when_both_phases_run():
@@ -67,7 +78,7 @@ def test_snapshot_sees_queue_head_only_and_keeps_arrival_times():
     fake = NS(_mux=m, running_batch=FakeBatch([11, 21]), waiting_queue=q)
     s1 = sl._snapshot(fake, now=5.0)
     assert len(s1.waiting) == sl.WAITING_VIEW and s1.waiting[0].n == 10
-    assert (s1.decode_bs, s1.decode_sum_reused) == (2, 30)
+    assert (s1.decode_bs, s1.decode_sum_reused, s1.decode_max_reused) == (2, 30, 20)
     s2 = sl._snapshot(fake, now=9.0)
     assert s2.waiting[0].arrival_s == 5.0  # first seen, not re-stamped
 

@@ -19,11 +19,11 @@ class FakeEstimator:
     total_sms = 132
     decode_sms_options = [16, 32, 48, 64, 80, 96, 112]
 
-    def decode_solo_ms(self, d, bs, sum_reused):
+    def decode_solo_ms(self, d, bs, sum_reused, max_reused=None):
         return (4.0 + 0.05 * bs + 3e-5 * sum_reused) * (132 / d) ** 0.6
 
-    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused):
-        t = self.decode_solo_ms(d, bs, sum_reused)
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused, max_reused=None):
+        t = self.decode_solo_ms(d, bs, sum_reused, max_reused)
         return t if d >= 132 or prefill_new <= 0 else t * 1.25
 
     def prefill_ms(self, p, reqs):
@@ -135,3 +135,29 @@ def test_cli_text_with_table(table_dir):
                   "--policy", "dispatcher,fixed:64"])
     text = buf.getvalue()
     assert "dispatcher" in text and "fixed:64" in text and "partitions:" in text
+
+
+class RecordingEstimator(FakeEstimator):
+    """FakeEstimator that records each decode query's (bs, Σ context, longest context)."""
+
+    def __init__(self):
+        self.seen = []
+
+    def decode_solo_ms(self, d, bs, sum_reused, max_reused=None):
+        self.seen.append((bs, sum_reused, max_reused))
+        return super().decode_solo_ms(d, bs, sum_reused)
+
+
+def test_longest_decode_context_reaches_the_estimator():
+    est = RecordingEstimator()
+    reqs = [sim.TraceReq("a", 0.0, 8000, 200, 0), sim.TraceReq("b", 0.9, 2000, 10, 0)]
+    r = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d")
+    assert not np.isnan(r.finish_s).any()
+    pairs = sorted({(s, m) for bs, s, m in est.seen if bs == 2})  # dispatcher and sim ask alike
+    assert est.seen[0] == (1, 8001, 8001)  # a alone: prompt + its first token
+    assert all(m == s for bs, s, m in est.seen if bs == 1)
+    assert len(pairs) >= 9
+    for s, m in pairs:  # a (the longer) is the longest; b's context is the rest
+        assert m > s - m >= 2001
+    # Both grow by one token per decode round.
+    assert all(m2 - m1 == 1 and s2 - s1 == 2 for (s1, m1), (s2, m2) in zip(pairs, pairs[1:]))
