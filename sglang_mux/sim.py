@@ -88,12 +88,34 @@ def trace_path(name_or_path: str) -> Path:
     raise FileNotFoundError(f"no trace file {name_or_path!r} (bundled: {', '.join(BUNDLED)})")
 
 
+def poisson_arrivals(n: int, rate: float, seed: int) -> list[float]:
+    """n Poisson arrival times at ``rate``/s, the first at 0: the same draws as
+    ``bench.workloads.poisson_arrivals`` (same seed, same times), so a simulated point and a
+    GPU point of ``bench.run --arrival poisson`` see the same arrivals."""
+    import numpy as np
+
+    if n <= 0:
+        return []
+    gaps = np.random.default_rng([seed, 0x5057]).exponential(1.0 / rate, size=n)
+    gaps[0] = 0.0
+    return np.cumsum(gaps).tolist()
+
+
 def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | None = None,
                rate: float | None = None, time_scale: float | None = None,
-               cache_tokens: int | None = None) -> list[TraceReq]:
-    """Requests in arrival order, arrivals shifted to start at 0, reuse computed (see module doc)."""
+               cache_tokens: int | None = None, arrival: str = "trace",
+               seed: int = 0) -> list[TraceReq]:
+    """Requests in arrival order, arrivals shifted to start at 0, reuse computed (see module doc).
+
+    ``arrival="poisson"``: keep the requests and their order, replace the timestamps with
+    Poisson arrivals at ``rate`` (the trace's timestamps are rounded to 3 s, so its own
+    arrivals come in bursts of up to 17 requests)."""
     if rate is not None and time_scale is not None:
         raise ValueError("give --rate or --time-scale, not both")
+    if arrival not in ("trace", "poisson"):
+        raise ValueError(f"arrival must be 'trace' or 'poisson', got {arrival!r}")
+    if arrival == "poisson" and (rate is None or rate <= 0):
+        raise ValueError("--arrival poisson needs --rate > 0")
     rows = []
     with open(trace_path(name_or_path), encoding="utf-8") as f:
         for line in f:
@@ -113,6 +135,7 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
         scale = (len(rows) - 1) / rate / span if span > 0 else 0.0
     elif time_scale is not None:
         scale = time_scale
+    poisson = poisson_arrivals(len(rows), rate, seed) if arrival == "poisson" else None
     cap_blocks = None if not cache_tokens else max(1, cache_tokens // BLOCK)
     cache: OrderedDict = OrderedDict()
     out = []
@@ -131,10 +154,12 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
         if cap_blocks is not None:
             while len(cache) > cap_blocks:
                 cache.popitem(last=False)
-        arrival = (x["timestamp"] / 1e3 - t0) * scale
+        t_arr = (x["timestamp"] / 1e3 - t0) * scale
         if rate is not None and span <= 0:
-            arrival = i / rate
-        out.append(TraceReq(f"r{i}", arrival, n, max(1, int(x["output_length"])),
+            t_arr = i / rate
+        if poisson is not None:
+            t_arr = poisson[i]
+        out.append(TraceReq(f"r{i}", t_arr, n, max(1, int(x["output_length"])),
                             min(hit * BLOCK, max(0, n - 1))))
     return out
 
@@ -383,6 +408,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--rate", type=float, help="rescale arrivals to this many requests/s")
     g.add_argument("--time-scale", type=float, help="multiply inter-arrival times by this")
+    ap.add_argument("--arrival", choices=("trace", "poisson"), default="trace",
+                    help="trace timestamps (bursty: rounded to 3 s), or Poisson at --rate "
+                         "(the draws bench.run --arrival poisson uses)")
     ap.add_argument("--limit", type=int, help="first N requests of the trace")
     ap.add_argument("--input-cap", type=int, help="truncate prompts to this many tokens")
     ap.add_argument("--cache-tokens", type=int, help="prefix cache capacity (LRU); default unbounded")
@@ -402,7 +430,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
 
         estimator = Estimator.from_table(a.table)
     reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
-                      cache_tokens=a.cache_tokens)
+                      cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed)
     tl = None
     if a.timeline:
         from sglang_mux.mux_metrics import TimelineWriter
@@ -415,6 +443,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
+             "arrival": a.arrival,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption, "slowdown": a.slowdown,
              "seed": a.seed, "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,

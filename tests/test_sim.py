@@ -70,6 +70,22 @@ def test_trace_reuse_cap_and_scaling(tmp_path):
         sim.load_trace("no-such-trace")
 
 
+def test_poisson_arrivals_match_the_benchmark_and_keep_reuse(tmp_path):
+    from bench.workloads import poisson_arrivals
+
+    rows = [{"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]}] * 3 + \
+        [{"timestamp": 3000, "input_length": 1536, "output_length": 5, "hash_ids": [1, 2, 3]}]
+    f = _write(tmp_path, rows)
+    t = sim.load_trace(f, rate=2.0, arrival="poisson", seed=7)
+    assert [q.arrival_s for q in t] == poisson_arrivals(4, 2.0, 7).tolist()   # bench.run's draws
+    assert [q.reused for q in t] == [0, 1023, 1023, 1024]                    # order and reuse kept
+    assert len({q.arrival_s for q in t}) == 4                                # the burst is spread
+    with pytest.raises(ValueError, match="needs --rate"):
+        sim.load_trace(f, arrival="poisson")
+    with pytest.raises(ValueError, match="arrival must be"):
+        sim.load_trace(f, rate=1.0, arrival="bursty")
+
+
 def test_exact_timing_single_request():
     est = FakeEstimator()
     reqs = [sim.TraceReq("a", 0.0, 8000, 3, 0)]

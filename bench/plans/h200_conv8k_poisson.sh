@@ -1,0 +1,32 @@
+#!/bin/bash
+# Issue 5 goodput sweep on the GPU host: Mooncake conversation slice, inputs <= 8000 tokens,
+# Poisson arrivals (the trace's own timestamps are rounded to 3 s: bursts), Llama-3.1-8B shape.
+# Resumable: run it again (each call within one <= 10-minute device command) until it prints
+# "sweep complete"; finished points and recorded failed starts are skipped.
+#   bash bench/plans/h200_conv8k_poisson.sh [seconds available, default 560]
+# Rates per system start where the system is expected to pass (sglang_mux.sim --arrival poisson
+# predicts the mux passes up to 4 req/s and fails at 6) and stop at its first failure.
+set -u
+BUDGET=${1:-560}
+T0=$(date +%s)
+OUT=${SWEEP_OUT:-bench/results/conv8k_poisson_h200}
+SA="--attention-backend triton --sampling-backend pytorch --grammar-backend none"
+COMMON=(--workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 40
+        --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+step() {  # step SYSTEMS RATES
+    local l; l=$(left)
+    if [ "$l" -lt 120 ]; then echo "budget: ${l}s left, stopping before $1"; exit 0; fi
+    python -m bench.run --systems "$1" --rates "$2" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
+        | grep -v "^\[bench.run .*\] .*@ .*: [0-9]* requests over" | tail -n 6
+}
+step mux 2,3,4,5,6
+step sglang-chunked-2048-nomix 1,2,3,4
+step sglang 1,2,3,4
+step mux-fixed-48 2,3,4,5
+step sglang-chunked-512 1,2
+step sglang-chunked-512-nomix 1,2,3,4
+step sglang-pdmux 1
+python -m bench.report "$OUT" > "$OUT/report.md" && python -m bench.plots "$OUT" >/dev/null 2>&1
+tail -n 25 "$OUT/report.md"
+echo "sweep: pieces done so far are in $OUT (re-run to continue; finished points are skipped)"
