@@ -13,6 +13,14 @@ Online refinement:
   profiler hiccup must not inflate a cell forever (the paper's worst is 1.3x);
 - prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
   need not be worst-case (§3.4.1), only close, so this tracks the as-run (co-running) speed.
+- decode, cold start only: the roofline ignores fixed per-iteration costs (kernel minimum
+  latencies, sampling), so its decode time can be several times too low (tiny Llama on H200:
+  0.3 ms predicted vs 2.2 ms measured) — an error the guard cannot absorb (its observations
+  are capped at ``MAX_PLAUSIBLE_SLOWDOWN``). Every decode iteration therefore also feeds a
+  per-partition solo correction, measured / (solo x guard), that rises fast and decays
+  slowly (it must stay a worst case); a partition not yet observed takes the largest
+  correction seen on any partition (fixed costs weigh most where the roofline time is
+  smallest: the biggest partitions). Tables do not need it: their fit is measured.
 
 ``decode_sms == total_sms`` or ``prefill_new == 0`` means no co-runner: guard = 1.0.
 
@@ -53,6 +61,8 @@ logger = logging.getLogger(__name__)
 
 COLD_START_GUARD = 1.3
 MAX_PLAUSIBLE_SLOWDOWN = 2.0
+DECODE_CORR_UP, DECODE_CORR_DOWN = 0.5, 0.01  # cold-start decode correction: rise fast, decay slowly
+DECODE_CORR_BOUNDS = (0.1, 50.0)  # measured/predicted outside this is a glitch (or a stall)
 PREFILL_EWMA_ALPHA = 0.1
 PREFILL_RATIO_BOUNDS = (0.25, 4.0)  # measured/predicted outside this is a glitch, not a trend
 MAX_REL_ERR = 0.10
@@ -75,6 +85,10 @@ class Estimator:
         self.source = source
         self._prefill_corr: dict[int, float] = {}
         self._dropped = 0
+        # cold start: learn the roofline's decode error online (module docstring)
+        self.learn_decode = source == "cold-start"
+        self._decode_corr: dict[int, float] = {}
+        self._decode_corr_max = 1.0
 
     # ------------------------------------------------------------------ construction
 
@@ -160,7 +174,10 @@ class Estimator:
 
     def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: int | None = None) -> float:
         """Solo decode latency; ``max_reused`` = longest context (None: Σr/bs, a uniform batch)."""
-        return self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
+        t = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
+        if self.learn_decode:
+            t *= self._decode_corr.get(decode_sms, self._decode_corr_max)
+        return t
 
     def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                        prefill_reused: int) -> float:
@@ -171,6 +188,8 @@ class Estimator:
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                         prefill_reused: int, max_reused: int | None = None) -> float:
         t = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
+        if self.learn_decode:
+            t *= self._decode_corr.get(decode_sms, self._decode_corr_max)
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return t
         return t * self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
@@ -179,11 +198,16 @@ class Estimator:
 
     def observe_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms,
                        max_reused: int | None = None) -> bool:
-        """A measured co-running decode iteration; raises the guard's cell if slower than it.
-        Returns True when the guard's value for this query went up (a refinement)."""
-        if decode_sms >= self.total_sms or prefill_new <= 0 or bs <= 0 or not measured_ms > 0:
+        """A measured decode iteration. Co-running: raises the guard's cell if slower than it;
+        returns True when the guard's value for this query went up (a refinement). Cold start:
+        every iteration (solo too) also updates the decode correction (module docstring)."""
+        if bs <= 0 or not measured_ms > 0:
+            return False
+        if self.learn_decode:
+            self._learn_decode(decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms, max_reused)
+        if decode_sms >= self.total_sms or prefill_new <= 0:
             return False  # no co-runner: nothing to learn about contention
-        solo = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
+        solo = self.decode_solo_ms(decode_sms, bs, sum_reused, max_reused)
         slowdown = measured_ms / solo
         if slowdown > MAX_PLAUSIBLE_SLOWDOWN:
             self._dropped += 1
@@ -195,6 +219,23 @@ class Estimator:
         before = self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
         self._guard.observe(decode_sms, bs, sum_reused, prefill_new, prefill_reused, slowdown)
         return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused) > before
+
+    def _learn_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms, max_reused):
+        pred = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused) * \
+            self.guard_slowdown(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+        if not pred > 0:
+            return
+        ratio = measured_ms / pred
+        if not DECODE_CORR_BOUNDS[0] <= ratio <= DECODE_CORR_BOUNDS[1]:
+            return
+        c = self._decode_corr.get(decode_sms, self._decode_corr_max)
+        c += (DECODE_CORR_UP if ratio > c else DECODE_CORR_DOWN) * (ratio - c)
+        self._decode_corr[decode_sms] = c
+        self._decode_corr_max = max(self._decode_corr.values())
+
+    def decode_correction(self, decode_sms: int) -> float:
+        """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""
+        return self._decode_corr.get(decode_sms, self._decode_corr_max) if self.learn_decode else 1.0
 
     def observe_prefill(self, prefill_sms, reqs, measured_ms) -> None:
         """A measured whole-model prefill (scale a partial-layer timing by layers first)."""

@@ -126,6 +126,32 @@ def test_cold_start_warns_and_estimates():
     assert e.decode_worst_ms(48, 32, 32 * 2000, 4096, 0) == pytest.approx(solo * 1.5)
 
 
+def test_cold_start_learns_the_roofline_decode_error():
+    with pytest.warns(UserWarning):
+        e = Estimator.cold_start(LLAMA_8B, DEFAULT_H100_PROBE, 132, 16)
+    base132, base48 = e.decode_solo_ms(132, 8, 8 * 1000), e.decode_solo_ms(48, 8, 8 * 1000)
+    for _ in range(12):  # decode-only iterations on the full GPU, 7x slower than the roofline
+        assert e.observe_decode(132, 8, 8 * 1000, 0, 0, 7 * base132) is False  # no guard refinement
+    assert 6.9 < e.decode_correction(132) <= 7.0
+    # a partition never observed takes the largest correction seen (conservative)
+    assert e.decode_solo_ms(48, 8, 8 * 1000) == pytest.approx(base48 * e.decode_correction(132))
+    assert e.decode_worst_ms(48, 8, 8 * 1000, 4096, 0) == pytest.approx(
+        base48 * e.decode_correction(132) * COLD_START_GUARD)
+    # faster iterations lower it only slowly (it stays a worst case); glitches are ignored
+    c = e.decode_correction(132)
+    e.observe_decode(132, 8, 8 * 1000, 0, 0, 1 * base132)
+    assert c * 0.98 < e.decode_correction(132) < c
+    e.observe_decode(132, 8, 8 * 1000, 0, 0, 1000 * base132)
+    assert e.decode_correction(132) < c
+
+
+def test_table_estimator_does_not_learn_decode_solo(good):
+    e = Estimator.from_table(good)
+    before = e.decode_solo_ms(132, 8, 8 * 1000)
+    e.observe_decode(132, 8, 8 * 1000, 0, 0, 5 * before)
+    assert e.decode_solo_ms(132, 8, 8 * 1000) == before and e.decode_correction(132) == 1.0
+
+
 def test_for_model_picks_table_or_cold_start(good, tmp_path):
     e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, good.parent)
     assert e.source == f"table:{good}"
