@@ -1,0 +1,113 @@
+"""Where a mux point's time went, from the dispatcher timeline (``--mux-timeline``).
+
+    python -m bench.timeline_profile bench/results/<run> --system mux --rate 4 [--json OUT]
+
+Per partition configuration: the share of the point's wall time, decisions, the median decode
+batch, the median measured decode iteration and the median worst-case estimate. Then the
+estimator against the GPU (measured / worst-case decode: above 1 means the estimate was not
+a worst case — solo-fit error at D132/P0, fit or contention beyond the guard elsewhere), and
+the host time between decode iterations (decision interval − measured decode: scheduling,
+result processing, prefill launches — a bubble for decode). The point's bytes of the timeline
+come from its ``.meta.json`` (``timeline_bytes``), so the decisions are exactly that point's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import run as runmod
+
+
+def point_timeline(run_dir: Path, system: str, rate: float) -> pd.DataFrame:
+    meta_path = runmod.point_file(run_dir, system, rate, ".meta.json")
+    if not meta_path.exists():
+        raise SystemExit(f"no point {system}@{rate:g} in {run_dir} ({meta_path.name} missing)")
+    rng = json.loads(meta_path.read_text()).get("timeline_bytes")
+    path = run_dir / f"{system}.timeline.jsonl"
+    if not rng or not path.exists():
+        raise SystemExit(f"{system}@{rate:g} has no dispatcher timeline (a mux system started "
+                         "with --mux-timeline records one)")
+    with open(path, "rb") as f:
+        f.seek(rng[0] or 0)
+        chunk = f.read((rng[1] or 0) - (rng[0] or 0)).decode(errors="replace")
+    rows = []
+    for line in chunk.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn line at a point boundary
+    return pd.DataFrame(rows)
+
+
+def profile(t: pd.DataFrame) -> dict:
+    if t.empty:
+        return {"decisions": 0}
+    t = t.sort_values("time").reset_index(drop=True)
+    t["dt_s"] = t["time"].diff().shift(-1)  # until the next decision (the last one: unknown)
+    t["config"] = "D" + t["decode_sms"].astype(int).astype(str) + "/P" + t["prefill_sms"].astype(int).astype(str)
+    span = float(t["time"].iloc[-1] - t["time"].iloc[0])
+    meas = t["measured_decode_ms"] if "measured_decode_ms" in t else pd.Series(float("nan"), index=t.index)
+    by = t.assign(measured=meas).groupby("config").agg(
+        decisions=("dt_s", "size"), time_s=("dt_s", "sum"), decode_bs=("decode_bs", "median"),
+        measured_decode_ms=("measured", "median"), worst_decode_ms=("t_decode_worst_ms", "median"))
+    by["share"] = by["time_s"] / span if span > 0 else float("nan")
+    by = by.sort_values("time_s", ascending=False)
+    out = {"decisions": int(len(t)), "span_s": round(span, 3),
+           "configs": {k: {c: (None if pd.isna(v) else round(float(v), 4)) for c, v in row.items()}
+                       for k, row in by.iterrows()}}
+    m = t[meas.notna() & (t["t_decode_worst_ms"] > 0)]
+    if len(m):
+        r = m["measured_decode_ms"] / m["t_decode_worst_ms"]
+        over = m[r > 1]
+        out["measured_over_worst"] = {
+            "p50": round(float(r.median()), 4), "p90": round(float(r.quantile(0.9)), 4),
+            "p99": round(float(r.quantile(0.99)), 4), "max": round(float(r.max()), 4),
+            "share_above_1": round(float((r > 1).mean()), 4),
+            "above_1_by_config": {k: int(v) for k, v in over["config"].value_counts().items()}}
+        gap = (m["dt_s"] * 1e3 - m["measured_decode_ms"]).dropna()
+        if len(gap):
+            out["host_gap_ms"] = {"p50": round(float(gap.median()), 3), "p90": round(float(gap.quantile(0.9)), 3)}
+    return out
+
+
+def render(p: dict) -> str:
+    lines = [f"{p['decisions']} decisions over {p.get('span_s', 0):.1f} s", "",
+             "| config | time share | decisions | decode bs (median) | measured decode ms | worst-case ms |",
+             "|---|---:|---:|---:|---:|---:|"]
+    f = lambda x, d=1: "—" if x is None else f"{x:.{d}f}"  # noqa: E731
+    for k, c in p.get("configs", {}).items():
+        lines.append(f"| {k} | {f(100 * c['share'] if c['share'] is not None else None)} % | "
+                     f"{int(c['decisions'])} | {f(c['decode_bs'], 0)} | {f(c['measured_decode_ms'])} | "
+                     f"{f(c['worst_decode_ms'])} |")
+    r = p.get("measured_over_worst")
+    if r:
+        lines += ["", f"measured / worst-case decode: P50 {r['p50']:.3f}, P90 {r['p90']:.3f}, "
+                      f"P99 {r['p99']:.3f}, max {r['max']:.3f}; above 1 in {100 * r['share_above_1']:.1f} % "
+                      f"of iterations ({', '.join(f'{k}: {v}' for k, v in r['above_1_by_config'].items())})"]
+    g = p.get("host_gap_ms")
+    if g:
+        lines.append(f"host time between decode iterations: P50 {g['p50']:.2f} ms, P90 {g['p90']:.2f} ms")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--system", default="mux")
+    ap.add_argument("--rate", type=float, required=True)
+    ap.add_argument("--json", type=Path, help="also write the profile here")
+    a = ap.parse_args(argv)
+    p = profile(point_timeline(a.run, a.system, a.rate))
+    p.update({"run": str(a.run), "system": a.system, "rate": a.rate})
+    if a.json:
+        a.json.write_text(json.dumps(p, indent=1) + "\n")
+    print(render(p))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

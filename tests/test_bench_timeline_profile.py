@@ -1,0 +1,49 @@
+"""bench.timeline_profile: time shares, estimate vs measured, host gaps of one point."""
+import json
+
+import pytest
+
+from bench import timeline_profile as TP
+
+
+def write_point(tmp_path, rows, before=()):
+    run = tmp_path / "run"
+    run.mkdir()
+    head = "".join(json.dumps(r) + "\n" for r in before)
+    body = "".join(json.dumps(r) + "\n" for r in rows)
+    (run / "mux.timeline.jsonl").write_text(head + body)
+    (run / "mux__4.meta.json").write_text(json.dumps({"timeline_bytes": [len(head), len(head) + len(body)]}))
+    return run
+
+
+def rec(t, d, p, bs, worst, meas):
+    return {"time": t, "decode_sms": d, "prefill_sms": p, "decode_bs": bs, "t_decode_worst_ms": worst,
+            "measured_decode_ms": meas}
+
+
+def test_profile_of_one_point(tmp_path):
+    rows = [rec(0.00, 48, 84, 40, 40.0, 36.0), rec(0.04, 48, 84, 40, 40.0, 38.0),
+            rec(0.08, 132, 0, 10, 10.0, 12.0), rec(0.09, 132, 0, 10, 10.0, 9.0), rec(0.10, 48, 84, 40, 40.0, 39.0)]
+    other = [rec(-5.0, 16, 116, 1, 5.0, 50.0)]          # another point's decision: not counted
+    run = write_point(tmp_path, rows, before=other)
+    p = TP.profile(TP.point_timeline(run, "mux", 4))
+    assert p["decisions"] == 5 and p["span_s"] == pytest.approx(0.10)
+    assert list(p["configs"]) == ["D48/P84", "D132/P0"]  # by time: 0.08 s vs 0.02 s
+    assert p["configs"]["D48/P84"]["share"] == pytest.approx(0.8)
+    assert p["configs"]["D132/P0"]["measured_decode_ms"] == pytest.approx(10.5)
+    r = p["measured_over_worst"]
+    assert r["max"] == pytest.approx(1.2) and r["share_above_1"] == pytest.approx(0.2)
+    assert r["above_1_by_config"] == {"D132/P0": 1}
+    # host gaps: 40-36, 40-38, 10-12, 10-9 ms (the last decision has no successor)
+    assert p["host_gap_ms"]["p50"] == pytest.approx(1.5)
+    assert "D48/P84 | 80.0 %" in TP.render(p)
+
+
+def test_point_without_timeline_says_so(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "mux__4.meta.json").write_text(json.dumps({"timeline_bytes": None}))
+    with pytest.raises(SystemExit, match="no dispatcher timeline"):
+        TP.point_timeline(run, "mux", 4)
+    with pytest.raises(SystemExit, match="no point mux@2"):
+        TP.point_timeline(run, "mux", 2)
