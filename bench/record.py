@@ -22,18 +22,11 @@ from . import run as runmod
 
 def timeline_partitions(path: Path, byte_range) -> dict[str, int] | None:
     """Decisions per "D<decode>/P<prefill>" in bytes [start, end) of a timeline (None: none)."""
-    if not byte_range or not path.exists():
+    recs = runmod.timeline_records(path, byte_range)
+    if recs is None:
         return None
-    start, end = byte_range
-    with open(path, "rb") as f:
-        f.seek(start or 0)
-        chunk = f.read((end or 0) - (start or 0))
     out: dict[str, int] = {}
-    for line in chunk.decode(errors="replace").splitlines():
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for r in recs:
         if r.get("decode_sms") or r.get("prefill_sms"):
             k = f"D{r['decode_sms']}/P{r['prefill_sms']}"
             out[k] = out.get(k, 0) + 1

@@ -230,6 +230,24 @@ def count_preemptions(path: Path, span: list[int] | None) -> int | None:
         return f.read(max(0, end - start)).count(b'"preempt":true')
 
 
+def timeline_records(path: Path, span: list[int] | None) -> list[dict] | None:
+    """The decisions in bytes [start, end) of a dispatcher timeline (one point's); None when
+    there is no timeline. A torn line at either end is skipped."""
+    if not span or not path.exists():
+        return None
+    start, end = span
+    with open(path, "rb") as f:
+        f.seek(start or 0)
+        chunk = f.read(max(0, (end or 0) - (start or 0))).decode(errors="replace")
+    out = []
+    for line in chunk.splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
 def point_passes(path: Path, a: argparse.Namespace) -> bool:
     s = metrics.summarize(metrics.load_jsonl(path), a.tbt_slo_ms, a.ttft_slo_ms)
     return metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)[0]

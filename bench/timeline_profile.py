@@ -27,19 +27,10 @@ def point_timeline(run_dir: Path, system: str, rate: float) -> pd.DataFrame:
     if not meta_path.exists():
         raise SystemExit(f"no point {system}@{rate:g} in {run_dir} ({meta_path.name} missing)")
     rng = json.loads(meta_path.read_text()).get("timeline_bytes")
-    path = run_dir / f"{system}.timeline.jsonl"
-    if not rng or not path.exists():
+    rows = runmod.timeline_records(run_dir / f"{system}.timeline.jsonl", rng)
+    if rows is None:
         raise SystemExit(f"{system}@{rate:g} has no dispatcher timeline (a mux system started "
                          "with --mux-timeline records one)")
-    with open(path, "rb") as f:
-        f.seek(rng[0] or 0)
-        chunk = f.read((rng[1] or 0) - (rng[0] or 0)).decode(errors="replace")
-    rows = []
-    for line in chunk.splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a torn line at a point boundary
     return pd.DataFrame(rows)
 
 
