@@ -435,3 +435,26 @@ def test_integration_real_estimator(tmp_path):
                        capture_output=True, text=True, check=True, cwd=ROOT)
     out = json.loads(r.stdout)
     assert out["decode_sms"] in est.decode_sms_options and out["t_decode_worst_ms"] <= 50
+
+
+def test_monotone_on_the_shipped_h200_table():
+    """The same property with the real estimator: the guard's cells need not be monotone in
+    batch size or context, so best fit over solo x guard is checked on the shipped table."""
+    from sglang_mux.estimator import Estimator
+
+    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200")
+
+    def d(slo, bs, rr, n, r):
+        return MuxDispatcher(est, slo, 5000).plan(
+            Snapshot(100.0, bs, bs * rr, waiting=(WaitingReq("a", 100.0, n, r),))).decode_sms
+
+    for n, r in ((2048, 512), (8192, 0), (512, 30000)):
+        for rr in (0, 1024, 4096, 16384, 65536):
+            ds = [d(50, bs, rr, n, r) for bs in range(1, 400, 6)]
+            assert ds == sorted(ds), (n, r, rr)
+        for bs in (1, 16, 64, 160, 256):
+            ds = [d(50, bs, rr, n, r) for rr in (0, 512, 2048, 8192, 32768, 65536)]
+            assert ds == sorted(ds), (n, r, bs)
+            ds = [d(slo, bs, 4096, n, r) for slo in (100, 60, 50, 40, 30, 20)]
+            assert ds == sorted(ds), (n, r, bs)
+    assert len({d(50, bs, 4096, 8192, 0) for bs in range(1, 400, 6)}) >= 3  # not a constant
