@@ -9,6 +9,11 @@ a worst case — solo-fit error at D132/P0, fit or contention beyond the guard e
 the host time between decode iterations (decision interval − measured decode: scheduling,
 result processing, prefill launches — a bubble for decode). The point's bytes of the timeline
 come from its ``.meta.json`` (``timeline_bytes``), so the decisions are exactly that point's.
+
+With ``--enable-metrics`` on the server, ``bench.run`` keeps the ``sglang_mux`` counters after
+each point (``.metrics.prom``); the prefill stream's GPU time, its idle gaps between chunks of a
+batch (bubbles) and the measured/estimated prefill latency are then reported too, as the
+difference from the previous point's counters (they count from server start).
 """
 from __future__ import annotations
 
@@ -65,6 +70,40 @@ def profile(t: pd.DataFrame) -> dict:
     return out
 
 
+PREFILL_KEYS = ("sglang_mux:prefill_busy_seconds_total", "sglang_mux:prefill_idle_seconds_total",
+                "sglang_mux:prefill_latency_ratio_sum", "sglang_mux:prefill_latency_ratio_count")
+
+
+def _counters(path: Path) -> dict[str, float] | None:
+    if not path.exists():
+        return None
+    out = {}
+    for ln in path.read_text().splitlines():
+        name, _, val = ln.rpartition(" ")
+        if name in PREFILL_KEYS:
+            out[name] = float(val)
+    return out
+
+
+def prefill_stream(run_dir: Path, system: str, rate: float) -> dict | None:
+    """The point's prefill-stream counters (this point's scrape minus the previous point's of
+    the same server run); None without scraped metrics."""
+    now = _counters(runmod.point_file(run_dir, system, rate, ".metrics.prom"))
+    if not now or PREFILL_KEYS[0] not in now:
+        return None
+    earlier = sorted(float(p.name.split("__")[1][: -len(".metrics.prom")])
+                     for p in run_dir.glob(f"{system}__*.metrics.prom"))
+    prev = [r for r in earlier if r < rate]
+    base = _counters(runmod.point_file(run_dir, system, prev[-1], ".metrics.prom")) if prev else {}
+    d = {k: now.get(k, 0.0) - (base or {}).get(k, 0.0) for k in PREFILL_KEYS}
+    if any(v < 0 for v in d.values()):  # the server restarted between the points
+        d = {k: now.get(k, 0.0) for k in PREFILL_KEYS}
+    busy, idle, rs, rn = (d[k] for k in PREFILL_KEYS)
+    return {"busy_s": round(busy, 3), "idle_s": round(idle, 3),
+            "idle_share": round(idle / (busy + idle), 4) if busy + idle > 0 else None,
+            "measured_over_estimate_mean": round(rs / rn, 4) if rn > 0 else None}
+
+
 def render(p: dict) -> str:
     lines = [f"{p['decisions']} decisions over {p.get('span_s', 0):.1f} s", "",
              "| config | time share | decisions | decode bs (median) | measured decode ms | worst-case ms |",
@@ -82,6 +121,13 @@ def render(p: dict) -> str:
     g = p.get("host_gap_ms")
     if g:
         lines.append(f"host time between decode iterations: P50 {g['p50']:.2f} ms, P90 {g['p90']:.2f} ms")
+    ps = p.get("prefill_stream")
+    if ps:
+        share = "—" if ps["idle_share"] is None else f"{100 * ps['idle_share']:.1f} %"
+        est = ps["measured_over_estimate_mean"]
+        lines.append(f"prefill stream: {ps['busy_s']:.1f} s of chunks, {ps['idle_s']:.2f} s idle between "
+                     f"chunks of a batch ({share}); measured / estimated prefill, mean "
+                     f"{'—' if est is None else f'{est:.3f}'}")
     return "\n".join(lines)
 
 
@@ -93,6 +139,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write the profile here")
     a = ap.parse_args(argv)
     p = profile(point_timeline(a.run, a.system, a.rate))
+    ps = prefill_stream(a.run, a.system, a.rate)
+    if ps is not None:
+        p["prefill_stream"] = ps
     p.update({"run": str(a.run), "system": a.system, "rate": a.rate})
     if a.json:
         a.json.write_text(json.dumps(p, indent=1) + "\n")

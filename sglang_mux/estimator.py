@@ -237,16 +237,17 @@ class Estimator:
         """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""
         return self._decode_corr.get(decode_sms, self._decode_corr_max) if self.learn_decode else 1.0
 
-    def observe_prefill(self, prefill_sms, reqs, measured_ms) -> None:
-        """A measured whole-model prefill (scale a partial-layer timing by layers first)."""
+    def observe_prefill(self, prefill_sms, reqs, measured_ms) -> float | None:
+        """A measured whole-model prefill (scale a partial-layer timing by layers first).
+        Returns measured / the estimate in use before this observation (None: no estimate)."""
         pred = self._solo.prefill_ms(prefill_sms, reqs)
         if not (pred > 0 and measured_ms > 0):
-            return
+            return None
         ratio = measured_ms / pred
-        if not PREFILL_RATIO_BOUNDS[0] <= ratio <= PREFILL_RATIO_BOUNDS[1]:
-            return
         c = self._prefill_corr.get(prefill_sms, 1.0)
-        self._prefill_corr[prefill_sms] = c + PREFILL_EWMA_ALPHA * (ratio - c)
+        if PREFILL_RATIO_BOUNDS[0] <= ratio <= PREFILL_RATIO_BOUNDS[1]:
+            self._prefill_corr[prefill_sms] = c + PREFILL_EWMA_ALPHA * (ratio - c)
+        return ratio / c
 
     def prefill_correction(self, prefill_sms: int) -> float:
         return self._prefill_corr.get(prefill_sms, 1.0)

@@ -11,6 +11,10 @@ instead of raising "Duplicated timeseries".
     sglang_mux:decode_latency_ratio                         Histogram measured / worst-case estimate
     sglang_mux:decision_seconds                             Histogram CPU time of one decision
     sglang_mux:guard_refinements_total                      Counter contention-guard raises
+    sglang_mux:prefill_busy_seconds_total                   Counter GPU time of prefill chunks
+    sglang_mux:prefill_idle_seconds_total                   Counter prefill-stream gaps between two
+                                                                    chunks of one batch (bubbles)
+    sglang_mux:prefill_latency_ratio                        Histogram measured / estimated prefill
 
 `TimelineWriter(path)` appends one JSON object per decision (time, the Plan's fields, decode bs,
 measured decode latency when known, anything else given); `load_timeline(path)` reads it back
@@ -73,6 +77,13 @@ class MuxMetrics:
                                       ln, r, buckets=DECISION_BUCKETS)
         self._refine = _get_or_create(Counter, PREFIX + "guard_refinements",
                                       "Contention-guard cells raised by online measurements", ln, r)
+        self._p_busy = _get_or_create(Counter, PREFIX + "prefill_busy_seconds",
+                                      "GPU time of prefill layer chunks", ln, r)
+        self._p_idle = _get_or_create(Counter, PREFIX + "prefill_idle_seconds",
+                                      "Prefill-stream idle time between two chunks of one batch", ln, r)
+        self._p_ratio = _get_or_create(Histogram, PREFIX + "prefill_latency_ratio",
+                                       "Measured prefill chunk latency (scaled to the model) / estimate",
+                                       ln, r, buckets=RATIO_BUCKETS)
 
     def _l(self, m, **extra):
         return m.labels(**self.labels, **extra) if (self.labels or extra) else m
@@ -98,6 +109,17 @@ class MuxMetrics:
 
     def on_preemption(self) -> None:
         self._l(self._preemptions).inc()
+
+    def on_prefill_chunk(self, busy_ms: float, idle_ms: float | None = None,
+                         ratio: float | None = None) -> None:
+        """A retired prefill chunk: its GPU time, the idle gap before it (None: first chunk of
+        the batch or of a resumed one), measured / estimated latency when known."""
+        if busy_ms > 0:
+            self._l(self._p_busy).inc(busy_ms * 1e-3)
+        if idle_ms is not None and idle_ms > 0:
+            self._l(self._p_idle).inc(idle_ms * 1e-3)
+        if ratio is not None and ratio > 0:
+            self._l(self._p_ratio).observe(ratio)
 
     def on_guard_refinement(self, n: int = 1) -> None:
         if n > 0:

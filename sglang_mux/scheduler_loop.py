@@ -34,6 +34,7 @@ class _PrefillRun:
     inflight: list = field(default_factory=list)  # [(start_event, end_event, layers, prefill_sms)]
     result: object = None
     needs_reinit: bool = False  # resumed after preemption: attention metadata must be rebuilt
+    last_end: object = None  # end event of the last retired chunk (None: first chunk, or resumed)
 
 
 @dataclass
@@ -273,8 +274,15 @@ def _poll_prefill(self, now: float) -> None:
     while run.inflight and run.inflight[0][1].query():
         start, end, layers, psms = run.inflight.pop(0)
         ms = start.elapsed_time(end)
+        ratio = None
         if psms and layers:
-            m.estimator.observe_prefill(psms, run.state.reqs, ms * n_layers / layers)
+            ratio = m.estimator.observe_prefill(psms, run.state.reqs, ms * n_layers / layers)
+        if m.metrics:
+            # Prefill-stream idle time between two chunks of one batch: a bubble (or a hold
+            # by the policy); a preempted batch's pause is not counted (last_end reset).
+            idle = max(0.0, run.last_end.elapsed_time(start)) if run.last_end is not None else None
+            m.metrics.on_prefill_chunk(ms, idle, ratio)
+        run.last_end = end
     if run.batch.split_prefill_finished and not run.inflight:
         batch = run.batch
         self.process_batch_result(batch, run.result)
@@ -290,6 +298,7 @@ def _poll_prefill(self, now: float) -> None:
         if m.paused is not None:  # resume the preempted batch where it stopped, KV kept
             m.active, m.paused = m.paused, None
             m.active.needs_reinit = True
+            m.active.last_end = None  # its pause is the policy's choice, not a bubble
 
 
 def _apply_plan(self, plan, now: float) -> None:

@@ -47,3 +47,19 @@ def test_point_without_timeline_says_so(tmp_path):
         TP.point_timeline(run, "mux", 4)
     with pytest.raises(SystemExit, match="no point mux@2"):
         TP.point_timeline(run, "mux", 2)
+
+
+def test_prefill_stream_counters_are_per_point(tmp_path):
+    run = write_point(tmp_path, [rec(0.0, 48, 84, 4, 40.0, 36.0)])
+    prom = ("sglang_mux:prefill_busy_seconds_total {b}\nsglang_mux:prefill_idle_seconds_total {i}\n"
+            "sglang_mux:prefill_latency_ratio_sum {s}\nsglang_mux:prefill_latency_ratio_count {n}\n")
+    (run / "mux__2.metrics.prom").write_text(prom.format(b=10.0, i=1.0, s=20.0, n=20))
+    (run / "mux__4.metrics.prom").write_text(prom.format(b=40.0, i=1.5, s=53.0, n=50))
+    ps = TP.prefill_stream(run, "mux", 4)           # minus the 2 req/s point's counters
+    assert ps == {"busy_s": 30.0, "idle_s": 0.5, "idle_share": pytest.approx(0.5 / 30.5, abs=1e-4),
+                  "measured_over_estimate_mean": 1.1}
+    assert TP.prefill_stream(run, "mux", 2)["busy_s"] == 10.0
+    assert TP.prefill_stream(run, "mux", 8) is None  # no scrape for that point
+    p = TP.profile(TP.point_timeline(run, "mux", 4))
+    p["prefill_stream"] = ps
+    assert "0.50 s idle between chunks of a batch (1.6 %)" in TP.render(p)

@@ -3,6 +3,8 @@ Snapshot, which partition a Plan maps to, and bookkeeping of arrival times."""
 
 from types import SimpleNamespace as NS
 
+import pytest
+
 from sglang_mux import scheduler_loop as sl
 from sglang_mux.dispatch import Plan
 from sglang_mux.estimator import PrefillReq
@@ -92,3 +94,48 @@ def test_aborted_waiting_requests_are_forgotten():
     fake = NS(_mux=m, running_batch=None, waiting_queue=[NS(rid="live", origin_input_ids=[1])])
     sl._snapshot(fake, now=10.0)
     assert m.arrival == {"live": 2.0, "act": 3.0}
+
+
+class FakeEvent:
+    """A completed CUDA timing event at time ``t`` ms."""
+
+    def __init__(self, t, done=True):
+        self.t, self.done = t, done
+
+    def query(self):
+        return self.done
+
+    def elapsed_time(self, other):
+        return other.t - self.t
+
+
+def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
+    from prometheus_client import CollectorRegistry
+
+    from sglang_mux.mux_metrics import MuxMetrics
+
+    reg = CollectorRegistry()
+    m = mux_state()
+    m.metrics = MuxMetrics(registry=reg)
+    seen = []
+    m.estimator = NS(observe_prefill=lambda psms, reqs, ms: seen.append((psms, ms)) or 1.25)
+    # three chunks of 8 layers on 84 SMs: 10 ms each, a 2 ms gap, then back-to-back; the
+    # third has not finished yet
+    run = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(4096)]),
+                         inflight=[(FakeEvent(0), FakeEvent(10), 8, 84), (FakeEvent(12), FakeEvent(22), 8, 84),
+                                   (FakeEvent(22), FakeEvent(32, done=False), 8, 84)])
+    m.active = run
+    fake = NS(_mux=m, model_config=NS(num_hidden_layers=32))
+    sl._poll_prefill(fake, now=0.0)
+    assert seen == [(84, 40.0), (84, 40.0)]           # 10 ms for 8 of 32 layers -> 40 ms model
+    assert len(run.inflight) == 1 and run.last_end.t == 22
+    v = lambda name: reg.get_sample_value(name)  # noqa: E731
+    assert v("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.020)
+    assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)
+    assert v("sglang_mux:prefill_latency_ratio_count") == 2
+    assert v("sglang_mux:prefill_latency_ratio_sum") == pytest.approx(2.5)
+    # a resumed batch's pause is not a bubble
+    run.last_end = None
+    run.inflight[0][1].done = True
+    sl._poll_prefill(fake, now=0.0)
+    assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)

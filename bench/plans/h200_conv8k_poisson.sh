@@ -1,16 +1,18 @@
 #!/bin/bash
 # Issue 5 goodput sweep on the GPU host: Mooncake conversation slice, inputs <= 8000 tokens,
 # Poisson arrivals (the trace's own timestamps are rounded to 3 s: bursts), Llama-3.1-8B shape.
-# Resumable: run it again (each call within one <= 10-minute device command) until it prints
-# "sweep complete"; finished points and recorded failed starts are skipped.
+# Resumable: run it again (each call within one <= 10-minute device command) until the report
+# has every system; finished points and recorded failed starts are skipped.
 #   bash bench/plans/h200_conv8k_poisson.sh [seconds available, default 560]
+# After a piece: python -m bench.timeline_profile "$OUT" --rate R shows where a mux point's time went.
 # Rates per system start where the system is expected to pass (sglang_mux.sim --arrival poisson
 # predicts the mux passes up to 4 req/s and fails at 6) and stop at its first failure.
 set -u
 BUDGET=${1:-560}
 T0=$(date +%s)
 OUT=${SWEEP_OUT:-bench/results/conv8k_poisson_h200}
-SA="--attention-backend triton --sampling-backend pytorch --grammar-backend none"
+# --enable-metrics for every system (same overhead): the mux points then keep their sglang_mux counters
+SA="--attention-backend triton --sampling-backend pytorch --grammar-backend none --enable-metrics"
 COMMON=(--workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 40
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
