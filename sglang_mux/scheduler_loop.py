@@ -51,6 +51,7 @@ class MuxState:
     active: _PrefillRun | None = None
     paused: _PrefillRun | None = None
     arrival: dict = field(default_factory=dict)
+    idle_unmeasurable: bool = False  # elapsed_time across prefill streams failed once: stop trying
 
 
 def _build_policy(args: MuxArgs, estimator):
@@ -280,7 +281,13 @@ def _poll_prefill(self, now: float) -> None:
         if m.metrics:
             # Prefill-stream idle time between two chunks of one batch: a bubble (or a hold
             # by the policy); a preempted batch's pause is not counted (last_end reset).
-            idle = max(0.0, run.last_end.elapsed_time(start)) if run.last_end is not None else None
+            idle = None
+            if run.last_end is not None and not m.idle_unmeasurable:
+                try:  # metrics must never stop serving (e.g. events of two streams not comparable)
+                    idle = max(0.0, run.last_end.elapsed_time(start))
+                except Exception as e:  # noqa: BLE001
+                    logger.warning("sglang_mux: prefill idle time not measurable (%s); not counted", e)
+                    m.idle_unmeasurable = True
             m.metrics.on_prefill_chunk(ms, idle, ratio)
         run.last_end = end
     if run.batch.split_prefill_finished and not run.inflight:

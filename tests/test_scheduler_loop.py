@@ -139,3 +139,28 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     run.inflight[0][1].done = True
     sl._poll_prefill(fake, now=0.0)
     assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)
+
+
+def test_unmeasurable_idle_time_never_stops_serving():
+    from prometheus_client import CollectorRegistry
+
+    from sglang_mux.mux_metrics import MuxMetrics
+
+    class Incomparable(FakeEvent):
+        def elapsed_time(self, other):
+            if isinstance(other, Incomparable) and other is not self and other.t - self.t != 10:
+                raise RuntimeError("events from different contexts")
+            return other.t - self.t
+
+    reg = CollectorRegistry()
+    m = mux_state()
+    m.metrics = MuxMetrics(registry=reg)
+    m.estimator = NS(observe_prefill=lambda *a: None)
+    run = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(64)]),
+                         inflight=[(Incomparable(0), Incomparable(10), 8, 84), (Incomparable(12), Incomparable(22), 8, 84),
+                                   (Incomparable(23), Incomparable(33), 8, 84)])
+    m.active = run
+    sl._poll_prefill(NS(_mux=m, model_config=NS(num_hidden_layers=32)), now=0.0)
+    assert not run.inflight and m.idle_unmeasurable          # all chunks retired, idle given up
+    assert reg.get_sample_value("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.030)
+    assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
