@@ -4,6 +4,11 @@
 # Resumable: run it again (each call within one <= 10-minute device command) until the report
 # has every system; finished points and recorded failed starts are skipped.
 #   bash bench/plans/h200_conv8k_poisson.sh [seconds available, default 560]
+# Through the device tool, each piece is one command on a copy of this working tree, so bring
+# the results back before the next piece (they are what makes it resume):
+#   run: bash .gpu/install.sh && source .gpu/env.sh && bash bench/plans/h200_conv8k_poisson.sh 540;
+#        tar czf $OUT/res.tgz bench/results/conv8k_poisson_h200
+#   here: tar xzf <files_at>/res.tgz    (then the next piece)
 # After a piece: python -m bench.timeline_profile "$OUT" --rate R shows where a mux point's time went.
 # Rates per system start where the system is expected to pass (sglang_mux.sim --arrival poisson
 # predicts the mux passes up to 4 req/s and fails at 6) and stop at its first failure.
