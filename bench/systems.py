@@ -38,8 +38,8 @@ bench the same configuration). Mux systems (``kind`` "mux": ``mux``, ``mux-fixed
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
 fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
 
-``all`` is the main comparison (``ALL``); the ablations ``mux-nopreempt`` and ``mux-off`` are
-run by name.
+``all`` is the main comparison (``ALL``: every chunked budget with and without mixing); the
+ablations ``mux-nopreempt`` and ``mux-off`` are run by name.
 """
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Sequence
 
 CHUNKED_BUDGETS = (256, 512, 1024, 2048)
-ALL = ("mux", "mux-fixed-64", "sglang", *(f"sglang-chunked-{b}" for b in CHUNKED_BUDGETS),
-       "sglang-pdmux")
+CHUNKED = tuple(f"sglang-chunked-{b}{v}" for b in CHUNKED_BUDGETS for v in ("", "-nomix"))
+ALL = ("mux", "mux-fixed-64", "sglang", *CHUNKED, "sglang-pdmux")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 
 
@@ -68,7 +68,7 @@ def expand(names: str | Sequence[str]) -> list[str]:
         if n == "all":
             out += ALL
         elif n == "sglang-chunked-*":
-            out += [f"sglang-chunked-{b}" for b in CHUNKED_BUDGETS]
+            out += list(CHUNKED)
         else:
             kind(n)
             out.append(n)

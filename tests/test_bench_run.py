@@ -108,6 +108,7 @@ def test_system_commands():
     assert "--enable-pdmux" in systems.server_command("sglang-pdmux", m, 1)
     assert "--chunked-prefill-size" not in " ".join(systems.server_command("sglang", m, 1))
     assert systems.expand("all")[0] == "mux" and "sglang-chunked-2048" in systems.expand("all")
+    assert "sglang-chunked-512-nomix" in systems.expand("all") and len(systems.expand("sglang-chunked-*")) == 8
     with pytest.raises(ValueError):
         systems.expand("vllm")
 
