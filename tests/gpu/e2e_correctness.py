@@ -9,9 +9,10 @@ the top-2 logprob gap at the first differing position is reported: a gap at bf16
 means the two kernels' numerics (e.g. a partition-dependent split of attention) broke a near-tie.
 
 ``--burst`` adds a preemption scenario: long prompts sent together, then short ones while their
-prefill runs; with a length-aware TTFT SLO for the mux server (``--mux-args "--mux-ttft-slo-ms 100
---mux-ttft-ms-per-token 0.05"``) the dispatcher preempts the long batch, which must resume with
-its KV and give the same tokens. The mux server's timeline counts the preemptions, and its
+prefill runs; with a tight length-aware TTFT SLO for the mux server (measured on H200 with
+``--mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs
+16"``: one preemption) the dispatcher preempts the long batch, which must resume with its KV and
+give the same tokens. The mux server's timeline counts the preemptions, and its
 ``/metrics`` page (``--enable-metrics`` is added) is kept in the result.
 """
 
