@@ -26,8 +26,12 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   155 ms on 68..116 SMs alike (2 waves) and 80 ms on 132 SMs (1 wave); n=128 over 32K costs
   ~3.6x what Σn·r predicts (one partial wave). W·Σn·r replaces Σn·r by the token count of
   the waves actually run: W = ⌈Σ⌈n_i/B⌉·B / (τ·S)⌉·τ·S / Σn (B = 128-token query blocks,
-  τ = query tokens per SM per wave: 4 = 128 rows / 32 heads for Llama-3.1-8B), and one wave
-  lasts at least the longest request's sweep, so W·Σn·r is floored at τ·S·r_max. τ is
+  τ = query tokens per SM per wave: 4 = 128 rows / 32 heads for Llama-3.1-8B). That is
+  the uniform batches the table holds; a mixed batch is packed longest prefix first into
+  waves of τ·S query tokens, each wave as long as its longest block (``_waves``), which
+  equals W·Σn·r on a uniform batch. Averaging r over a mixed batch instead let a short
+  request with no prefix, added to a short query over a 53K prefix, lower the estimate by
+  a third; packed waves never lower it when a request is added. τ is
   chosen by the fit from {off, 1, 2, 4, 8, 16} (off = plain Σn·r, as for a backend without
   this quantization).
 - Prefill, L2 spill (θ5 = κ·θ2, knee r0). The cost per (query, key) pair rises with r:
@@ -615,40 +619,55 @@ class SoloLatencyModel:
         t = self._prefill(prefill_sms)
         blk, knee = self._blk, self._knee_or_inf
         b1 = blk - 1
-        sq = nr = n = nh = blocks = rmax = 0
+        sq = nr = n = nh = bt = 0
+        r_lo = r_hi = reqs[0].r if reqs else 0
+        blocks = []  # (r, block-rounded tokens) per request
         for q in reqs:
             qn = q.n
             qr = q.r
             n += qn
             sq += qn * qn
             nr += qn * qr
-            blocks += (qn + b1) // blk
-            if qr > rmax:
-                rmax = qr
             if qr > knee:
                 nh += qn * (qr - knee)
+            tok = (qn + b1) // blk * blk
+            bt += tok
+            blocks.append((qr, tok))
+            if qr > r_hi:
+                r_hi = qr
+            elif qr < r_lo:
+                r_lo = qr
         if n <= 0:
             return 0.0
-        return self._prefill_t(t, prefill_sms, sq, nr, n, nh, blocks * blk, rmax)
-
-    def _prefill_t(self, t, sms, sq, nr, n, nh, block_tok, rmax) -> float:
-        tau = self._tau
-        if tau:
-            cap = tau * sms
-            w = -(-block_tok // cap) * cap / n  # waves x tokens per wave / tokens
-            a1 = w * nr
-            f = cap * rmax
-            if f > a1:
-                a1 = f
-            a2 = w * nh
-            hm = rmax - self._knee if self._knee and rmax > self._knee else 0
-            f = cap * hm
-            if f > a2:
-                a2 = f
-        else:
+        cap = self._tau * prefill_sms  # query tokens per wave (0: no wave quantization)
+        if not cap:
             a1, a2 = nr, nh
+        elif r_lo == r_hi:  # one prefix length (e.g. no cache hits): every wave is alike
+            span = -(-bt // cap) * cap
+            a1 = span * r_hi
+            a2 = span * (r_hi - knee) if r_hi > knee else 0.0
+        else:
+            a1, a2 = self._waves(blocks, cap, knee)
         lin = t[2] * n + t[3]
         return t[0] * sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
+
+    @staticmethod
+    def _waves(blocks, cap: int, knee: float) -> tuple[float, float]:
+        """Wave-quantized attention work: blocks packed longest prefix first into waves of
+        ``cap`` query tokens, each wave as long as its longest block (r of its first block).
+        Equals W·Σn·r (and W·Σn·(r−r0)⁺) on a uniform batch; on a mixed one a wave is never
+        averaged down by short blocks, and adding a request never lowers the estimate."""
+        a1 = a2 = 0.0
+        pos = nxt = 0  # tokens packed so far; where the next wave begins
+        for r, tok in sorted(blocks, reverse=True):
+            pos += tok
+            if pos > nxt:  # waves begin at nxt, nxt + cap, ... below pos
+                starts = (pos - nxt - 1) // cap + 1
+                nxt += starts * cap
+                a1 += starts * cap * r
+                if r > knee:
+                    a2 += starts * cap * (r - knee)
+        return a1, a2
 
     def prefill_ms_sums(self, prefill_sms: int, sum_new_sq: float, sum_new_reused: float, sum_new: float,
                         bs: int = 1) -> float:
@@ -660,8 +679,15 @@ class SoloLatencyModel:
         r = sum_new_reused / sum_new
         knee = self._knee
         nh = sum_new * (r - knee) if knee and r > knee else 0.0
-        block_tok = bs * -(-(sum_new / bs) // self._blk) * self._blk
-        return self._prefill_t(t, prefill_sms, sum_new_sq, sum_new_reused, sum_new, nh, block_tok, r)
+        cap = self._tau * prefill_sms
+        if cap:  # uniform: ⌈bs·k·B / cap⌉ waves, each as long as one block (k·B tokens per request)
+            waves = -(-(bs * -(-(sum_new / bs) // self._blk) * self._blk) // cap)
+            a1 = waves * cap * r
+            a2 = waves * cap * (r - knee) if knee and r > knee else 0.0
+        else:
+            a1, a2 = sum_new_reused, nh
+        lin = t[2] * sum_new + t[3]
+        return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
 
     def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
         """Solo latency of one decode iteration; 0 for an empty batch.

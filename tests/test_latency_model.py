@@ -242,3 +242,22 @@ def test_prediction_does_not_import_sklearn():
             "m.prefill_ms(20, [PrefillReq(5, 20000)]); m.decode_ms(16, 2, 9, 8);"
             "assert 'sklearn' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_adding_a_request_never_lowers_the_prefill_estimate():
+    """The wave factor averages over the batch; the per-request floor keeps a batch at least
+    as slow as its slowest request (found by this test: a no-prefix request added to a short
+    query over a 53K prefix lowered the estimate by a third)."""
+    import random
+    from pathlib import Path
+
+    from sglang_mux.estimator import Estimator
+
+    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200")
+    assert est.prefill_ms(52, [PrefillReq(189, 53548), PrefillReq(491, 0)]) >= est.prefill_ms(52, [PrefillReq(189, 53548)])
+    rng = random.Random(1)
+    for _ in range(3000):
+        sms = rng.choice([20, 52, 84, 116, 132])
+        q = [PrefillReq(rng.randint(1, 8192), rng.choice([0, rng.randint(0, 65536)])) for _ in range(rng.randint(1, 8))]
+        extra = PrefillReq(rng.randint(1, 4096), rng.choice([0, rng.randint(0, 65536)]))
+        assert est.prefill_ms(sms, q + [extra]) >= est.prefill_ms(sms, q) * (1 - 1e-12), (sms, q, extra)
