@@ -48,14 +48,17 @@ def test_errors_and_timeouts_are_failed_not_dropped():
     s = metrics.summarize(recs)
     assert s["n"] == 9 and s["n_failed"] == 3 and s["failures"] == {"http_500": 3}
     with stub(ttft_s=0.0, tbt_s=0.005, hang_every=2, hang_s=30) as url:
-        # global deadline: hung requests (and nothing else) fail as 'timeout'
+        # global deadline: hung requests (and nothing else) fail as 'timeout'. The stub hangs
+        # every 2nd request it *receives*; sends 7 ms apart can reach it in either order on a
+        # loaded machine, so which records hang is not fixed, how many is.
         recs, info = client.run_workload(url, small(4, 40.0, out=4), deadline_s=1.0, progress=False)
-        assert [r["error"] for r in recs] == [None, "timeout", None, "timeout"]
+        assert sorted(r["error"] or "" for r in recs) == ["", "", "timeout", "timeout"]
+        assert all(r["ok"] == (r["error"] is None) for r in recs)
         assert info["cancelled_at_deadline"] == 2
         # per-request client timeout
         recs, _ = client.run_workload(url, small(2, 40.0, out=4), deadline_s=5.0, progress=False,
                                       request_timeout_s=0.5)
-        assert [r["error"] for r in recs] == [None, "request_timeout"]
+        assert sorted(r["error"] or "" for r in recs) == ["", "request_timeout"]
     s = metrics.summarize(recs)
     assert s["n_failed"] == 1 and not metrics.check_point(s)[0]
     # nothing listening: connection errors, still recorded
