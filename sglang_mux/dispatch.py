@@ -189,7 +189,7 @@ def apply_plan(plan: Plan, active: PrefillBatchState | None, paused: PrefillBatc
 @dataclass
 class _Batch:
     """The prefill batch a decision is about (active, resumed or about to be formed)."""
-    reqs: list
+    reqs: list  # PrefillReq, or WaitingReq (both have .n and .r: all the estimator reads)
     layers_done: int
     arrival_s: float
     new_rids: tuple = ()
@@ -236,12 +236,20 @@ class _BasePolicy:
         return self.ttft_slo_ms + self.ttft_ms_per_token * prompt_tokens
 
     def _new_batch(self, ws: list[WaitingReq]) -> _Batch:
+        # One pass, and the WaitingReqs themselves as the estimator's requests (they have .n
+        # and .r): at a 64-request batch this is a third of a decision's CPU time.
         k = self.ttft_ms_per_token * 1e-3
-        return _Batch(reqs=[PrefillReq(w.n, w.r) for w in ws], layers_done=0,
-                      arrival_s=ws[0].arrival_s, new_rids=tuple(w.rid for w in ws),
-                      preemptable=self.preemption, new_tokens=sum(w.n for w in ws),
-                      reused_tokens=sum(w.r for w in ws),
-                      deadline_s=self.ttft_slo_ms * 1e-3 + min(w.arrival_s + k * (w.n + w.r) for w in ws))
+        new = reused = 0
+        first = math.inf
+        for w in ws:
+            new += w.n
+            reused += w.r
+            d = w.arrival_s + k * (w.n + w.r)
+            if d < first:
+                first = d
+        return _Batch(reqs=ws, layers_done=0, arrival_s=ws[0].arrival_s,
+                      new_rids=tuple(w.rid for w in ws), preemptable=self.preemption,
+                      new_tokens=new, reused_tokens=reused, deadline_s=self.ttft_slo_ms * 1e-3 + first)
 
     def _state_batch(self, s: PrefillBatchState) -> _Batch:
         shortest = min((q.n + q.r for q in s.reqs), default=0)
