@@ -20,7 +20,8 @@ Online refinement:
   per-partition solo correction, measured / (solo x guard), that rises fast and decays
   slowly (it must stay a worst case); a partition not yet observed takes the largest
   correction seen on any partition (fixed costs weigh most where the roofline time is
-  smallest: the biggest partitions). Tables do not need it: their fit is measured.
+  smallest: the biggest partitions). The constant guard then stays as it is (the correction
+  takes what it misses). Tables do not need it: their fit is measured.
 
 ``decode_sms == total_sms`` or ``prefill_new == 0`` means no co-runner: guard = 1.0.
 
@@ -204,7 +205,11 @@ class Estimator:
         if bs <= 0 or not measured_ms > 0:
             return False
         if self.learn_decode:
+            # Cold start: the constant guard is the contention allowance (MuxWise's worst, 1.3x)
+            # and the correction takes all the rest; raising the guard as well while the
+            # correction converges would leave it high for every partition for good.
             self._learn_decode(decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms, max_reused)
+            return False
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return False  # no co-runner: nothing to learn about contention
         solo = self.decode_solo_ms(decode_sms, bs, sum_reused, max_reused)
