@@ -37,7 +37,9 @@ def test_multi_token_chunks_give_zero_gaps():
         gaps = np.diff(r["tok_ms"])
         assert r["output_tokens"] == 7
         assert list(gaps[[0, 1, 3, 4]]) == [0, 0, 0, 0]          # chunks of 3, 3, 1
-        assert gaps[2] == pytest.approx(30, abs=8) and gaps[5] == pytest.approx(30, abs=8)
+        # chunk boundaries: one chunk every 3 x 10 ms on the stub's absolute schedule; a single
+        # gap can be late on a loaded 2-core machine (46 ms seen in CI), never early
+        assert 22 <= gaps[2] <= 130 and 22 <= gaps[5] <= 130
 
 
 def test_errors_and_timeouts_are_failed_not_dropped():
