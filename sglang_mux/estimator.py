@@ -50,7 +50,7 @@ from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
 from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, l2_knee_tokens
-from .latency_model import heldout_errors as solo_heldout_errors
+from .latency_model import heldout_errors
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
@@ -176,9 +176,7 @@ class Estimator:
     def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: int | None = None) -> float:
         """Solo decode latency; ``max_reused`` = longest context (None: Σr/bs, a uniform batch)."""
         t = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
-        if self.learn_decode:
-            t *= self._decode_corr.get(decode_sms, self._decode_corr_max)
-        return t
+        return t * self.decode_correction(decode_sms) if self.learn_decode else t
 
     def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                        prefill_reused: int) -> float:
@@ -188,9 +186,7 @@ class Estimator:
 
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                         prefill_reused: int, max_reused: int | None = None) -> float:
-        t = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
-        if self.learn_decode:
-            t *= self._decode_corr.get(decode_sms, self._decode_corr_max)
+        t = self.decode_solo_ms(decode_sms, bs, sum_reused, max_reused)
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return t
         return t * self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
@@ -233,7 +229,7 @@ class Estimator:
         ratio = measured_ms / pred
         if not DECODE_CORR_BOUNDS[0] <= ratio <= DECODE_CORR_BOUNDS[1]:
             return
-        c = self._decode_corr.get(decode_sms, self._decode_corr_max)
+        c = self.decode_correction(decode_sms)
         c += (DECODE_CORR_UP if ratio > c else DECODE_CORR_DOWN) * (ratio - c)
         self._decode_corr[decode_sms] = c
         self._decode_corr_max = max(self._decode_corr.values())
@@ -320,25 +316,6 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     return fit, guard
 
 
-def heldout_errors(df, fit_fn, pred_fn, folds: int = CV_FOLDS, seed: int = 0):
-    """Relative errors of every row predicted by a fit that did not see it (k-fold), for a
-    per-frame ``fit_fn``/``pred_fn`` pair. The check uses latency_model.heldout_errors, which
-    also keeps the held-out rows out of the hyper-parameters pooled over partitions."""
-    import numpy as np
-
-    n = len(df)
-    k = min(folds, n)
-    order = np.random.default_rng(seed).permutation(n)
-    err = np.empty(n)
-    y = df["latency_ms"].to_numpy(dtype=float)
-    for f in range(k):
-        test = order[f::k]
-        train = np.setdiff1d(order, test)
-        theta = fit_fn(df.iloc[train])
-        err[test] = np.abs(pred_fn(theta, df.iloc[test]) / y[test] - 1.0)
-    return err
-
-
 # Fewest rows per partition for a held-out check: twice its own θs (4 prefill, 3 decode; the
 # extensions add pooled hyper-parameters and θ5 = κ·θ2, no free per-partition coefficient).
 MIN_ROWS = {"prefill": 8, "decode": 6}
@@ -365,7 +342,7 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
               f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max "
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
-        errs = solo_heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee)
+        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee)
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False

@@ -677,15 +677,14 @@ class SoloLatencyModel:
             return 0.0
         t = self._prefill(prefill_sms)
         r = sum_new_reused / sum_new
-        knee = self._knee
-        nh = sum_new * (r - knee) if knee and r > knee else 0.0
+        spill = r - self._knee if self._knee and r > self._knee else 0.0
         cap = self._tau * prefill_sms
         if cap:  # uniform: ⌈bs·k·B / cap⌉ waves, each as long as one block (k·B tokens per request)
-            waves = -(-(bs * -(-(sum_new / bs) // self._blk) * self._blk) // cap)
-            a1 = waves * cap * r
-            a2 = waves * cap * (r - knee) if knee and r > knee else 0.0
+            k_tok = -(-(sum_new / bs) // self._blk) * self._blk
+            span = -(-(bs * k_tok) // cap) * cap
+            a1, a2 = span * r, span * spill
         else:
-            a1, a2 = sum_new_reused, nh
+            a1, a2 = sum_new_reused, sum_new * spill
         lin = t[2] * sum_new + t[3]
         return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
 
