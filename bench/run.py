@@ -220,16 +220,6 @@ def file_size(path: Path) -> int:
         return 0
 
 
-def count_preemptions(path: Path, span: list[int] | None) -> int | None:
-    """``"preempt":true`` decisions in bytes [start, end) of a dispatcher timeline."""
-    if not span or not path.exists():
-        return None
-    start, end = span
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(max(0, end - start)).count(b'"preempt":true')
-
-
 def timeline_records(path: Path, span: list[int] | None) -> list[dict] | None:
     """The decisions in bytes [start, end) of a dispatcher timeline (one point's); None when
     there is no timeline. A torn line at either end is skipped."""
@@ -246,6 +236,12 @@ def timeline_records(path: Path, span: list[int] | None) -> list[dict] | None:
         except json.JSONDecodeError:
             continue
     return out
+
+
+def count_preemptions(path: Path, span: list[int] | None) -> int | None:
+    """``"preempt":true`` decisions in bytes [start, end) of a dispatcher timeline."""
+    recs = timeline_records(path, span)
+    return None if recs is None else sum(1 for r in recs if r.get("preempt") is True)
 
 
 def point_passes(path: Path, a: argparse.Namespace) -> bool:

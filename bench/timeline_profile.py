@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import record
 from . import run as runmod
 
 
@@ -75,14 +76,8 @@ PREFILL_KEYS = ("sglang_mux:prefill_busy_seconds_total", "sglang_mux:prefill_idl
 
 
 def _counters(path: Path) -> dict[str, float] | None:
-    if not path.exists():
-        return None
-    out = {}
-    for ln in path.read_text().splitlines():
-        name, _, val = ln.rpartition(" ")
-        if name in PREFILL_KEYS:
-            out[name] = float(val)
-    return out
+    samples = record.metrics_samples(path)
+    return None if samples is None else {k: v for k, v in samples.items() if k in PREFILL_KEYS}
 
 
 def prefill_stream(run_dir: Path, system: str, rate: float) -> dict | None:

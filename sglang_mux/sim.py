@@ -88,19 +88,6 @@ def trace_path(name_or_path: str) -> Path:
     raise FileNotFoundError(f"no trace file {name_or_path!r} (bundled: {', '.join(BUNDLED)})")
 
 
-def poisson_arrivals(n: int, rate: float, seed: int) -> list[float]:
-    """n Poisson arrival times at ``rate``/s, the first at 0: the same draws as
-    ``bench.workloads.poisson_arrivals`` (same seed, same times), so a simulated point and a
-    GPU point of ``bench.run --arrival poisson`` see the same arrivals."""
-    import numpy as np
-
-    if n <= 0:
-        return []
-    gaps = np.random.default_rng([seed, 0x5057]).exponential(1.0 / rate, size=n)
-    gaps[0] = 0.0
-    return np.cumsum(gaps).tolist()
-
-
 def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | None = None,
                rate: float | None = None, time_scale: float | None = None,
                cache_tokens: int | None = None, arrival: str = "trace",
@@ -135,7 +122,11 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
         scale = (len(rows) - 1) / rate / span if span > 0 else 0.0
     elif time_scale is not None:
         scale = time_scale
-    poisson = poisson_arrivals(len(rows), rate, seed) if arrival == "poisson" else None
+    poisson = None
+    if arrival == "poisson":  # the benchmark's own draws: a simulated point sees a GPU point's arrivals
+        from bench.workloads import poisson_arrivals
+
+        poisson = poisson_arrivals(len(rows), rate, seed)
     cap_blocks = None if not cache_tokens else max(1, cache_tokens // BLOCK)
     cache: OrderedDict = OrderedDict()
     out = []
@@ -158,7 +149,7 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
         if rate is not None and span <= 0:
             t_arr = i / rate
         if poisson is not None:
-            t_arr = poisson[i]
+            t_arr = float(poisson[i])
         out.append(TraceReq(f"r{i}", t_arr, n, max(1, int(x["output_length"])),
                             min(hit * BLOCK, max(0, n - 1))))
     return out

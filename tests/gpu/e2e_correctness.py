@@ -147,23 +147,23 @@ def bad_input_checks(url, vocab, ctx_len):
 
 
 def scrape_mux_metrics(url: str) -> list[str]:
-    """The sglang_mux sample lines of /metrics (empty when the endpoint lacks them)."""
-    import urllib.request
+    """The sglang_mux sample lines of /metrics (bench.client's scrape, HELP/TYPE lines left out)."""
+    from bench.client import scrape_metrics
 
-    try:
-        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-            text = r.read().decode()
-    except Exception as e:
-        return [f"error: {e}"]
-    return [ln for ln in text.splitlines() if ln.startswith("sglang_mux")]
+    page = scrape_metrics(url)
+    if page is None:
+        return ["error: no /metrics page (the mux server is started with --enable-metrics)"]
+    return [ln for ln in page.splitlines() if not ln.startswith("#")]
 
 
 def count_preemptions(timeline: str) -> int | None:
-    try:
-        with open(timeline) as f:
-            return sum(1 for ln in f if '"preempt": true' in ln or '"preempt":true' in ln)
-    except OSError:
-        return None
+    """Preempting decisions in the whole timeline file (bench.run's count over all its bytes)."""
+    from pathlib import Path
+
+    from bench.run import count_preemptions as count
+
+    p = Path(timeline)
+    return count(p, [0, p.stat().st_size]) if p.exists() else None
 
 
 def main():
