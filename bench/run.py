@@ -282,10 +282,14 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
                              "points": points}
     mixed = any(p["workload"] and {k: v for k, v in p["workload"].items() if k not in _RATE_KEYS}
                 != common for s in systems_out.values() for p in s["points"])
+    # A summary rebuilt where there is no GPU (merging pieces on the host) keeps the device
+    # and host the points were measured on.
+    dev = device_name()
+    prev = (read_json(out / "summary.json") or {}) if dev is None else {}
     return {
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
-        "device": device_name(), "host": socket.gethostname(),
+        "device": dev or prev.get("device"), "host": socket.gethostname() if dev else prev.get("host", socket.gethostname()),
         "slo": {"tbt_ms": a.tbt_slo_ms, "ttft_ms": a.ttft_slo_ms, "percentile": 99,
                 "goodput_rule": "highest tested rate with no failures, P99 TBT <= TBT SLO, "
                                 "P99 TTFT <= TTFT SLO and no TTFT drift (bench/metrics.py)"},

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, l2_knee_tokens
+from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
 from .latency_model import heldout_errors
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
@@ -292,6 +292,12 @@ def table_l2_knee(t) -> int:
     return l2_knee_tokens(t.meta["gpu_name"], m.num_kv_heads, m.head_dim)
 
 
+def table_decode_kernel(t):
+    """SGLang's triton decode grid for a table's model on its GPU (latency_model.DecodeHyper)."""
+    m = t.model_shape
+    return decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count)
+
+
 def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[dict, dict]:
     """(Re)write fit.json and guard.json from a table's raw CSVs; returns both dicts.
 
@@ -300,7 +306,8 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     from .contention_guard import OUTSIDE_MARGIN
 
     t = read_table(path, require_fit=False)
-    solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t))
+    solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
+                                decode_kernel=table_decode_kernel(t))
     fit = solo.to_dict()
     for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
                                 ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
@@ -339,10 +346,12 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
         pt = est.solo.pooled_terms()
         print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
               f"(spill x{1 + pt['l2_spill_ratio']:.3g}), launch floor {pt['launch_floor_ms']:.2f} ms, decode "
-              f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max "
+              + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
+                 f"({pt['decode_blocks_per_sm']} blocks/SM per wave) " if pt['decode_blocks_per_sm'] else
+                 f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
-        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee)
+        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=table_decode_kernel(t))
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False

@@ -8,7 +8,7 @@ The paper's equations are the base,
 extended by terms for what the measured table shows and the equations cannot express:
 
     prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·(r−r0)⁺ + max(L, θ3·Σn + θ4)
-    decode:   T = max(θ1·Σr, β·r_max) + θ2·bs + θ3
+    decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
 
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
 θ5 = 0, L = 0 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
@@ -54,15 +54,23 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   cost does not depend on the SM count, so one L serves every partition; it is chosen by
   the fit (0 = no floor). Per partition it would be unidentifiable: only one or two rows
   per partition sit on it.
-- Decode, occupancy floor β·r_max (β pooled over partitions). The triton decode kernel
-  splits each request's KV into ≤ 8 chunks (grid = bs × 8 head groups × splits), so a small
-  batch leaves SMs idle and the iteration lasts one block's sweep of r_max/8 keys: bs=1,
-  r=130K takes 54 ms on 132 SMs and 60 ms on 16; bs=8, r=32K (17.8 ms) costs what bs=1,
-  r=32K does (17.2 ms). That per-block latency (0.38 µs per context token on every
-  partition) does not depend on the partition, so β is one pooled value; θ1·Σr (bandwidth)
-  takes over once the batch fills the SMs. It needs r_max, the longest context in the
-  batch; callers that only know Σr get the uniform-batch value Σr/bs, which can only
-  underestimate the floor (pass r_max where it is known).
+- Decode, occupancy floor β·K (β and k pooled over partitions). SGLang's triton decode
+  kernel runs one thread block per (request, head group, KV split): G = 8 head groups for
+  Llama-3.1-8B (32 query heads in blocks of 4, the GQA group), and a split count it sizes
+  from the WHOLE GPU's SM count (132 here, whatever partition the kernel runs on):
+  ⌈132·max(log2(r/64), 1) / (bs·G)⌉ capped at 8 (``get_num_kv_splits_triton``). Each block
+  sweeps c = ⌈r / splits⌉ keys, and blocks run in waves of k per SM, so an iteration that
+  does not saturate bandwidth lasts K = c·⌈G·blocks/(k·S)⌉ "key-waves" (``key_waves``):
+  bs=1, r=130K is 64 blocks of 16,256 keys, one wave on 16 SMs and on 132 (60 and 54 ms),
+  bs=2 is two waves on 16 SMs (106 ms) and still one on 112 (51 ms). The per-block rate
+  does not depend on the partition, so β is one pooled value, and k (blocks per SM per
+  wave) is chosen by the fit from {off, 1 .. 16}: k = 6 on the H200 table. θ1·Σr (bandwidth)
+  takes over once the waves fill the memory system. With k = off the floor is β·r_max (one
+  wave of the longest request: the form before the wave count, kept for other backends and
+  for fit.json files without ``decode_hyper``). A mixed batch at run time is split by
+  SGLang's other rule, min/max context, which CUDA-graph padding (requests of context 1)
+  drives to its cap of 8 splits (``key_waves``). It needs r_max, the longest context in the
+  batch; callers that only know Σr get the uniform-batch value Σr/bs.
 
 Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
@@ -70,12 +78,12 @@ relative and latencies span three decades; columns are rescaled to max 1 (condit
 Per partition the θs are fitted on that partition's rows only. The few hyper-parameters (τ,
 κ and L for prefill, β for decode) are shared by all partitions and chosen on the training
 rows of all partitions by the acceptance criterion itself, J = max/10% + mean/3% of the
-relative errors (grids; coordinate search over (τ, κ) and L); max(·) terms are fitted by
+relative errors (grids; coordinate search over (τ, κ) and L; β for each k); max(·) terms are fitted by
 enumerating which rows sit on the floor (on the side of the smallest Σn, resp. the
 smallest Σr/r_max), and L and β are then refined by one joint NNLS over all partitions
 (kept if J improves). Profiled batches are uniform, so a CSV row's per-request n, r and
 r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
-rows / 32 heads), κ = 0.5, L = 12.0 ms and β = 0.38 µs per context token.
+rows / 32 heads), κ ≈ 0.4, L ≈ 12 ms, k = 6 blocks per SM and β ≈ 3 µs per key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
 never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
 
@@ -105,7 +113,8 @@ from __future__ import annotations
 
 import bisect
 import logging
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
@@ -113,7 +122,7 @@ logger = logging.getLogger(__name__)
 FORMAT = 2
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor")
-DECODE_FEATURES = ("sum_reused", "bs", "one", "max_reused")
+DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
 
@@ -122,6 +131,7 @@ WAVE_TOKENS_GRID = (0, 1, 2, 4, 8, 16)  # τ; 0 = no wave quantization
 SPILL_GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)  # κ; 0 = no spill term
 FLOOR_GRID = tuple(0.5 + 0.05 * i for i in range(16))  # L / (fastest training row); and 0
 BETA_COARSE, BETA_FINE = 22, 15  # geometric grid points of β (coarse over 3 decades, then ±39%)
+DECODE_BLOCKS_GRID = (0, 1, 2, 3, 4, 5, 6, 8, 12, 16)  # k: blocks per SM per decode wave; 0 = off
 BLOCK_TOKENS = 128  # query rows per extend-attention block (SGLang triton, sm90)
 # Selection criterion J = max/MAX_REL + mean/MEAN_REL: the estimator's accuracy bounds.
 MAX_REL, MEAN_REL = 0.10, 0.03
@@ -153,6 +163,68 @@ class PrefillHyper:
                 raise ValueError(f"prefill hyper-parameter {k} must be a non-negative int, got {v!r}")
         if self.block_tokens < 1:
             raise ValueError("prefill hyper-parameter block_tokens must be >= 1")
+
+
+@dataclass(frozen=True)
+class DecodeHyper:
+    """Decode hyper-parameters (fit.json ``decode_hyper``): SGLang's triton decode grid.
+
+    ``blocks_per_sm`` (k) is fitted; the other three describe the kernel and come from the
+    model and the GPU (``decode_kernel``). k = 0: no wave count, the floor is β·r_max."""
+
+    blocks_per_sm: int = 0  # k: blocks per SM per wave; 0 = off
+    head_groups: int = 0  # G: blocks per request and KV split
+    max_kv_splits: int = 8  # SGLang's --triton-attention-num-kv-splits (default 8)
+    device_sms: int = 0  # the whole GPU's SM count, which SGLang sizes the KV splits by
+
+    def __post_init__(self):
+        for k, v in asdict(self).items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"decode hyper-parameter {k} must be a non-negative int, got {v!r}")
+        if self.blocks_per_sm and not self.usable:
+            raise ValueError("decode blocks_per_sm > 0 needs head_groups, device_sms and max_kv_splits > 0")
+
+    @property
+    def usable(self) -> bool:
+        """Whether the kernel is described well enough to count waves."""
+        return bool(self.head_groups and self.device_sms and self.max_kv_splits)
+
+
+def decode_kernel(num_heads: int, num_kv_heads: int, device_sms: int, max_kv_splits: int = 8) -> DecodeHyper:
+    """The kernel description (k = 0, for the fit to choose) of a model on a GPU.
+
+    G as in SGLang's ``get_num_kv_splits_triton``/``_decode_grouped_att_m_fwd``: one block per
+    head without GQA, else one per ⌈heads / min(16, group)⌉ head block."""
+    group = max(1, int(num_heads) // max(1, int(num_kv_heads)))
+    g = int(num_heads) if group == 1 else -(-int(num_heads) // min(16, group))
+    return DecodeHyper(0, g, int(max_kv_splits), int(device_sms))
+
+
+def _kv_chunk(h: DecodeHyper, bs: int, r: int) -> int:
+    """Keys per block for ``bs`` requests of context ``r`` (SGLang's uniform-batch rule)."""
+    ext = int(h.device_sms * max(math.log2(r / 64.0), 1.0))
+    splits = min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
+    return -(-r // splits)
+
+
+def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: float | None = None) -> float:
+    """K = c·⌈G·blocks / (k·S)⌉: keys one block sweeps times the waves of blocks (module
+    docstring); blocks = min(bs·⌈r_max/c⌉, ⌊Σr/c⌋ + bs) ≥ the real count, exact on a
+    uniform batch.
+
+    Uniform batch (``max_reused`` None or Σr/bs): SGLang's bs rule, c = ⌈r / splits(bs, r)⌉,
+    exactly what the profiled (unpadded) rows ran. Mixed batch: c = ⌈r_max / 8⌉, SGLang's
+    min/max rule at its cap. That is exact for a batch replayed in a CUDA graph of a larger
+    captured size, the usual case at run time: the padding requests have context 1, so
+    min/max ≥ 8. A mixed batch whose size was captured exactly splits less when its contexts
+    are within 8x of each other; what that costs above this estimate is left to the online
+    guard refinement (the estimator does not know the captured sizes)."""
+    r = max(1, math.ceil(sum_reused / bs if max_reused is None else max_reused))
+    c = _kv_chunk(h, bs, r)
+    if max_reused is not None and bs * max_reused > sum_reused * (1 + 1e-9):
+        c = min(c, -(-r // h.max_kv_splits))
+    blocks = min(bs * -(-r // c), int(sum_reused) // c + bs)
+    return float(c * -(-(h.head_groups * blocks) // (h.blocks_per_sm * sms)))
 
 
 class UnprofiledPartition(ValueError):
@@ -303,49 +375,73 @@ def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float):
 
 
 class _DecodeRows:
-    def __init__(self, df, sms: int):
-        import numpy as np
-
+    def __init__(self, df, sms: int, kernel: DecodeHyper | None = None):
         self.sms = int(sms)
+        self.kernel = kernel or DecodeHyper()
         self.y = df["latency_ms"].to_numpy(dtype=float)
         self.bs = df["bs"].to_numpy(dtype=float)
         self.sr = df["sum_reused"].to_numpy(dtype=float)
-        self.rmax = self.sr / self.bs
-        self.rho = self.bs.copy()  # Σr / r_max: the batch size for uniform rows
         self._base = None
+        self._feat: dict[int, object] = {}
+
+    def feat(self, k: int):
+        """The floor's feature per row: r_max (k = 0) or the key-waves K for k blocks/SM."""
+        import numpy as np
+
+        f = self._feat.get(k)
+        if f is None:
+            if k == 0:
+                f = self.sr / self.bs
+            else:
+                h = replace(self.kernel, blocks_per_sm=k)
+                f = np.array([key_waves(h, self.sms, int(b), s) for b, s in zip(self.bs, self.sr)])
+            self._feat[k] = f
+        return f
 
     def take(self, idx) -> "_DecodeRows":
         out = object.__new__(_DecodeRows)
-        out.sms = self.sms
-        for k in ("y", "bs", "sr", "rmax", "rho"):
+        out.sms, out.kernel = self.sms, self.kernel
+        for k in ("y", "bs", "sr"):
             setattr(out, k, getattr(self, k)[idx])
         out._base = None
+        out._feat = {k: f[idx] for k, f in self._feat.items()}
         return out
 
 
-def _fit_decode_rows(rows: _DecodeRows, beta: float):
-    """θ (4 floats) of one partition for a fixed β, and its training relative errors."""
+MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (every one up to this many)
+
+
+def _thresholds(vals) -> list:
+    """Candidate floor thresholds: the MAX_FLOOR_CANDIDATES smallest distinct values (rows
+    sit on the floor from the smallest Σr/K up; a profiled table has ~10 candidates per
+    partition, random-context tables one per row, and the (k, β) grid multiplies them)."""
+    return sorted(set(vals.tolist()))[:MAX_FLOOR_CANDIDATES]
+
+
+def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
+    """θ (4 floats) of one partition for fixed (k, β), and its training relative errors."""
     import numpy as np
 
-    y, sr, bs, rm = rows.y, rows.sr, rows.bs, rows.rmax
+    y, sr, bs, fk = rows.y, rows.sr, rows.bs, rows.feat(k)
+    rho = sr / fk  # which rows sit on the floor: the smallest Σr per unit of floor feature
     w = 1.0 / y
     one = np.ones(len(y))
     if rows._base is None:
         rows._base = _nnls(np.column_stack([sr, bs, one]), y, w)
     base = rows._base
     cands = [None]
-    if beta > 0:  # floored rows: the smallest Σr/r_max, as far as the floor can reach
+    if beta > 0:  # floored rows: the smallest Σr/K, as far as the floor can reach
         lim = 2.0 * beta / base[0] if base[0] > 0 else np.inf
-        cands += sorted(set(rows.rho[rows.rho <= lim].tolist()))
+        cands += _thresholds(rho[rho <= lim])
     best = None
     none = np.zeros(len(y), dtype=bool)
     for t in cands:
         if t is None:
             th, fl = base, none
         else:
-            fl = rows.rho <= t
-            th = _nnls(np.column_stack([sr * (~fl), bs, one]), y - beta * rm * fl, w)
-        pred = np.maximum(th[0] * sr, beta * rm) + th[1] * bs + th[2]
+            fl = rho <= t
+            th = _nnls(np.column_stack([sr * (~fl), bs, one]), y - beta * fk * fl, w)
+        pred = np.maximum(th[0] * sr, beta * fk) + th[1] * bs + th[2]
         j = _criterion(pred, y)
         if best is None or j < best[0] - _TIE:
             best = (j, th, pred, fl)
@@ -369,7 +465,7 @@ def _polish(kind: str, view, hyper, fits):
             shared.append(fl.astype(float))
         else:
             blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
-            shared.append(rows.rmax * fl)
+            shared.append(rows.feat(hyper[0]) * fl)
         ys.append(rows.y)
         owners.append(s)
     if not np.concatenate(shared).any():
@@ -393,10 +489,10 @@ def _polish(kind: str, view, hyper, fits):
             pred = Xa @ th[:2] + np.maximum(Xl @ th[2:4], pooled)
             theta = (float(th[0]), float(th[1]), float(th[2]), float(th[3]), float(kappa * th[1]), pooled)
         else:
-            pred = np.maximum(th[0] * rows.sr, pooled * rows.rmax) + th[1] * rows.bs + th[2]
+            pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(hyper[0])) + th[1] * rows.bs + th[2]
             theta = (float(th[0]), float(th[1]), float(th[2]), pooled)
         new[s] = (theta, np.abs(pred / rows.y - 1.0), fits[s][2])
-    return ((hyper[0], hyper[1], pooled) if kind == "prefill" else pooled), new
+    return ((hyper[0], hyper[1], pooled) if kind == "prefill" else (hyper[0], pooled)), new
 
 
 def _prefill_floors(parts):
@@ -404,9 +500,9 @@ def _prefill_floors(parts):
     return [0.0] + [round(f * ymin, 6) for f in FLOOR_GRID]
 
 
-def _decode_grid(parts):
+def _decode_grid(parts, k: int):
     import numpy as np
-    bmax = max(float((p.y / p.rmax).max()) for p in parts.values())
+    bmax = max(float((p.y / p.feat(k)).max()) for p in parts.values())
     return [0.0] + [float(b) for b in np.geomspace(bmax * 1e-3, bmax, BETA_COARSE)]
 
 
@@ -431,7 +527,7 @@ class _Pooled:
         self._cache: dict = {}
 
     def _fit_one(self, rows, hyper):
-        return self._fit_rows(rows, *hyper) if self.kind == "prefill" else self._fit_rows(rows, hyper)
+        return self._fit_rows(rows, *hyper)
 
     def _full(self, s, hyper):
         k = (s, hyper)
@@ -472,9 +568,12 @@ class _Pooled:
                 if best[1][2] == L:
                     break  # the floor did not move: a second (τ, κ) scan would repeat the first
                 L = best[1][2]
-        else:
-            scan(_decode_grid(view))
-            scan(_decode_refine(best[1]))
+        else:  # β over a coarse grid for each k, then finer around the best (k, β)
+            kernel = next(iter(view.values())).kernel
+            for k in (DECODE_BLOCKS_GRID if kernel.usable else (0,)):
+                scan([(k, b) for b in _decode_grid(view, k)])
+            k, b = best[1]
+            scan([(k, x) for x in _decode_refine(b)])
         polished = _polish(self.kind, view, best[1], best[2])
         if polished is not None:
             e = np.concatenate([f[1] for f in polished[1].values()])
@@ -489,8 +588,8 @@ def _prefill_parts(df, knee: int):
     return {int(s): _PrefillRows(g, int(s), knee) for s, g in df.groupby("prefill_sms")}
 
 
-def _decode_parts(df):
-    return {int(s): _DecodeRows(g, int(s)) for s, g in df.groupby("decode_sms")}
+def _decode_parts(df, kernel: DecodeHyper | None = None):
+    return {int(s): _DecodeRows(g, int(s), kernel) for s, g in df.groupby("decode_sms")}
 
 
 def fit_prefill_frame(df, l2_knee: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
@@ -499,13 +598,16 @@ def fit_prefill_frame(df, l2_knee: int = 0) -> tuple[PrefillHyper, dict[int, tup
     return PrefillHyper(int(tau), BLOCK_TOKENS, int(l2_knee) if kappa else 0), th
 
 
-def fit_decode_frame(df) -> dict[int, tuple[float, ...]]:
-    """{decode_sms: θ} from solo_decode.csv rows (all partitions; β is shared)."""
-    _, th = _Pooled("decode", _decode_parts(df)).select()
-    return th
+def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper, dict[int, tuple[float, ...]]]:
+    """(hyper-parameters, {decode_sms: θ}) from solo_decode.csv rows (all partitions; k and β
+    are shared). ``kernel`` describes the decode kernel (``decode_kernel``); None: no wave count."""
+    kernel = kernel or DecodeHyper()
+    (k, _), th = _Pooled("decode", _decode_parts(df, kernel)).select()
+    return replace(kernel, blocks_per_sm=int(k)), th
 
 
-def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0) -> dict[int, object]:
+def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
+                   decode_kernel: DecodeHyper | None = None) -> dict[int, object]:
     """{sms: relative errors of that partition's rows, each predicted without having seen it}.
 
     k-fold per partition (the rows of a partition in a seeded random order, every k-th row
@@ -515,7 +617,8 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
     import numpy as np
 
     col = "prefill_sms" if kind == "prefill" else "decode_sms"
-    parts = _prefill_parts(df, l2_knee) if kind == "prefill" else _decode_parts(df)
+    kernel = decode_kernel or DecodeHyper()
+    parts = _prefill_parts(df, l2_knee) if kind == "prefill" else _decode_parts(df, kernel)
     pooled = _Pooled(kind, parts, l2_knee)
     out = {}
     for s, rows in parts.items():
@@ -528,8 +631,9 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
             train = np.setdiff1d(order, test)
             hyper, th = pooled.select({s: rows.take(train)})
             hp = PrefillHyper(int(hyper[0]), BLOCK_TOKENS, int(l2_knee) if hyper[1] else 0) if kind == "prefill" else None
+            dh = replace(kernel, blocks_per_sm=int(hyper[0])) if kind == "decode" else None
             m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},
-                                 prefill_hyper=hp, _partial=True)
+                                 prefill_hyper=hp, decode_hyper=dh, _partial=True)
             g = df[df[col] == s].iloc[test]
             pred = m.predict_prefill_frame(g) if kind == "prefill" else m.predict_decode_frame(g)
             err[test] = np.abs(pred / rows.y[test] - 1.0)
@@ -591,7 +695,8 @@ class SoloLatencyModel:
     """
 
     def __init__(self, prefill: Mapping[int, Sequence[float]], decode: Mapping[int, Sequence[float]],
-                 prefill_hyper: PrefillHyper | None = None, *, _partial: bool = False):
+                 prefill_hyper: PrefillHyper | None = None, decode_hyper: DecodeHyper | None = None, *,
+                 _partial: bool = False):
         self._prefill = _PartitionTable(prefill, "prefill", PREFILL_WIDTH, PAPER_PREFILL, _partial)
         self._decode = _PartitionTable(decode, "decode", DECODE_WIDTH, PAPER_DECODE, _partial)
         self.prefill_hyper = prefill_hyper or PrefillHyper()
@@ -599,6 +704,8 @@ class SoloLatencyModel:
         self._blk = self.prefill_hyper.block_tokens
         self._knee = self.prefill_hyper.l2_knee_tokens
         self._knee_or_inf = self._knee or float("inf")
+        self.decode_hyper = decode_hyper or DecodeHyper()
+        self._waves_on = self.decode_hyper.blocks_per_sm > 0
 
     @property
     def prefill_sms(self) -> list[int]:
@@ -698,7 +805,10 @@ class SoloLatencyModel:
         t = self._decode(decode_sms)
         a = t[0] * sum_reused
         if t[3]:
-            f = t[3] * (sum_reused / bs if max_reused is None else max_reused)
+            if self._waves_on:
+                f = t[3] * key_waves(self.decode_hyper, decode_sms, bs, sum_reused, max_reused)
+            else:
+                f = t[3] * (sum_reused / bs if max_reused is None else max_reused)
             if f > a:
                 a = f
         return a + t[1] * bs + t[2]
@@ -721,15 +831,9 @@ class SoloLatencyModel:
     def predict_decode_frame(self, df):
         import numpy as np
 
-        out = np.empty(len(df))
-        for s in df["decode_sms"].unique():
-            idx = np.flatnonzero(df["decode_sms"].to_numpy() == s)
-            g = df.iloc[idx]
-            t = self._decode(int(s))
-            sr = g["sum_reused"].to_numpy(dtype=float)
-            bs = g["bs"].to_numpy(dtype=float)
-            out[idx] = np.maximum(t[0] * sr, t[3] * sr / bs) + t[1] * bs + t[2]
-        return out
+        # the hot path row by row (decode tables are a few hundred rows): equal by construction
+        return np.array([self.decode_ms(int(s), int(b), float(r)) for s, b, r in
+                         zip(df["decode_sms"], df["bs"], df["sum_reused"])], dtype=float)
 
     def pooled_terms(self) -> dict:
         """The extension terms shared by all partitions, as fitted (fit.json ``pooled``; for
@@ -739,15 +843,19 @@ class SoloLatencyModel:
         kappa = next((t[4] / t[1] for t in pre if t[1] > 0), 0.0)
         return {"wave_tokens_per_sm": self._tau, "l2_knee_tokens": self._knee,
                 "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
-                "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0)}
+                "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0),
+                "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm}
 
     # -- fitting / (de)serialization
 
     @classmethod
-    def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0) -> "SoloLatencyModel":
-        """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term)."""
+    def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0,
+            decode_kernel: DecodeHyper | None = None) -> "SoloLatencyModel":
+        """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term);
+        ``decode_kernel`` (``decode_kernel()``) lets the decode fit count waves."""
         hyper, pre = fit_prefill_frame(solo_prefill, l2_knee)
-        return cls(pre, fit_decode_frame(solo_decode), hyper)
+        dh, dec = fit_decode_frame(solo_decode, decode_kernel)
+        return cls(pre, dec, hyper, dh)
 
     def to_dict(self) -> dict:
         """fit.json's core: {"format": 2, "prefill_hyper": {...},
@@ -757,6 +865,7 @@ class SoloLatencyModel:
             "prefill_features": list(PREFILL_FEATURES),
             "decode_features": list(DECODE_FEATURES),
             "prefill_hyper": asdict(self.prefill_hyper),
+            "decode_hyper": asdict(self.decode_hyper),
             "pooled": self.pooled_terms(),
             "prefill": {str(s): {"theta": list(self._prefill.profiled[s])} for s in self._prefill.sms},
             "decode": {str(s): {"theta": list(self._decode.profiled[s])} for s in self._decode.sms},
@@ -782,7 +891,8 @@ class SoloLatencyModel:
             logger.warning("fit.json format 1 (Eq. 1/2 only, no occupancy/L2/launch terms); "
                            "refit it: python -m sglang_mux.estimator fit DIR")
             return cls(thetas("prefill", PAPER_PREFILL), thetas("decode", PAPER_DECODE))
-        hp = d.get("prefill_hyper") or {}
-        if not isinstance(hp, Mapping):
-            raise ValueError("prefill_hyper must be an object")
-        return cls(thetas("prefill", PREFILL_WIDTH), thetas("decode", DECODE_WIDTH), PrefillHyper(**hp))
+        hp, dh = d.get("prefill_hyper") or {}, d.get("decode_hyper") or {}  # no decode_hyper: floor β·r_max
+        if not isinstance(hp, Mapping) or not isinstance(dh, Mapping):
+            raise ValueError("prefill_hyper and decode_hyper must be objects")
+        return cls(thetas("prefill", PREFILL_WIDTH), thetas("decode", DECODE_WIDTH), PrefillHyper(**hp),
+                   DecodeHyper(**dh))

@@ -122,3 +122,18 @@ def test_timeline_plot(tmp_path):
     out = plots.plot_timeline(tl, tmp_path / "tl.png")
     assert out.exists() and out.stat().st_size > 1000
     assert (tmp_path / "mux.timeline.png") in plots.plot_run(tmp_path)
+
+
+def test_summary_rebuilt_without_a_gpu_keeps_the_measured_device(tmp_path, monkeypatch):
+    """Merging pieces on a host with no GPU must not erase which GPU the points ran on."""
+    assert run.main(args(tmp_path, "2")) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    s["device"], s["host"] = "NVIDIA H200", "gpu-host"
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    monkeypatch.setattr(run, "device_name", lambda: None)
+    assert run.main(args(tmp_path, "2")) == 0  # nothing to run: the summary is rebuilt
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert (s["device"], s["host"]) == ("NVIDIA H200", "gpu-host")
+    monkeypatch.setattr(run, "device_name", lambda: "NVIDIA H100 80GB HBM3")
+    assert run.main(args(tmp_path, "2")) == 0  # a GPU host records its own device
+    assert json.loads((tmp_path / "summary.json").read_text())["device"] == "NVIDIA H100 80GB HBM3"

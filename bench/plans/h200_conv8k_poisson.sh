@@ -6,12 +6,13 @@
 #   bash bench/plans/h200_conv8k_poisson.sh [seconds available, default 560]
 # Through the device tool, each piece is one command on a copy of this working tree, so bring
 # the results back before the next piece (they are what makes it resume):
-#   run: bash .gpu/install.sh && source .gpu/env.sh && bash bench/plans/h200_conv8k_poisson.sh 540;
-#        tar czf $OUT/res.tgz bench/results/conv8k_poisson_h200
+#   run: bash .gpu/install.sh | grep -q '^\[gpu-env\] complete' && source .gpu/env.sh &&
+#        bash bench/plans/h200_conv8k_poisson.sh 540; tar czf $OUT/res.tgz bench/results/conv8k_poisson_h200
+#   (install.sh exits 0 even when the machine went cold and lacks the wheels: the grep stops the
+#   piece there instead of recording a failed start for every system)
 #   here: tar xzf <files_at>/res.tgz    (then the next piece)
 # After a piece: python -m bench.timeline_profile "$OUT" --rate R shows where a mux point's time went.
-# Rates per system start where the system is expected to pass (sglang_mux.sim --arrival poisson
-# predicts the mux passes up to 4 req/s and fails at 6) and stop at its first failure.
+# sglang_mux.sim --arrival poisson predicts the mux passes up to 4 req/s and fails at 6.
 set -u
 BUDGET=${1:-560}
 T0=$(date +%s)
@@ -27,13 +28,32 @@ step() {  # step SYSTEMS RATES
     python -m bench.run --systems "$1" --rates "$2" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
         | grep -v "^\[bench.run .*\] .*@ .*: [0-9]* requests over" | tail -n 6
 }
-step mux 2,3,4,5,6
-step sglang-chunked-2048-nomix 1,2,3,4
-step sglang 1,2,3,4
-step mux-fixed-48 2,3,4,5
-step sglang-chunked-512 1,2
-step sglang-chunked-512-nomix 1,2,3,4
+step_down() {  # step_down SYSTEM TESTED LOWER: run LOWER only when TESTED was run and failed
+    local f="$OUT/$1__$2.jsonl"
+    [ -f "$f" ] || return 0
+    python -c "import sys, argparse; from pathlib import Path; from bench.run import point_passes; from bench import metrics
+sys.exit(0 if point_passes(Path('$f'), argparse.Namespace(tbt_slo_ms=metrics.DEFAULT_TBT_SLO_MS, ttft_slo_ms=metrics.DEFAULT_TTFT_SLO_MS)) else 1)" \
+        || step "$1" "$3"
+}
+# Each system starts at the rate it passed with trace arrivals (session 2) and climbs until it
+# fails; only if that first rate fails is the next lower one run (step_down) -- a server start and
+# a point cost ~60 s each, and the whole sweep has to fit about 25 minutes of device time.
+step mux 3,4,5,6
+step sglang-chunked-2048-nomix 2,3,4
+step sglang 2,3,4
+step mux-fixed-48 3,4,5
+step sglang-chunked-512-nomix 2,3,4
+step sglang-chunked-2048 1
 step sglang-pdmux 1
+# Session 3: the baselines all failed at 2 and the mux passed 3, so 1.5 decides "mux >= 2x best chunked".
+step sglang-chunked-2048-nomix 1.5
+step sglang-chunked-512-nomix 1.5
+step sglang 1.5
+step_down mux 3 2
+step_down sglang-chunked-2048-nomix 2 1
+step_down sglang 2 1
+step_down mux-fixed-48 3 2
+step_down sglang-chunked-512-nomix 2 1
 python -m bench.report "$OUT" > "$OUT/report.md" && python -m bench.plots "$OUT" >/dev/null 2>&1
 tail -n 25 "$OUT/report.md"
 echo "sweep: pieces done so far are in $OUT (re-run to continue; finished points are skipped)"
