@@ -408,7 +408,7 @@ class _DecodeRows:
         return out
 
 
-MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (every one up to this many)
+MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (the smallest this many)
 
 
 def _thresholds(vals) -> list:
