@@ -341,7 +341,7 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     print(f"table {t.path}: {t.meta['gpu_name']} ({t.sm_count} SMs), {t.model_shape.architecture} "
           f"{t.model_shape.num_layers} layers; bounds: held-out max <= {MAX_REL_ERR:.0%}, mean <= {MEAN_REL_ERR:.0%}",
           file=out)
-    knee = table_l2_knee(t)
+    knee, kernel = table_l2_knee(t), table_decode_kernel(t)
     if isinstance(est.solo, SoloLatencyModel):
         pt = est.solo.pooled_terms()
         print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
@@ -351,7 +351,7 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
-        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=table_decode_kernel(t))
+        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel)
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False
