@@ -252,6 +252,10 @@ def test_old_format_fit_json(table, caplog):
     (table / "fit.json").write_text(json.dumps({**old, "format": 3}))
     with pytest.raises(TableError, match=r"fit.json: bad coefficients .*format 3.*python -m sglang_mux.estimator fit"):
         Estimator.from_table(table)
+    # a decode wave count without the kernel it counts on names the file and the fix
+    (table / "fit.json").write_text(json.dumps({**fit, "decode_hyper": {"blocks_per_sm": 6}}))
+    with pytest.raises(TableError, match=r"fit.json: bad coefficients .*needs head_groups.*estimator fit"):
+        Estimator.from_table(table)
 
 
 def test_check_fails_on_inaccurate_fit(tmp_path):

@@ -262,6 +262,15 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     reqs = [PrefillReq(700, 30000), PrefillReq(5000, 0)]
     assert m2.prefill_ms(52, reqs) == m.prefill_ms(52, reqs) and m2.decode_ms(48, 3, 90000, 80000) == m.decode_ms(
         48, 3, 90000, 80000)
+    # decode_hyper round-trips; a format-2 file without it is the β·r_max floor (k = 0)
+    mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132))
+    d = json.loads(json.dumps(mk.to_dict()))
+    assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132}
+    assert SoloLatencyModel.from_dict(d).decode_ms(16, 3, 90000, 80000) == mk.decode_ms(16, 3, 90000, 80000)
+    del d["decode_hyper"]
+    assert SoloLatencyModel.from_dict(d).decode_hyper == DecodeHyper()
+    with pytest.raises(ValueError, match="needs head_groups"):
+        SoloLatencyModel.from_dict({**d, "decode_hyper": {"blocks_per_sm": 6}})
     with pytest.raises(ValueError, match="non-negative"):
         SoloLatencyModel({20: (1.0, -1.0, 0.0, 0.0)}, TH_D)
     with pytest.raises(ValueError):
