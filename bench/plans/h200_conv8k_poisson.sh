@@ -45,6 +45,16 @@ step mux-fixed-48 3,4,5
 step sglang-chunked-512-nomix 2,3,4
 step sglang-chunked-2048 1
 step sglang-pdmux 1
+# Session 4: settle both claims first. Every chunked budget at 1.75: if all fail there, best
+# chunked < 1.75 and a mux pass at 3.5 makes the 2x claim hold; the mux and the fixed partition
+# at 3.5 and 3.75 (3.25 only when 3.5 fails) decide "mux >= best fixed".
+step mux 3.5,3.75
+step_down mux 3.5 3.25
+step sglang-chunked-2048-nomix 1.75
+step mux-fixed-48 3.5,3.75
+step_down mux-fixed-48 3.5 3.25
+step sglang-chunked-512-nomix 1.75
+step sglang 1.75
 # Session 3: the baselines all failed at 2 and the mux passed 3, so 1.5 decides "mux >= 2x best chunked".
 step sglang-chunked-2048-nomix 1.5
 step sglang-chunked-512-nomix 1.5
