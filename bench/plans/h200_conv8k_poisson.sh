@@ -55,6 +55,14 @@ step mux-fixed-48 3.5,3.75
 step_down mux-fixed-48 3.5 3.25
 step sglang-chunked-512-nomix 1.75
 step sglang 1.75
+# Session 4b: both chunked budgets passed 1.75 and the mux [3.5, 3.75): the 2x claim sits at the
+# edge (1.75x-2.14x). A pass at 1.875 decides it against the mux (3.75 <= 2 x 1.875).
+step sglang-chunked-512-nomix 1.875
+step sglang-chunked-2048-nomix 1.875
+step mux 3.625
+# "best fixed partition": the sweep so far had D48 only; D32 gives prefill 100 SMs, D64 68.
+step mux-fixed-32 3.5,3.75
+step mux-fixed-64 3.5
 # Session 3: the baselines all failed at 2 and the mux passed 3, so 1.5 decides "mux >= 2x best chunked".
 step sglang-chunked-2048-nomix 1.5
 step sglang-chunked-512-nomix 1.5
