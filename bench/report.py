@@ -153,12 +153,12 @@ def render_goodput(rows: list[dict]) -> list[str]:
              "tested: goodput = highest passing tested rate (the issue's definition). interval: "
              "goodput lies between the highest passing and the lowest failing rate tested, a "
              "family's between its best lo and its largest hi.", "",
-             "| claim | mux | best baseline | tested: mux vs baseline | verdict (tested) | "
+             "| claim | best baseline | tested: mux vs baseline | verdict (tested) | "
              "interval: mux | interval: baseline family | verdict (interval) |",
-             "|---|---|---|---:|---|---:|---:|---|"]
+             "|---|---|---:|---|---:|---:|---|"]
     for r in rows:
         m, b = r["tested"]
-        lines.append(f"| {r['claim']} | mux | {r['baseline']} | {m:g} vs {b:g} | {r['verdict_tested']} | "
+        lines.append(f"| {r['claim']} | {r['baseline']} | {m:g} vs {b:g} | {r['verdict_tested']} | "
                      f"{_iv(*r['mux'])} | {_iv(*r['baseline_interval'])} | {r['verdict']} |")
     return lines + [""]
 

@@ -64,4 +64,4 @@ def test_family_interval_takes_the_largest_upper_bound():
 def test_render_lists_intervals():
     s = summary(mux=sysd((2, True), (4, False)), **{"sglang-chunked-512": sysd((1, False))})
     text = "\n".join(report.render_goodput(report.goodput_comparison(s)))
-    assert "| mux ≥ 2x best chunked prefill | mux | sglang-chunked-512 | 2 vs 0 | holds | [2, 4) | < 1 | holds |" in text
+    assert "| mux ≥ 2x best chunked prefill | sglang-chunked-512 | 2 vs 0 | holds | [2, 4) | < 1 | holds |" in text
