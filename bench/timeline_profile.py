@@ -80,16 +80,38 @@ def _counters(path: Path) -> dict[str, float] | None:
     return None if samples is None else {k: v for k, v in samples.items() if k in PREFILL_KEYS}
 
 
+def _tl_range(run_dir: Path, system: str, rate: float):
+    p = runmod.point_file(run_dir, system, rate, ".meta.json")
+    try:
+        tb = json.loads(p.read_text()).get("timeline_bytes")
+    except (OSError, ValueError):
+        return None
+    return tuple(tb) if tb else None
+
+
+def _previous_in_server_run(run_dir: Path, system: str, rate: float) -> float | None:
+    """The point that ran just before this one on the same server: its timeline byte range
+    ends where this one's begins (a new server start first appends its warm-up decisions, so
+    a point after a restart has no such predecessor). Without timeline ranges: the next lower
+    rate (the order bench.run runs a system's rates in)."""
+    rates = sorted(float(p.name.split("__")[1][: -len(".metrics.prom")])
+                   for p in run_dir.glob(f"{system}__*.metrics.prom"))
+    mine = _tl_range(run_dir, system, rate)
+    others = {r: _tl_range(run_dir, system, r) for r in rates if r != rate}
+    if mine is None or not any(others.values()):
+        lower = [r for r in rates if r < rate]
+        return lower[-1] if lower else None
+    return next((r for r, tb in others.items() if tb is not None and tb[1] == mine[0]), None)
+
+
 def prefill_stream(run_dir: Path, system: str, rate: float) -> dict | None:
     """The point's prefill-stream counters (this point's scrape minus the previous point's of
     the same server run); None without scraped metrics."""
     now = _counters(runmod.point_file(run_dir, system, rate, ".metrics.prom"))
     if not now or PREFILL_KEYS[0] not in now:
         return None
-    earlier = sorted(float(p.name.split("__")[1][: -len(".metrics.prom")])
-                     for p in run_dir.glob(f"{system}__*.metrics.prom"))
-    prev = [r for r in earlier if r < rate]
-    base = _counters(runmod.point_file(run_dir, system, prev[-1], ".metrics.prom")) if prev else {}
+    prev = _previous_in_server_run(run_dir, system, rate)
+    base = _counters(runmod.point_file(run_dir, system, prev, ".metrics.prom")) if prev is not None else {}
     d = {k: now.get(k, 0.0) - (base or {}).get(k, 0.0) for k in PREFILL_KEYS}
     if any(v < 0 for v in d.values()):  # the server restarted between the points
         d = {k: now.get(k, 0.0) for k in PREFILL_KEYS}

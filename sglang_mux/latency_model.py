@@ -7,7 +7,7 @@ The paper's equations are the base,
 
 extended by terms for what the measured table shows and the equations cannot express:
 
-    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·(r−r0)⁺ + max(L, θ3·Σn + θ4)
+    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + max(L, θ3·Σn + θ4)
     decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
 
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
@@ -38,10 +38,14 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   2.8 ns at r = 8192 vs 4.0 ns at r = 32768 for n = 2048..32768 (12.2 vs 68 ms per wave,
   5.6x for 4x the keys). A layer's prefix KV is r × 2·kv_heads·head_dim·2 bytes (4 KiB per
   token here): 32 MiB at r = 8K stays in the 50 MiB L2 across waves, 128 MiB at r = 32K is
-  re-read from HBM by every wave. A key beyond the knee r0 = L2 bytes / KV bytes per
-  token-layer (12800 for this model on H100/H200) costs (1+κ)x a resident one, so the
-  per-pair cost stays constant once spilled (long-context prefills extrapolate linearly,
-  not quadratically). κ is a property of the kernel and the memory system, not of the
+  re-read from HBM by every wave. The rise is a cliff, not a ramp: on 116 SMs the prefix
+  attention of n = 2048 costs 7.7 µs per cached key at r = 8K and 10.0, 10.3, 10.1 at 16K,
+  32K, 64K — once the prefix does not fit, every wave streams all of it and evicts what the
+  next wave needs (LRU), so ALL its keys cost the spilled rate, not only those past the
+  knee. A request whose prefix exceeds r0 = L2 bytes / KV bytes per token-layer (12800 for
+  this model on H100/H200) pays (1+κ)x on all its pairs. (Format 2 charged only the keys
+  past r0: r = 16K rows came out 8-11% low on every partition; the cliff lowers every
+  partition's mean held-out error, by 0.3-1.2 points.) κ is a property of the kernel and the memory system, not of the
   partition (the per-wave times above are the same on every partition), so it is pooled;
   a free θ5 per partition overfitted the few r = 32K rows of a partition. r0 is computed
   from the GPU and the model, not fitted: the grid's r ∈ {0, 2K, 8K, 32K} cannot place a
@@ -119,7 +123,7 @@ from typing import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3  # 3: L2 spill as a cliff (all keys of a prefix past r0); 2 charged keys past r0 only
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor")
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
@@ -303,13 +307,13 @@ class _PrefillRows:
         self.nr = df["sum_new_reused"].to_numpy(dtype=float)
         r = np.where(self.n_sum > 0, self.nr / np.maximum(self.n_sum, 1.0), 0.0)
         self.r = r
-        self.h = np.maximum(r - knee, 0.0) if knee > 0 else np.zeros_like(r)
+        self.h = np.where(r > knee, r, 0.0) if knee > 0 else np.zeros_like(r)
         self.nh = self.n_sum * self.h
         self.block_tok = bs * np.ceil(self.n_sum / bs / block) * block  # query tokens rounded to blocks
         self._cols: dict[int, object] = {}
 
     def attn(self, tau: int):
-        """[Σn², A1, A2] for τ (cached): A1 = W·Σn·r, A2 = W·Σn·(r−r0)⁺, floored at one wave."""
+        """[Σn², A1, A2] for τ (cached): A1 = W·Σn·r, A2 = W·Σn·r·[r > r0], floored at one wave."""
         import numpy as np
 
         X = self._cols.get(tau)
@@ -736,7 +740,7 @@ class SoloLatencyModel:
             sq += qn * qn
             nr += qn * qr
             if qr > knee:
-                nh += qn * (qr - knee)
+                nh += qn * qr
             tok = (qn + b1) // blk * blk
             bt += tok
             blocks.append((qr, tok))
@@ -752,7 +756,7 @@ class SoloLatencyModel:
         elif r_lo == r_hi:  # one prefix length (e.g. no cache hits): every wave is alike
             span = -(-bt // cap) * cap
             a1 = span * r_hi
-            a2 = span * (r_hi - knee) if r_hi > knee else 0.0
+            a2 = span * r_hi if r_hi > knee else 0.0
         else:
             a1, a2 = self._waves(blocks, cap, knee)
         lin = t[2] * n + t[3]
@@ -762,7 +766,7 @@ class SoloLatencyModel:
     def _waves(blocks, cap: int, knee: float) -> tuple[float, float]:
         """Wave-quantized attention work: blocks packed longest prefix first into waves of
         ``cap`` query tokens, each wave as long as its longest block (r of its first block).
-        Equals W·Σn·r (and W·Σn·(r−r0)⁺) on a uniform batch; on a mixed one a wave is never
+        Equals W·Σn·r (and W·Σn·r·[r > r0]) on a uniform batch; on a mixed one a wave is never
         averaged down by short blocks, and adding a request never lowers the estimate."""
         a1 = a2 = 0.0
         pos = nxt = 0  # tokens packed so far; where the next wave begins
@@ -773,7 +777,7 @@ class SoloLatencyModel:
                 nxt += starts * cap
                 a1 += starts * cap * r
                 if r > knee:
-                    a2 += starts * cap * (r - knee)
+                    a2 += starts * cap * r
         return a1, a2
 
     def prefill_ms_sums(self, prefill_sms: int, sum_new_sq: float, sum_new_reused: float, sum_new: float,
@@ -784,7 +788,7 @@ class SoloLatencyModel:
             return 0.0
         t = self._prefill(prefill_sms)
         r = sum_new_reused / sum_new
-        spill = r - self._knee if self._knee and r > self._knee else 0.0
+        spill = r if self._knee and r > self._knee else 0.0
         cap = self._tau * prefill_sms
         if cap:  # uniform: ⌈bs·k·B / cap⌉ waves, each as long as one block (k·B tokens per request)
             k_tok = -(-(sum_new / bs) // self._blk) * self._blk
@@ -858,7 +862,7 @@ class SoloLatencyModel:
         return cls(pre, dec, hyper, dh)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 2, "prefill_hyper": {...},
+        """fit.json's core: {"format": 3, "prefill_hyper": {...},
         "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}}."""
         return {
             "format": FORMAT,
@@ -873,10 +877,16 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 2, or format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
+        """Format 3; format 2 without an L2 knee (the same model); format 1 (the paper's θs
+        alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, FORMAT):
-            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 and {FORMAT})")
+        if fmt not in (1, 2, FORMAT):
+            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1, 2 and {FORMAT})")
+        hp0 = d.get("prefill_hyper")
+        if fmt == 2 and isinstance(hp0, Mapping) and (hp0.get("l2_knee_tokens") or 0) > 0:
+            # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
+            raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "
+                             "version charges all keys of a spilled prefix (format 3) and needs a refit")
 
         def thetas(kind, width):
             out = {}

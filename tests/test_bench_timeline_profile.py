@@ -63,3 +63,20 @@ def test_prefill_stream_counters_are_per_point(tmp_path):
     p = TP.profile(TP.point_timeline(run, "mux", 4))
     p["prefill_stream"] = ps
     assert "0.50 s idle between chunks of a batch (1.6 %)" in TP.render(p)
+
+
+def test_prefill_stream_base_is_the_previous_point_of_the_same_server(tmp_path):
+    """Rates are not run order: 3 and 4 ran on one server, then a restart ran 3.5 (its range
+    begins after the new server's warm-up records) and 3.75 right after it. 3.5 must not
+    subtract the 3 req/s point of the earlier server, and 3.75 subtracts 3.5."""
+    run = tmp_path / "run"
+    run.mkdir()
+    prom = ("sglang_mux:prefill_busy_seconds_total {b}\nsglang_mux:prefill_idle_seconds_total 0\n"
+            "sglang_mux:prefill_latency_ratio_sum 1\nsglang_mux:prefill_latency_ratio_count 1\n")
+    for rate, tb, busy in ((3, [100, 200], 40.0), (4, [200, 300], 90.0),
+                           (3.5, [350, 500], 45.0), (3.75, [500, 650], 95.0)):
+        (run / f"mux__{rate:g}.meta.json").write_text(json.dumps({"timeline_bytes": tb}))
+        (run / f"mux__{rate:g}.metrics.prom").write_text(prom.format(b=busy))
+    assert TP.prefill_stream(run, "mux", 3.5)["busy_s"] == 45.0    # first point of its server
+    assert TP.prefill_stream(run, "mux", 3.75)["busy_s"] == 50.0   # minus 3.5, not minus 4
+    assert TP.prefill_stream(run, "mux", 4)["busy_s"] == 50.0      # minus 3

@@ -215,7 +215,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 2 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
+    assert fit["format"] == 3 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
     est = Estimator.from_table(p)
     # The floor: one 130K-token request decodes slower than Eq. 2's share of its tokens.
     # (the truth's floor is β·r_max; with 1% noise the fit may also count waves: either form)
@@ -249,8 +249,8 @@ def test_old_format_fit_json(table, caplog):
     assert est.prefill_ms(84, [PrefillReq(3000, 1000)]) == pytest.approx(t[0] * 9e6 + t[1] * 3e6 + t[2] * 3000 + t[3])
     t = old["decode"]["48"]["theta"]
     assert est.decode_solo_ms(48, 1, 100000, 100000) == pytest.approx(t[0] * 1e5 + t[1] + t[2])
-    (table / "fit.json").write_text(json.dumps({**old, "format": 3}))
-    with pytest.raises(TableError, match=r"fit.json: bad coefficients .*format 3.*python -m sglang_mux.estimator fit"):
+    (table / "fit.json").write_text(json.dumps({**old, "format": 9}))
+    with pytest.raises(TableError, match=r"fit.json: bad coefficients .*format 9.*python -m sglang_mux.estimator fit"):
         Estimator.from_table(table)
     # a decode wave count without the kernel it counts on names the file and the fix
     (table / "fit.json").write_text(json.dumps({**fit, "decode_hyper": {"blocks_per_sm": 6}}))

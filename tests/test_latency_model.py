@@ -195,7 +195,7 @@ def test_prefill_waves_spill_and_launch_floor():
     # n=512 over r=32K: 4 blocks x 32 heads = 128 blocks: 2 waves on 116 SMs, 1 on 132.
     for sms, waves in ((116, 2), (132, 1)):
         a = waves * 4 * sms * 32768  # tokens the waves run x keys
-        s = waves * 4 * sms * (32768 - 12800)
+        s = waves * 4 * sms * 32768  # past the knee: every key of the prefix is spilled (a cliff)
         want = t1 * 512 ** 2 + t2 * a + t5 * s + max(floor, t3 * 512 + t4)
         assert m.prefill_ms(sms, [PrefillReq(512, 32768)]) == pytest.approx(want)
     # Many waves: the plain Σn·r up to the last wave's rounding; below the knee no spill term.
@@ -209,7 +209,10 @@ def test_prefill_waves_spill_and_launch_floor():
     assert m.prefill_ms(132, [PrefillReq(128, 8192)]) == pytest.approx(short)
     # One wave lasts the longest request's sweep: a mixed batch is not the average.
     mixed = m.prefill_ms(132, [PrefillReq(128, 32768), PrefillReq(128, 0)])
-    assert mixed == pytest.approx(t1 * 2 * 128 ** 2 + t2 * 4 * 132 * 32768 + t5 * 4 * 132 * 19968 + floor)
+    assert mixed == pytest.approx(t1 * 2 * 128 ** 2 + t2 * 4 * 132 * 32768 + t5 * 4 * 132 * 32768 + floor)
+    # The cliff: one key past the knee makes every key of the prefix pay the spilled rate.
+    below, above = (m.prefill_ms(132, [PrefillReq(128, r)]) for r in (12800, 12801))
+    assert above - below == pytest.approx(t2 * 4 * 132 + t5 * 4 * 132 * 12801)
     # Sums only: a uniform batch.
     assert m.prefill_ms_sums(116, 4 * 512 ** 2, 4 * 512 * 8192, 4 * 512, bs=4) == pytest.approx(
         m.prefill_ms(116, [PrefillReq(512, 8192)] * 4))
@@ -256,7 +259,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 2 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+    assert d["format"] == 3 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
                                                         "l2_knee_tokens": 12800}
     m2 = SoloLatencyModel.from_dict(d)
     reqs = [PrefillReq(700, 30000), PrefillReq(5000, 0)]
@@ -289,8 +292,22 @@ def test_reads_format_1_as_the_plain_equations(caplog):
     assert m.decode_ms(16, 1, 100000) == pytest.approx(TH_D[16][0] * 1e5 + TH_D[16][1] + TH_D[16][2])
     with pytest.raises(ValueError, match="format-1 prefill θ for 20 SMs must have 4 values"):
         SoloLatencyModel.from_dict({**d, "prefill": {"20": {"theta": list(TH_PX)}}})
-    with pytest.raises(ValueError, match="format 3 is not supported"):
-        SoloLatencyModel.from_dict({**d, "format": 3})
+    with pytest.raises(ValueError, match="format 4 is not supported"):
+        SoloLatencyModel.from_dict({**d, "format": 4})
+
+
+def test_format_2_loads_without_a_knee_and_asks_for_a_refit_with_one():
+    """Format 2 charged the spill to keys past the knee only: with no knee it is the same model,
+    with one its θ5 would be misread, so it is refused with the command that refits it."""
+    m = st.mux_truth_model()
+    d = {**json.loads(json.dumps(m.to_dict())), "format": 2}
+    with pytest.raises(ValueError, match=r"format 2 .*keys past the knee.*needs a refit"):
+        SoloLatencyModel.from_dict(d)
+    d["prefill_hyper"] = {**d["prefill_hyper"], "l2_knee_tokens": 0}
+    m2 = SoloLatencyModel.from_dict(d)
+    assert m2.prefill_ms(52, [PrefillReq(700, 30000)]) == SoloLatencyModel(
+        m._prefill.profiled, m._decode.profiled, PrefillHyper(4, 128, 0), m.decode_hyper).prefill_ms(
+        52, [PrefillReq(700, 30000)])
 
 
 def test_prefill_fit_frame_matches_fit():
