@@ -11,6 +11,8 @@
 #   (install.sh exits 0 even when the machine went cold and lacks the wheels: the grep stops the
 #   piece there instead of recording a failed start for every system)
 #   here: tar xzf <files_at>/res.tgz    (then the next piece)
+# The finished sweep's raw files are xz-compressed in the repository (carry limit): to resume or
+# add points, first run  xz -dk bench/results/conv8k_poisson_h200/*.xz
 # After a piece: python -m bench.timeline_profile "$OUT" --rate R shows where a mux point's time went.
 # sglang_mux.sim --arrival poisson predicts the mux passes up to 4 req/s and fails at 6.
 set -u
