@@ -39,17 +39,17 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   5.6x for 4x the keys). A layer's prefix KV is r × 2·kv_heads·head_dim·2 bytes (4 KiB per
   token here): 32 MiB at r = 8K stays in the 50 MiB L2 across waves, 128 MiB at r = 32K is
   re-read from HBM by every wave. The rise is a cliff, not a ramp: on 116 SMs the prefix
-  attention of n = 2048 costs 7.7 µs per cached key at r = 8K and 10.0, 10.3, 10.1 at 16K,
-  32K, 64K — once the prefix does not fit, every wave streams all of it and evicts what the
+  attention of a 2048-token query costs 7.7 µs per cached key (whole model) at r = 8K and
+  10.0, 10.3, 10.1 at 16K, 32K, 64K — once the prefix does not fit, every wave streams all of it and evicts what the
   next wave needs (LRU), so ALL its keys cost the spilled rate, not only those past the
   knee. A request whose prefix exceeds r0 = L2 bytes / KV bytes per token-layer (12800 for
   this model on H100/H200) pays (1+κ)x on all its pairs. (Format 2 charged only the keys
   past r0: r = 16K rows came out 8-11% low on every partition; the cliff lowers every
-  partition's mean held-out error, by 0.3-1.2 points.) κ is a property of the kernel and the memory system, not of the
-  partition (the per-wave times above are the same on every partition), so it is pooled;
-  a free θ5 per partition overfitted the few r = 32K rows of a partition. r0 is computed
-  from the GPU and the model, not fitted: the grid's r ∈ {0, 2K, 8K, 32K} cannot place a
-  knee anywhere in [8K, 32K).
+  partition's mean held-out error, by 0.3-1.2 points.) κ is a property of the kernel and
+  the memory system, not of the partition (the per-wave times above are the same on every
+  partition), so it is pooled; a free θ5 per partition overfitted the few r = 32K rows of a
+  partition. r0 is computed from the GPU and the model, not fitted: the table's r ∈ {0, 2K,
+  8K, 16K, 32K, 64K} only says the cliff lies in (8K, 16K].
 - Prefill, launch floor L (pooled over partitions). Small prefills are bound by the host
   launching ~10 kernels per layer, not by the GPU: n=128, r=0 takes 11.2-13.7 ms on every
   partition from 36 to 132 SMs, and n=512 takes 12.4 ms on 132 SMs (n=2048: 49.8 ms). The
@@ -87,7 +87,7 @@ enumerating which rows sit on the floor (on the side of the smallest Σn, resp. 
 smallest Σr/r_max), and L and β are then refined by one joint NNLS over all partitions
 (kept if J improves). Profiled batches are uniform, so a CSV row's per-request n, r and
 r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
-rows / 32 heads), κ ≈ 0.4, L ≈ 12 ms, k = 6 blocks per SM and β ≈ 3 µs per key-wave token.
+rows / 32 heads), κ = 0.25, L ≈ 12 ms, k = 6 blocks per SM and β ≈ 3 µs per key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
 never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
 
