@@ -40,9 +40,9 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   token here): 32 MiB at r = 8K stays in the 50 MiB L2 across waves, 128 MiB at r = 32K is
   re-read from HBM by every wave. The rise is a cliff, not a ramp: on 116 SMs the prefix
   attention of a 2048-token query costs 7.7 µs per cached key (whole model) at r = 8K and
-  10.0, 10.3, 10.1 at 16K, 32K, 64K — once the prefix does not fit, every wave streams all of it and evicts what the
-  next wave needs (LRU), so ALL its keys cost the spilled rate, not only those past the
-  knee. A request whose prefix exceeds r0 = L2 bytes / KV bytes per token-layer (12800 for
+  10.0, 10.3, 10.1 at 16K, 32K, 64K — once the prefix does not fit, every wave streams all
+  of it and evicts what the next wave needs (LRU), so ALL its keys cost the spilled rate,
+  not only those past the knee. A request whose prefix exceeds r0 = L2 bytes / KV bytes per token-layer (12800 for
   this model on H100/H200) pays (1+κ)x on all its pairs. (Format 2 charged only the keys
   past r0: r = 16K rows came out 8-11% low on every partition; the cliff lowers every
   partition's mean held-out error, by 0.3-1.2 points.) κ is a property of the kernel and
@@ -882,11 +882,6 @@ class SoloLatencyModel:
         fmt = d.get("format", 1)
         if fmt not in (1, 2, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1, 2 and {FORMAT})")
-        hp0 = d.get("prefill_hyper")
-        if fmt == 2 and isinstance(hp0, Mapping) and (hp0.get("l2_knee_tokens") or 0) > 0:
-            # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
-            raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "
-                             "version charges all keys of a spilled prefix (format 3) and needs a refit")
 
         def thetas(kind, width):
             out = {}
@@ -904,5 +899,9 @@ class SoloLatencyModel:
         hp, dh = d.get("prefill_hyper") or {}, d.get("decode_hyper") or {}  # no decode_hyper: floor β·r_max
         if not isinstance(hp, Mapping) or not isinstance(dh, Mapping):
             raise ValueError("prefill_hyper and decode_hyper must be objects")
+        if fmt == 2 and (hp.get("l2_knee_tokens") or 0) > 0:
+            # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
+            raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "
+                             "version charges all keys of a spilled prefix (format 3) and needs a refit")
         return cls(thetas("prefill", PREFILL_WIDTH), thetas("decode", DECODE_WIDTH), PrefillHyper(**hp),
                    DecodeHyper(**dh))
