@@ -1,0 +1,107 @@
+"""GPU check: do the model's GEMMs on a partition run in ⌈device SMs / partition SMs⌉ waves?
+
+    python -m profiling.gemm_waves --model-config launch/models/llama-3.1-8b/config.json \
+        --out bench/results/gemm_waves_<gpu>.json
+
+The solo-prefill table shows small prefills (n ≤ 2048 tokens) costing about ⌈132/S⌉ times
+their full-GPU cost on an S-SM partition, as if the kernels sized their grid for the whole
+GPU. This times one layer's four projections (qkv, o, gate_up, down; ``F.linear`` in bf16,
+as SGLang's unquantized layers run them) at M tokens on every partition's prefill stream,
+with cuBLAS left alone and with torch's SM carveout set so that cuBLAS targets the
+partition's SM count (``torch._C._set_sm_carveout_experimental``: device SMs − S). Medians of
+CUDA-event times over rotated inputs (the weights of 4 layers, so L2 does not hold them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import statistics
+import sys
+
+from sglang_mux.probe import event_times
+
+TOKENS = (128, 512, 1024, 2048, 4096, 8192)
+
+
+def layer_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
+    """(in, out) features of one decoder layer's projections (Llama-style)."""
+    h, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    kv = int(cfg.get("num_key_value_heads", heads))
+    hd = int(cfg.get("head_dim") or h // heads)
+    inter = int(cfg["intermediate_size"])
+    return {"qkv": (h, (heads + 2 * kv) * hd), "o": (heads * hd, h), "gate_up": (h, 2 * inter), "down": (inter, h)}
+
+
+def main(argv=None) -> int:
+    import torch
+    import torch.nn.functional as F
+
+    from sglang_mux.green_ctx import GreenPartitionSet
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-config", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args(argv)
+    if not hasattr(torch._C, "_set_sm_carveout_experimental"):
+        print("this torch has no _set_sm_carveout_experimental", file=sys.stderr)
+        return 2
+    cfg = json.load(open(args.model_config))
+    shapes = layer_shapes(cfg)
+    tokens = [int(t) for t in args.tokens.split(",")]
+    parts = GreenPartitionSet(0, 16)
+    total = parts.total_sms
+    dev = torch.cuda.get_device_name(0)
+    sets = 4  # rotate over 4 layers' weights: 4 x 436 MiB (8B model) is far above L2
+    weights = [{k: torch.randn(o, i, device="cuda", dtype=torch.bfloat16) * 0.02 for k, (i, o) in shapes.items()}
+               for _ in range(sets)]
+    streams = {c.prefill_sms: parts.streams(c)[0] for c in parts.all_configs() if c.prefill_sms > 0}
+    prefill = sorted(streams.items())
+    rows = []
+    for m in tokens:
+        xs = {k: torch.randn(m, i, device="cuda", dtype=torch.bfloat16) for k, (i, _) in shapes.items()}
+        state = {"i": 0}
+
+        def layer():
+            w = weights[state["i"] % sets]
+            state["i"] += 1
+            for k in shapes:
+                F.linear(xs[k], w[k])
+
+        for sms, stream in prefill:
+            for carve in (None, total - sms) if sms < total else (None,):
+                torch._C._set_sm_carveout_experimental(carve)
+                try:
+                    event_times(stream, layer, 3)  # warm-up (heuristics, workspace)
+                    t = event_times(stream, layer, args.repeats)
+                finally:
+                    torch._C._set_sm_carveout_experimental(None)
+                rows.append({"tokens": m, "prefill_sms": sms, "cublas_sm_target": None if carve is None else sms,
+                             "layer_gemms_ms": round(statistics.median(t), 4),
+                             "spread": round((max(t) - min(t)) / statistics.median(t), 3)})
+        torch.cuda.synchronize()
+    full = {r["tokens"]: r["layer_gemms_ms"] for r in rows if r["prefill_sms"] == total}
+    for r in rows:
+        r["vs_full_gpu"] = round(r["layer_gemms_ms"] / full[r["tokens"]], 3)
+        r["ceil_waves"] = math.ceil(total / r["prefill_sms"])
+        r["ideal"] = round(total / r["prefill_sms"], 3)
+    res = {"device": dev, "sm_count": total, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "torch": torch.__version__, "model_config": args.model_config, "shapes": shapes,
+           "command": "python -m profiling.gemm_waves " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "rows": rows}
+    print(f"{'M':>6} {'SMs':>4} {'target':>6} {'ms':>8} {'x full':>7} {'132/S':>6} {'ceil':>4}")
+    for r in rows:
+        print(f"{r['tokens']:>6} {r['prefill_sms']:>4} {str(r['cublas_sm_target']):>6} {r['layer_gemms_ms']:>8.3f} "
+              f"{r['vs_full_gpu']:>7.2f} {r['ideal']:>6.2f} {r['ceil_waves']:>4}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
