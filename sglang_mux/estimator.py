@@ -307,7 +307,7 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
 
     t = read_table(path, require_fit=False)
     solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
-                                decode_kernel=table_decode_kernel(t))
+                                decode_kernel=table_decode_kernel(t), device_sms=t.sm_count)
     fit = solo.to_dict()
     for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
                                 ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
@@ -351,7 +351,7 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
-        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel)
+        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count)
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False

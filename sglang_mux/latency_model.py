@@ -7,11 +7,11 @@ The paper's equations are the base,
 
 extended by terms for what the measured table shows and the equations cannot express:
 
-    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + max(L, θ3·Σn + θ4)
+    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + max(L, θ3·g·Σn + θ4)
     decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
 
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
-θ5 = 0, L = 0 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
+θ5 = 0, L = 0, g = 1 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
 that when the data show none of the effects; a format-1 fit.json loads that way).
 
 Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200,
@@ -58,6 +58,18 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   cost does not depend on the SM count, so one L serves every partition; it is chosen by
   the fit (0 = no floor). Per partition it would be unidentifiable: only one or two rows
   per partition sit on it.
+- Prefill, GEMM waves (factor g; hyper-parameters m_lo, m_hi; D = the GPU's SM count). The
+  projections of a small batch run in grids sized for the WHOLE GPU (cuBLAS's heuristics read
+  the device's SM count, not the green context's), so on an S-SM partition their work takes
+  ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a 512-token prefill
+  takes 17.5-19.4 ms on 68..116 SMs (2 rounds of ~8.8 ms) and 26.4, 36.0, 61.7 ms on 52, 36,
+  20 SMs (3, 4, 7 rounds; the full GPU runs it on the launch floor). Larger batches get grids
+  of many tiles, which fill any partition, so the effect fades with the batch's token count
+  (the GEMMs' M: four 512-token requests are a 2048-token GEMM). The token-linear term is
+  θ3·g·Σn with g = 1 + (⌈D/S⌉·S/D − 1)·φ(Σn): φ = 1 up to m_lo batch tokens, 0 from m_hi,
+  log-linear between (``gemm_share``); (m_lo, m_hi) is chosen by the fit from GEMM_WAVES_GRID
+  (off included): (2048, 65536) on the H200 table. There it takes the worst held-out error on
+  116 SMs from 24.9% to 10.5% (mean 5.1% to 3.2%) and on 52 SMs from 17.4% to 6.3%.
 - Decode, occupancy floor β·K (β and k pooled over partitions). SGLang's triton decode
   kernel runs one thread block per (request, head group, KV split): G = 8 head groups for
   Llama-3.1-8B (32 query heads in blocks of 4, the GQA group), and a split count it sizes
@@ -80,14 +92,16 @@ Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegressi
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
 relative and latencies span three decades; columns are rescaled to max 1 (conditioning).
 Per partition the θs are fitted on that partition's rows only. The few hyper-parameters (τ,
-κ and L for prefill, β for decode) are shared by all partitions and chosen on the training
+κ, L and (m_lo, m_hi) for prefill, β for decode) are shared by all partitions and chosen on the training
 rows of all partitions by the acceptance criterion itself, J = max/10% + mean/3% of the
-relative errors (grids; coordinate search over (τ, κ) and L; β for each k); max(·) terms are fitted by
+relative errors (grids; coordinate search over (τ, κ), L and (m_lo, m_hi); β for each k);
+max(·) terms are fitted by
 enumerating which rows sit on the floor (on the side of the smallest Σn, resp. the
 smallest Σr/r_max), and L and β are then refined by one joint NNLS over all partitions
 (kept if J improves). Profiled batches are uniform, so a CSV row's per-request n, r and
 r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
-rows / 32 heads), κ = 0.25, L ≈ 12 ms, k = 6 blocks per SM and β ≈ 3 µs per key-wave token.
+rows / 32 heads), κ = 0.25, L ≈ 12 ms, GEMM waves (2048, 65536), k = 6 blocks per SM and
+β ≈ 3 µs per key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
 never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
 
@@ -106,7 +120,8 @@ times per scheduling step; budget ≤ 20 µs).
 Unprofiled partitions (``s`` SMs, not in the table):
   - between two profiled partitions lo < s < hi: the coefficients (L and β included) are
     interpolated linearly in 1/SMs (exact for work that scales perfectly with SMs,
-    ``T ∝ 1/s``; a convex mix of non-negative θs stays non-negative); the wave count uses s;
+    ``T ∝ 1/s``; a convex mix of non-negative θs stays non-negative); the wave counts
+    (attention, GEMM, decode) use s;
   - above the largest profiled partition: that partition's coefficients are used — a
     conservative overestimate, since more SMs do not make a kernel slower;
   - below the smallest profiled partition: :class:`UnprofiledPartition` (a ValueError) —
@@ -123,7 +138,7 @@ from typing import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 3  # 3: L2 spill as a cliff (all keys of a prefix past r0); 2 charged keys past r0 only
+FORMAT = 4  # 4: + GEMM waves (prefill_hyper gemm_*); 3: L2 spill as a cliff; 2 charged keys past r0 only
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor")
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
@@ -136,6 +151,10 @@ SPILL_GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)  #
 FLOOR_GRID = tuple(0.5 + 0.05 * i for i in range(16))  # L / (fastest training row); and 0
 BETA_COARSE, BETA_FINE = 22, 15  # geometric grid points of β (coarse over 3 decades, then ±39%)
 DECODE_BLOCKS_GRID = (0, 1, 2, 3, 4, 5, 6, 8, 12, 16)  # k: blocks per SM per decode wave; 0 = off
+# (m_lo, m_hi): batch tokens up to which the token-linear work runs in ⌈D/S⌉ waves, and from
+# which it scales as 1/S (log-linear between; m_lo = m_hi: a step); (0, 0) = off.
+GEMM_WAVES_GRID = ((0, 0),) + tuple((lo, hi) for lo in (256, 512, 1024, 2048)
+                                    for hi in (lo, 4096, 16384, 65536, 262144) if hi >= lo)
 BLOCK_TOKENS = 128  # query rows per extend-attention block (SGLang triton, sm90)
 # Selection criterion J = max/MAX_REL + mean/MEAN_REL: the estimator's accuracy bounds.
 MAX_REL, MEAN_REL = 0.10, 0.03
@@ -160,6 +179,9 @@ class PrefillHyper:
     wave_tokens_per_sm: int = 0  # τ: query tokens per SM per attention wave; 0 = off
     block_tokens: int = BLOCK_TOKENS  # B: queries are rounded up to blocks of this many
     l2_knee_tokens: int = 0  # r0: cached tokens whose KV fits in L2; 0 = no spill term
+    gemm_device_sms: int = 0  # D: SMs the GEMM library sizes its grids by (the whole GPU); 0 = off
+    gemm_waves_lo: int = 0  # m_lo: batch tokens up to which token-linear work runs in ⌈D/S⌉ waves
+    gemm_waves_hi: int = 0  # m_hi: batch tokens from which it scales as 1/S
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -167,6 +189,12 @@ class PrefillHyper:
                 raise ValueError(f"prefill hyper-parameter {k} must be a non-negative int, got {v!r}")
         if self.block_tokens < 1:
             raise ValueError("prefill hyper-parameter block_tokens must be >= 1")
+        if self.gemm_waves_lo and (not self.gemm_device_sms or self.gemm_waves_hi < self.gemm_waves_lo):
+            raise ValueError("prefill gemm_waves_lo > 0 needs gemm_device_sms > 0 and gemm_waves_hi >= gemm_waves_lo")
+
+    @property
+    def gemm_waves(self) -> tuple[int, int]:
+        return (self.gemm_waves_lo, self.gemm_waves_hi) if self.gemm_device_sms else (0, 0)
 
 
 @dataclass(frozen=True)
@@ -229,6 +257,23 @@ def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: 
         c = min(c, -(-r // h.max_kv_splits))
     blocks = min(bs * -(-r // c), int(sum_reused) // c + bs)
     return float(c * -(-(h.head_groups * blocks) // (h.blocks_per_sm * sms)))
+
+
+def gemm_excess(device_sms: int, sms: int) -> float:
+    """Q − 1 = ⌈D/S⌉·S/D − 1: extra work of a D-block grid run in waves on S SMs (0 if S ≥ D)."""
+    if not device_sms or sms >= device_sms:
+        return 0.0
+    return -(-device_sms // sms) * sms / device_sms - 1.0
+
+
+def gemm_share(tokens: float, lo: int, hi: int) -> float:
+    """φ: the share of the token-linear work that runs in whole-GPU grids at ``tokens`` batch
+    tokens: 1 up to m_lo, 0 from m_hi, log-linear between (a step if m_lo = m_hi)."""
+    if not lo or tokens <= lo:
+        return 1.0 if lo else 0.0
+    if tokens >= hi:
+        return 0.0
+    return math.log(hi / tokens) / math.log(hi / lo)
 
 
 class UnprofiledPartition(ValueError):
@@ -296,10 +341,11 @@ def _criterion(pred, y) -> float:
 class _PrefillRows:
     """Design of one partition's solo_prefill rows (uniform batches) for any τ."""
 
-    def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS):
+    def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS, device_sms: int = 0):
         import numpy as np
 
         self.sms = int(sms)
+        self.q = gemm_excess(int(device_sms), self.sms)
         self.y = df["latency_ms"].to_numpy(dtype=float)
         bs = df["bs"].to_numpy(dtype=float)
         self.n_sum = df["sum_new"].to_numpy(dtype=float)
@@ -311,6 +357,7 @@ class _PrefillRows:
         self.nh = self.n_sum * self.h
         self.block_tok = bs * np.ceil(self.n_sum / bs / block) * block  # query tokens rounded to blocks
         self._cols: dict[int, object] = {}
+        self._lins: dict[tuple, object] = {}
 
     def attn(self, tau: int):
         """[Σn², A1, A2] for τ (cached): A1 = W·Σn·r, A2 = W·Σn·r·[r > r0], floored at one wave."""
@@ -335,24 +382,30 @@ class _PrefillRows:
         X = self.attn(tau)
         return np.column_stack([X[:, 0], X[:, 1] + kappa * X[:, 2]]) if kappa else X[:, :2]
 
-    def lin(self):
+    def lin(self, gemm=(0, 0)):
+        """[Σn·g, 1]: token-linear work, g = 1 + (Q−1)·φ(Σn) for the GEMM waves (lo, hi)."""
         import numpy as np
-        return np.column_stack([self.n_sum, np.ones(len(self.y))])
+
+        X = self._lins.get(gemm)
+        if X is None:
+            g = 1.0 + self.q * np.array([gemm_share(m, *gemm) for m in self.n_sum]) if self.q else 1.0
+            X = self._lins[gemm] = np.column_stack([self.n_sum * g, np.ones(len(self.y))])
+        return X
 
     def take(self, idx) -> "_PrefillRows":
         out = object.__new__(_PrefillRows)
-        out.sms = self.sms
+        out.sms, out.q = self.sms, self.q
         for k in ("y", "n_sum", "sq", "nr", "r", "h", "nh", "block_tok"):
             setattr(out, k, getattr(self, k)[idx])
-        out._cols = {}
+        out._cols, out._lins = {}, {}
         return out
 
 
-def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float):
-    """θ (6 floats) of one partition for fixed (τ, κ, L), and its training relative errors."""
+def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, lo: int = 0, hi: int = 0):
+    """θ (6 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi), and its training relative errors."""
     import numpy as np
 
-    Xa, Xl, y = rows.attn_kappa(tau, kappa), rows.lin(), rows.y
+    Xa, Xl, y = rows.attn_kappa(tau, kappa), rows.lin((lo, hi)), rows.y
     w = 1.0 / y
     base = _nnls(np.column_stack([Xa, Xl]), y, w)
     best = None
@@ -463,8 +516,8 @@ def _polish(kind: str, view, hyper, fits):
     for s, rows in view.items():
         fl = fits[s][2]
         if kind == "prefill":
-            tau, kappa, _ = hyper
-            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin()
+            tau, kappa = hyper[:2]
+            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin(hyper[3:5])
             blocks.append(np.column_stack([Xa, Xl * (~fl)[:, None]]))
             shared.append(fl.astype(float))
         else:
@@ -488,15 +541,15 @@ def _polish(kind: str, view, hyper, fits):
     for i, s in enumerate(owners):
         th, rows = c[i * width:(i + 1) * width], view[s]
         if kind == "prefill":
-            tau, kappa, _ = hyper
-            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin()
+            tau, kappa = hyper[:2]
+            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin(hyper[3:5])
             pred = Xa @ th[:2] + np.maximum(Xl @ th[2:4], pooled)
             theta = (float(th[0]), float(th[1]), float(th[2]), float(th[3]), float(kappa * th[1]), pooled)
         else:
             pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(hyper[0])) + th[1] * rows.bs + th[2]
             theta = (float(th[0]), float(th[1]), float(th[2]), pooled)
         new[s] = (theta, np.abs(pred / rows.y - 1.0), fits[s][2])
-    return ((hyper[0], hyper[1], pooled) if kind == "prefill" else (hyper[0], pooled)), new
+    return ((hyper[0], hyper[1], pooled, *hyper[3:]) if kind == "prefill" else (hyper[0], pooled)), new
 
 
 def _prefill_floors(parts):
@@ -523,9 +576,10 @@ class _Pooled:
     training rows by J. Fits of a whole partition are cached per hyper-parameter value, so
     cross-validation (one partition's fold out at a time) refits only that partition."""
 
-    def __init__(self, kind: str, parts: Mapping[int, object], knee: int = 0):
+    def __init__(self, kind: str, parts: Mapping[int, object], knee: int = 0, gemm: bool = False):
         self.kind = kind
         self.knee = knee
+        self.gemm = gemm
         self.parts = dict(parts)
         self._fit_rows = _fit_prefill_rows if kind == "prefill" else _fit_decode_rows
         self._cache: dict = {}
@@ -562,16 +616,18 @@ class _Pooled:
                     best = (j, h, fits)
 
         if self.kind == "prefill":
-            # Coordinate search, twice: (τ, κ) at the current floor, then the floor.
+            # Coordinate search: (τ, κ), then the floor L, then the GEMM waves (m_lo, m_hi),
+            # again while a round moves any of them (at most three rounds).
             floors = _prefill_floors(view)
-            L = 0.0
-            for _ in range(2):
-                scan([(tau, k, L) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
-                tau, k, _ = best[1]
-                scan([(tau, k, f) for f in floors])
-                if best[1][2] == L:
-                    break  # the floor did not move: a second (τ, κ) scan would repeat the first
-                L = best[1][2]
+            h = (0, 0.0, 0.0, 0, 0)
+            for _ in range(3):
+                scan([(tau, k, *h[2:]) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
+                scan([(*best[1][:2], f, *best[1][3:]) for f in floors])
+                if self.gemm:
+                    scan([(*best[1][:3], *g) for g in GEMM_WAVES_GRID])
+                if best[1] == h:
+                    break  # nothing moved: another round would repeat this one
+                h = best[1]
         else:  # β over a coarse grid for each k, then finer around the best (k, β)
             kernel = next(iter(view.values())).kernel
             for k in (DECODE_BLOCKS_GRID if kernel.usable else (0,)):
@@ -588,18 +644,25 @@ class _Pooled:
         return h, {s: f[0] for s, f in fits.items()}
 
 
-def _prefill_parts(df, knee: int):
-    return {int(s): _PrefillRows(g, int(s), knee) for s, g in df.groupby("prefill_sms")}
+def _prefill_parts(df, knee: int, device_sms: int = 0):
+    return {int(s): _PrefillRows(g, int(s), knee, BLOCK_TOKENS, device_sms) for s, g in df.groupby("prefill_sms")}
+
+
+def _prefill_hyper(hyper, knee: int, device_sms: int) -> PrefillHyper:
+    tau, kappa, _, lo, hi = hyper
+    return PrefillHyper(int(tau), BLOCK_TOKENS, int(knee) if kappa else 0, int(device_sms) if lo else 0,
+                        int(lo), int(hi))
 
 
 def _decode_parts(df, kernel: DecodeHyper | None = None):
     return {int(s): _DecodeRows(g, int(s), kernel) for s, g in df.groupby("decode_sms")}
 
 
-def fit_prefill_frame(df, l2_knee: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
-    """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions)."""
-    (tau, kappa, _), th = _Pooled("prefill", _prefill_parts(df, l2_knee), l2_knee).select()
-    return PrefillHyper(int(tau), BLOCK_TOKENS, int(l2_knee) if kappa else 0), th
+def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
+    """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions);
+    ``device_sms`` (the GPU's SM count) lets the fit choose GEMM waves, 0 = not."""
+    hyper, th = _Pooled("prefill", _prefill_parts(df, l2_knee, device_sms), l2_knee, bool(device_sms)).select()
+    return _prefill_hyper(hyper, l2_knee, device_sms), th
 
 
 def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper, dict[int, tuple[float, ...]]]:
@@ -611,7 +674,7 @@ def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper
 
 
 def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
-                   decode_kernel: DecodeHyper | None = None) -> dict[int, object]:
+                   decode_kernel: DecodeHyper | None = None, device_sms: int = 0) -> dict[int, object]:
     """{sms: relative errors of that partition's rows, each predicted without having seen it}.
 
     k-fold per partition (the rows of a partition in a seeded random order, every k-th row
@@ -622,8 +685,8 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
 
     col = "prefill_sms" if kind == "prefill" else "decode_sms"
     kernel = decode_kernel or DecodeHyper()
-    parts = _prefill_parts(df, l2_knee) if kind == "prefill" else _decode_parts(df, kernel)
-    pooled = _Pooled(kind, parts, l2_knee)
+    parts = _prefill_parts(df, l2_knee, device_sms) if kind == "prefill" else _decode_parts(df, kernel)
+    pooled = _Pooled(kind, parts, l2_knee, bool(device_sms))
     out = {}
     for s, rows in parts.items():
         n = len(rows.y)
@@ -634,7 +697,7 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
             test = order[f::k]
             train = np.setdiff1d(order, test)
             hyper, th = pooled.select({s: rows.take(train)})
-            hp = PrefillHyper(int(hyper[0]), BLOCK_TOKENS, int(l2_knee) if hyper[1] else 0) if kind == "prefill" else None
+            hp = _prefill_hyper(hyper, l2_knee, device_sms) if kind == "prefill" else None
             dh = replace(kernel, blocks_per_sm=int(hyper[0])) if kind == "decode" else None
             m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},
                                  prefill_hyper=hp, decode_hyper=dh, _partial=True)
@@ -708,6 +771,8 @@ class SoloLatencyModel:
         self._blk = self.prefill_hyper.block_tokens
         self._knee = self.prefill_hyper.l2_knee_tokens
         self._knee_or_inf = self._knee or float("inf")
+        self._gemm_lo, self._gemm_hi = self.prefill_hyper.gemm_waves
+        self._gemm_x: dict[int, float] = {}  # Q − 1 per partition
         self.decode_hyper = decode_hyper or DecodeHyper()
         self._waves_on = self.decode_hyper.blocks_per_sm > 0
 
@@ -759,8 +824,15 @@ class SoloLatencyModel:
             a2 = span * r_hi if r_hi > knee else 0.0
         else:
             a1, a2 = self._waves(blocks, cap, knee)
-        lin = t[2] * n + t[3]
+        lin = t[2] * n * (self._gemm_g(prefill_sms, n) if self._gemm_lo else 1.0) + t[3]
         return t[0] * sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
+
+    def _gemm_g(self, sms: int, tokens: float) -> float:
+        """g = 1 + (Q−1)·φ(Σn): the token-linear work's factor for GEMM waves (module docstring)."""
+        q = self._gemm_x.get(sms)
+        if q is None:
+            q = self._gemm_x[sms] = gemm_excess(self.prefill_hyper.gemm_device_sms, sms)
+        return 1.0 + q * gemm_share(tokens, self._gemm_lo, self._gemm_hi) if q else 1.0
 
     @staticmethod
     def _waves(blocks, cap: int, knee: float) -> tuple[float, float]:
@@ -796,7 +868,7 @@ class SoloLatencyModel:
             a1, a2 = span * r, span * spill
         else:
             a1, a2 = sum_new_reused, sum_new * spill
-        lin = t[2] * sum_new + t[3]
+        lin = t[2] * sum_new * (self._gemm_g(prefill_sms, sum_new) if self._gemm_lo else 1.0) + t[3]
         return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
 
     def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
@@ -825,10 +897,10 @@ class SoloLatencyModel:
         out = np.empty(len(df))
         pos = {s: np.flatnonzero(df["prefill_sms"].to_numpy() == s) for s in df["prefill_sms"].unique()}
         for s, idx in pos.items():
-            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk)
+            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk, self.prefill_hyper.gemm_device_sms)
             t = self._prefill(int(s))
             a = rows.attn(self._tau)
-            lin = rows.n_sum * t[2] + t[3]
+            lin = rows.lin((self._gemm_lo, self._gemm_hi)) @ t[2:4]
             out[idx] = a[:, 0] * t[0] + a[:, 1] * t[1] + a[:, 2] * t[4] + np.maximum(lin, t[5])
         return out
 
@@ -846,6 +918,7 @@ class SoloLatencyModel:
         dec = [self._decode.profiled[s] for s in self._decode.sms]
         kappa = next((t[4] / t[1] for t in pre if t[1] > 0), 0.0)
         return {"wave_tokens_per_sm": self._tau, "l2_knee_tokens": self._knee,
+                "gemm_waves_tokens": [self._gemm_lo, self._gemm_hi],
                 "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
                 "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0),
                 "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm}
@@ -854,15 +927,16 @@ class SoloLatencyModel:
 
     @classmethod
     def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0,
-            decode_kernel: DecodeHyper | None = None) -> "SoloLatencyModel":
+            decode_kernel: DecodeHyper | None = None, device_sms: int = 0) -> "SoloLatencyModel":
         """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term);
-        ``decode_kernel`` (``decode_kernel()``) lets the decode fit count waves."""
-        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee)
+        ``decode_kernel`` (``decode_kernel()``) lets the decode fit count waves;
+        ``device_sms`` (the GPU's SM count) lets the prefill fit choose GEMM waves."""
+        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms)
         dh, dec = fit_decode_frame(solo_decode, decode_kernel)
         return cls(pre, dec, hyper, dh)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 3, "prefill_hyper": {...},
+        """fit.json's core: {"format": 4, "prefill_hyper": {...},
         "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}}."""
         return {
             "format": FORMAT,
@@ -877,11 +951,11 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 3; format 2 without an L2 knee (the same model); format 1 (the paper's θs
-        alone: Eq. 1/2 exactly, logged)."""
+        """Format 4; format 3 (no GEMM waves: g = 1); format 2 without an L2 knee (the same
+        model); format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, FORMAT):
-            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1, 2 and {FORMAT})")
+        if fmt not in (1, 2, 3, FORMAT):
+            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
 
         def thetas(kind, width):
             out = {}
@@ -899,6 +973,9 @@ class SoloLatencyModel:
         hp, dh = d.get("prefill_hyper") or {}, d.get("decode_hyper") or {}  # no decode_hyper: floor β·r_max
         if not isinstance(hp, Mapping) or not isinstance(dh, Mapping):
             raise ValueError("prefill_hyper and decode_hyper must be objects")
+        if fmt < 4 and any(k.startswith("gemm_") for k in hp):
+            raise ValueError(f"fit.json format {fmt} has no GEMM-wave terms, but its prefill_hyper names "
+                             f"{sorted(k for k in hp if k.startswith('gemm_'))}: a malformed file; refit it")
         if fmt == 2 and (hp.get("l2_knee_tokens") or 0) > 0:
             # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
             raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "

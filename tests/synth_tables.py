@@ -9,7 +9,7 @@ memory time (bytes / probed copy bandwidth), which is exactly of the form of Eq.
 times lognormal noise of relative size ``noise``. ``solo_model="mux"`` instead measures uniform
 batches (as the profiler does) of the extended model of sglang_mux.latency_model with the
 known pooled terms of ``MUX_TRUTH`` (attention waves, L2 spill, launch floor, decode
-occupancy floor) on top of the same per-partition θs: ``mux_solo_frames``. Contention slowdowns lie in
+occupancy floor, GEMM waves) on top of the same per-partition θs: ``mux_solo_frames``. Contention slowdowns lie in
 [1, ``guard_max``] and reach ``guard_max`` exactly: corun/solo of the contention rows is the
 slowdown, with no noise on the ratio.
 """
@@ -69,9 +69,10 @@ def true_decode_theta(sms: int, m: dict = LLAMA_8B) -> tuple[float, float, float
 # The extended model's pooled terms used by solo_model="mux" (all on the fit's grids, so a
 # noiseless table is recovered exactly): τ = 4 query tokens per SM per wave, a spilled pair
 # costs 1.5x an L2-resident one past r0 = 12800 (H200, Llama-3.1-8B), a 12 ms launch floor,
-# a decode occupancy floor of 0.38 µs per token of the longest context.
+# a decode occupancy floor of 0.38 µs per token of the longest context, token-linear work in
+# ⌈132/S⌉ waves up to 512 batch tokens, scaling as 1/S from 16384 (GEMM grids sized for 132 SMs).
 MUX_TRUTH = {"wave_tokens_per_sm": 4, "spill_ratio": 0.5, "l2_knee_tokens": 12800, "floor_ms": 12.0,
-             "beta_ms_per_token": 3.8e-4}
+             "beta_ms_per_token": 3.8e-4, "gemm_waves": (512, 16384)}
 MUX_PREFILL_CELLS = [(bs, n, r) for bs, n in ((1, 128), (1, 512), (4, 512), (1, 2048), (4, 2048), (1, 8192))
                      for r in (0, 8192, 32768)] + [(16, 512, 2048), (1, 32768, 0)]
 MUX_DECODE_CELLS = [(bs, r) for bs in (1, 8, 32, 64, 128, 256) for r in (2048, 8192, 32768, 130048)
@@ -93,7 +94,8 @@ def mux_truth_model():
     """The "mux" ground truth as a SoloLatencyModel (prefill on PREFILL_SMS + full GPU, ...)."""
     from sglang_mux.latency_model import PrefillHyper, SoloLatencyModel
 
-    hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"])
+    hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"], TOTAL_SMS,
+                      *MUX_TRUTH["gemm_waves"])
     return SoloLatencyModel({s: mux_true_prefill_theta(s) for s in PREFILL_SMS + [TOTAL_SMS]},
                             {s: mux_true_decode_theta(s) for s in DECODE_SMS + [TOTAL_SMS]}, hp)
 

@@ -208,14 +208,15 @@ def test_check_in_process_detects_failures(table):
 
 
 def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
-    """Uniform-batch table with attention waves, L2 spill, launch and occupancy floors (1%
-    noise): the extended fit meets the bounds held out, and solo x guard bounds every
+    """Uniform-batch table with attention waves, L2 spill, launch and occupancy floors, GEMM
+    waves (1% noise): the extended fit meets the bounds held out, and solo x guard bounds every
     contention row with r_max = the per-request context."""
     p = write_synthetic_table(tmp_path / NAME, solo_model="mux", noise=0.01)
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 3 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
+    assert fit["format"] == 4 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
+    assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
     est = Estimator.from_table(p)
     # The floor: one 130K-token request decodes slower than Eq. 2's share of its tokens.
     # (the truth's floor is β·r_max; with 1% noise the fit may also count waves: either form)

@@ -61,15 +61,15 @@ def test_recovers_the_extended_model_from_uniform_batches():
     """A noiseless table of the extended model (waves, L2 spill, launch floor, decode
     occupancy floor; synth_tables.MUX_TRUTH) is recovered exactly, pooled terms included."""
     sp, sd = st.mux_solo_frames()
-    m = SoloLatencyModel.fit(sp, sd, l2_knee=st.MUX_TRUTH["l2_knee_tokens"])
-    assert m.prefill_hyper == PrefillHyper(4, 128, 12800)
+    m = SoloLatencyModel.fit(sp, sd, l2_knee=st.MUX_TRUTH["l2_knee_tokens"], device_sms=st.TOTAL_SMS)
+    assert m.prefill_hyper == PrefillHyper(4, 128, 12800, 132, 512, 16384)
     for s in st.PREFILL_SMS + [st.TOTAL_SMS]:
         np.testing.assert_allclose(m.prefill_theta(s), st.mux_true_prefill_theta(s), rtol=1e-6)
     for s in st.DECODE_SMS + [st.TOTAL_SMS]:
         np.testing.assert_allclose(m.decode_theta(s), st.mux_true_decode_theta(s), rtol=1e-6)
     # ... and held out, too: no row needs to be seen to be predicted.
     for kind, df in (("prefill", sp), ("decode", sd)):
-        errs = heldout_errors(kind, df, l2_knee=12800)
+        errs = heldout_errors(kind, df, l2_knee=12800, device_sms=st.TOTAL_SMS)
         assert sorted(errs) == sorted(df[f"{kind}_sms"].unique())
         assert max(e.max() for e in errs.values()) < 1e-6
 
@@ -77,7 +77,7 @@ def test_recovers_the_extended_model_from_uniform_batches():
 def test_plain_equations_cannot_fit_the_extended_model():
     """What the extensions buy: the paper's equations alone on the same noiseless table."""
     sp, sd = st.mux_solo_frames()
-    m = SoloLatencyModel.fit(sp, sd, l2_knee=12800)
+    m = SoloLatencyModel.fit(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS)
     plain = SoloLatencyModel({s: fit_nonneg(np.column_stack([g.sum_new_sq, g.sum_new_reused, g.sum_new,
                                                               np.ones(len(g))]), g.latency_ms)
                               for s, g in sp.groupby("prefill_sms")},
@@ -259,11 +259,14 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 3 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
-                                                        "l2_knee_tokens": 12800}
+    assert d["format"] == 4 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+                                                        "l2_knee_tokens": 12800, "gemm_device_sms": 132,
+                                                        "gemm_waves_lo": 512, "gemm_waves_hi": 16384}
+    assert d["pooled"]["gemm_waves_tokens"] == [512, 16384]
     m2 = SoloLatencyModel.from_dict(d)
     reqs = [PrefillReq(700, 30000), PrefillReq(5000, 0)]
-    assert m2.prefill_ms(52, reqs) == m.prefill_ms(52, reqs) and m2.decode_ms(48, 3, 90000, 80000) == m.decode_ms(
+    assert m2.prefill_ms(52, reqs) == m.prefill_ms(52, reqs) and m2.prefill_ms(52, reqs[:1]) == m.prefill_ms(
+        52, reqs[:1]) and m2.decode_ms(48, 3, 90000, 80000) == m.decode_ms(
         48, 3, 90000, 80000)
     # decode_hyper round-trips; a format-2 file without it is the β·r_max floor (k = 0)
     mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132))
@@ -292,15 +295,17 @@ def test_reads_format_1_as_the_plain_equations(caplog):
     assert m.decode_ms(16, 1, 100000) == pytest.approx(TH_D[16][0] * 1e5 + TH_D[16][1] + TH_D[16][2])
     with pytest.raises(ValueError, match="format-1 prefill θ for 20 SMs must have 4 values"):
         SoloLatencyModel.from_dict({**d, "prefill": {"20": {"theta": list(TH_PX)}}})
-    with pytest.raises(ValueError, match="format 4 is not supported"):
-        SoloLatencyModel.from_dict({**d, "format": 4})
+    with pytest.raises(ValueError, match="format 5 is not supported"):
+        SoloLatencyModel.from_dict({**d, "format": 5})
 
 
 def test_format_2_loads_without_a_knee_and_asks_for_a_refit_with_one():
     """Format 2 charged the spill to keys past the knee only: with no knee it is the same model,
     with one its θ5 would be misread, so it is refused with the command that refits it."""
     m = st.mux_truth_model()
+    m = SoloLatencyModel(m._prefill.profiled, m._decode.profiled, PrefillHyper(4, 128, 12800), m.decode_hyper)
     d = {**json.loads(json.dumps(m.to_dict())), "format": 2}
+    d["prefill_hyper"] = {k: v for k, v in d["prefill_hyper"].items() if not k.startswith("gemm_")}
     with pytest.raises(ValueError, match=r"format 2 .*keys past the knee.*needs a refit"):
         SoloLatencyModel.from_dict(d)
     d["prefill_hyper"] = {**d["prefill_hyper"], "l2_knee_tokens": 0}
@@ -308,6 +313,53 @@ def test_format_2_loads_without_a_knee_and_asks_for_a_refit_with_one():
     assert m2.prefill_ms(52, [PrefillReq(700, 30000)]) == SoloLatencyModel(
         m._prefill.profiled, m._decode.profiled, PrefillHyper(4, 128, 0), m.decode_hyper).prefill_ms(
         52, [PrefillReq(700, 30000)])
+
+
+def test_format_3_loads_without_gemm_waves_and_refuses_gemm_keys():
+    """Format 3 had no GEMM-wave term: it loads with it off; gemm_* keys in it are a broken file."""
+    m = st.mux_truth_model()
+    d = {**json.loads(json.dumps(m.to_dict())), "format": 3}
+    with pytest.raises(ValueError, match=r"format 3 has no GEMM-wave terms.*refit"):
+        SoloLatencyModel.from_dict(d)
+    d["prefill_hyper"] = {k: v for k, v in d["prefill_hyper"].items() if not k.startswith("gemm_")}
+    m3 = SoloLatencyModel.from_dict(d)
+    assert m3.prefill_hyper == PrefillHyper(4, 128, 12800)
+    t = m.prefill_theta(116)
+    # 512 new tokens on 116 SMs: with the GEMM waves, 2 waves of a 132-block grid (g = 2·116/132)
+    sq = t[0] * 512 ** 2
+    assert m.prefill_ms(116, [PrefillReq(512)]) == pytest.approx(sq + max(t[2] * 512 * 2 * 116 / 132 + t[3], t[5]))
+    assert m3.prefill_ms(116, [PrefillReq(512)]) == pytest.approx(sq + max(t[2] * 512 + t[3], t[5]))
+
+
+def test_gemm_waves_factor():
+    """g = 1 + (⌈D/S⌉·S/D − 1)·φ(Σn): φ = 1 up to m_lo, 0 from m_hi, log-linear between."""
+    from sglang_mux.latency_model import gemm_excess, gemm_share
+
+    assert gemm_excess(132, 116) == pytest.approx(2 * 116 / 132 - 1)
+    assert gemm_excess(132, 20) == pytest.approx(7 * 20 / 132 - 1)
+    assert gemm_excess(132, 66) == 0.0 and gemm_excess(132, 132) == 0.0 and gemm_excess(0, 20) == 0.0
+    assert gemm_share(512, 512, 16384) == 1.0 and gemm_share(100, 512, 16384) == 1.0
+    assert gemm_share(16384, 512, 16384) == 0.0 and gemm_share(10**6, 512, 16384) == 0.0
+    assert gemm_share(4096, 512, 16384) == pytest.approx(0.4)  # log(4)/log(32)
+    assert gemm_share(600, 512, 512) == 0.0 and gemm_share(512, 512, 512) == 1.0  # a step
+    assert gemm_share(5, 0, 0) == 0.0  # off
+    with pytest.raises(ValueError, match="gemm_waves_lo > 0 needs"):
+        PrefillHyper(4, 128, 0, 0, 512, 1024)
+    with pytest.raises(ValueError, match="gemm_waves_lo > 0 needs"):
+        PrefillHyper(4, 128, 0, 132, 4096, 1024)
+    # The batch's token count decides, not the request's: 4 x 512 tokens is a 2048-token GEMM.
+    m = st.mux_truth_model()
+    t = m.prefill_theta(100)
+    g = 1 + (2 * 100 / 132 - 1) * gemm_share(2048, 512, 16384)
+    attn = m.prefill_ms(100, [PrefillReq(512)] * 4) - max(t[2] * 2048 * g + t[3], t[5])
+    assert attn == pytest.approx(t[0] * 4 * 512 ** 2, rel=1e-9)
+    # hot path, sums path and frames agree on uniform batches
+    sp, _ = st.mux_solo_frames()
+    want = m.predict_prefill_frame(sp)
+    got = [m.prefill_ms_sums(int(s), sq, nr, n, int(bs)) for s, bs, sq, nr, n in
+           zip(sp.prefill_sms, sp.bs, sp.sum_new_sq, sp.sum_new_reused, sp.sum_new)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(want, sp.latency_ms, rtol=1e-12)
 
 
 def test_prefill_fit_frame_matches_fit():
@@ -319,7 +371,7 @@ def test_prefill_fit_frame_matches_fit():
 
 def test_prediction_does_not_import_sklearn():
     code = ("import sys; from sglang_mux.latency_model import SoloLatencyModel, PrefillReq, PrefillHyper;"
-            f"m = SoloLatencyModel({ {20: TH_PX}!r}, { {16: TH_DX}!r}, PrefillHyper(4, 128, 12800));"
+            f"m = SoloLatencyModel({ {20: TH_PX}!r}, { {16: TH_DX}!r}, PrefillHyper(4, 128, 12800, 132, 512, 8192));"
             "m.prefill_ms(20, [PrefillReq(5, 20000)]); m.decode_ms(16, 2, 9, 8);"
             "assert 'sklearn' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
