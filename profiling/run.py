@@ -24,7 +24,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from profiling import grid as G
 from profiling.stats import median, spread_pct
@@ -57,7 +57,8 @@ class Profiler:
 
     def __init__(self, harness, plan: G.Plan, store: TableStore, *, budget_s: float,
                  t0: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 progress: bool = True, max_consecutive_errors: int = 3, retry_skipped: bool = False):
+                 progress: bool = True, max_consecutive_errors: int = 3, retry_skipped: bool = False,
+                 remeasure: Mapping[tuple, float] | None = None):
         self.h = harness
         self.plan = plan
         self.store = store
@@ -67,6 +68,8 @@ class Profiler:
         self.progress = progress
         self.max_consecutive_errors = max_consecutive_errors
         self.retry_skipped = retry_skipped
+        self.remeasure = dict(remeasure or {})  # {(kind, key): old spread %}: measured cells to redo
+        self.replaced = 0
         self.rep = plan.repeats
         # calibration: actual/estimated wall time and latency, per kind
         self._wall = {k: [0.0, 0.0] for k in G.KINDS}
@@ -92,6 +95,8 @@ class Profiler:
     # ---------------------------------------------------------------- one cell
     def todo(self, cells: Sequence[G.Cell] | None = None) -> list[G.Cell]:
         cells = self.plan.cells if cells is None else cells
+        if self.remeasure:
+            return [c for c in cells if (c.kind, tuple(int(k) for k in c.key)) in self.remeasure]
         return [c for c in cells if not self.store.done(c) and (self.retry_skipped or not self.store.was_skipped(c))]
 
     def _noisy(self, xs) -> bool:
@@ -193,7 +198,11 @@ class Profiler:
                 else:
                     consecutive = 0
                     info["wall_s"] = round(self.clock() - t, 3)
-                    self.store.append(cell, values, info)
+                    k = (cell.kind, tuple(int(x) for x in cell.key))
+                    if k in self.remeasure:
+                        self.replaced += self.store.replace(cell, values, info, self.remeasure.pop(k))
+                    else:
+                        self.store.append(cell, values, info)
                     summ.done += 1
                 cost = self.plan.cost_s(cell)
                 self._wall[cell.kind][0] += self.clock() - t
@@ -280,6 +289,9 @@ def _parse(argv):
     ap.add_argument("--retry-skipped", action="store_true", help="try cells a previous run skipped again")
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--noise-pct", type=float, default=10.0, help="re-measure a cell once above this spread")
+    ap.add_argument("--remeasure-noisy", type=float, default=None, metavar="PCT",
+                    help="only measure again the table's cells whose spread exceeded PCT %% (host jitter "
+                         "catches launch-bound cells); the steadier measurement stays in the CSV")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-level", default="info")
     g = ap.add_argument_group("planning assumptions (--plan-only; a GPU run uses the real values)")
@@ -374,7 +386,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (c.kind, tuple(c.key)) not in logged and not store.done(c):
             store.skip(c, "plan cap: " + reason, blocking=False)
 
-    prof = Profiler(h, plan, store, budget_s=args.time_budget_s, t0=t_start, retry_skipped=args.retry_skipped)
+    redo = store.noisy(args.remeasure_noisy) if args.remeasure_noisy is not None else None
+    if redo is not None:
+        print(f"re-measuring {len(redo)} cells with a spread above {args.remeasure_noisy:g} %")
+        if not redo:
+            return 0
+    prof = Profiler(h, plan, store, budget_s=args.time_budget_s, t0=t_start, retry_skipped=args.retry_skipped,
+                    remeasure=redo)
     try:
         summ = prof.run()
     except (AbortRun, HarnessError) as e:
@@ -382,6 +400,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _record_run(store, meta, argv, None, time.monotonic() - t_start)
         return 1
     _record_run(store, meta, argv, summ, summ.wall_s)
+    if redo is not None:
+        print(f"this run: {summ.done} noisy cells measured again, {prof.replaced} rows replaced by the steadier "
+              f"measurement, {summ.skipped} skipped, {summ.errors} errors in {summ.wall_s:.0f} s; "
+              f"{len(prof.remeasure)} left")
+        if not args.no_fit:
+            fit_table_dir(out, store)
+        return 130 if summ.interrupted else 0
     left = prof.todo()
     rest_s = sum(prof.expected_s(c) for c in left)
     print(f"this run: {summ.done} cells measured, {summ.skipped} skipped, {summ.errors} errors in {summ.wall_s:.0f} s"

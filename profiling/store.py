@@ -9,7 +9,9 @@
 - ``meta.json``: written by run.py (GPU, model shape, versions, date, command, granularity).
 
 A resumed run reads the CSVs, repairs a torn last line (a crash mid-write), and skips every
-cell whose key columns are present. No torch here.
+cell whose key columns are present. ``--remeasure-noisy`` measures cells whose logged spread is
+high once more and keeps the steadier of the two measurements in the CSV (``replace``); both
+stay in cells.jsonl. No torch here.
 """
 
 from __future__ import annotations
@@ -136,6 +138,24 @@ class TableStore:
         """CSV files that are still missing or empty (estimator fit needs all three)."""
         return [FILES[k] for k in COLUMNS if not self._done[k]]
 
+    def noisy(self, pct: float) -> dict[tuple, float]:
+        """{(kind, key): spread %} of measured cells whose row in the CSV came from a
+        measurement with a sample spread above ``pct`` (the last cells.jsonl line of a key
+        that is in the CSV; contention cells: the solo samples' spread)."""
+        file = self.path / CELLS_LOG
+        last: dict[tuple, float] = {}
+        if file.exists():
+            for line in file.read_text().splitlines():
+                try:
+                    d = json.loads(line)
+                    k = (d["kind"], tuple(int(x) for x in d["key"]))
+                    if d.get("kept") == "old":
+                        continue  # a re-measurement that lost: the CSV row is the earlier one
+                    last[k] = float(d.get("spread_pct", d.get("solo_spread_pct", 0.0)))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return {k: v for k, v in last.items() if v > pct and k[1] in self._done.get(k[0], ())}
+
     # ------------------------------------------------------------------ writing
     def append(self, cell: Cell, values: Iterable[float], info: dict | None = None) -> None:
         """Append the cell's row (fsynced) and its log line."""
@@ -152,6 +172,43 @@ class TableStore:
         log = {"kind": cell.kind, "key": list(cell.key), "cell": cell.to_json(), "row": row}
         log.update(info or {})
         _append_durable(self.path / CELLS_LOG, json.dumps(log) + "\n")
+
+    def replace(self, cell: Cell, values: Iterable[float], info: dict, old_spread: float) -> bool:
+        """A re-measurement of a measured cell: its row replaces the CSV's when its spread
+        (``info["spread_pct"]``/``["solo_spread_pct"]``) is below ``old_spread``; logged
+        either way, with ``kept`` = "new" or "old". Returns whether the row was replaced."""
+        row = row_for(cell, values)
+        new_spread = float(info.get("spread_pct", info.get("solo_spread_pct", 0.0)))
+        keep_new = new_spread < old_spread
+        file = self.path / FILES[cell.kind]
+        key = [int(k) for k in cell.key]
+        n_key = N_KEY[cell.kind]
+        old_row = None
+        if keep_new:
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="").writerow(row)
+            lines = file.read_text().splitlines()
+            out = [lines[0]]
+            for line in lines[1:]:
+                vals = next(csv.reader([line]))
+                if [int(round(float(v))) for v in vals[:n_key]] == key:
+                    if old_row is None:
+                        out.append(buf.getvalue())  # in the old row's place (the CSV keeps its order)
+                    old_row = vals  # further rows of the key go too: the cell is one row again
+                    continue
+                out.append(line)
+            if old_row is None:
+                out.append(buf.getvalue())
+            tmp = file.with_suffix(".csv.tmp")
+            tmp.write_text("\n".join(out) + "\n")
+            tmp.replace(file)
+        log = {"kind": cell.kind, "key": list(cell.key), "cell": cell.to_json(), "row": row,
+               "remeasure_of_spread_pct": old_spread, "kept": "new" if keep_new else "old"}
+        if old_row is not None:
+            log["replaced_row"] = old_row
+        log.update(info or {})
+        _append_durable(self.path / CELLS_LOG, json.dumps(log) + "\n")
+        return keep_new
 
     def skip(self, cell: Cell, reason: str, info: dict | None = None, blocking: bool = True) -> None:
         """Log a cell that was not measured. ``blocking``: a resumed run does not retry it

@@ -169,6 +169,40 @@ def test_noisy_cell_is_remeasured_once(tmp_path, plan):
     assert d["remeasured"] and len(d["samples"]) == 2 * plan.repeats.decode
 
 
+def test_remeasure_noisy_keeps_the_steadier_measurement(tmp_path, plan):
+    """--remeasure-noisy: only cells logged with a high spread run again; a steadier result
+    replaces the CSV row (one row per cell still), a noisier one is logged and dropped."""
+    clock = Clock()
+    dec = next(c for c in plan.cells if c.kind == G.KIND_SOLO_DECODE)
+    pre = next(c for c in plan.cells if c.kind == G.KIND_SOLO_PREFILL)
+    Profiler(FakeHarness(plan, clock, noisy={(dec.kind, dec.key), (pre.kind, pre.key)}), plan,
+             TableStore(tmp_path), budget_s=1e9, clock=clock, progress=False).run()
+    store = TableStore(tmp_path)
+    noisy = store.noisy(10.0)
+    assert set(noisy) == {(dec.kind, dec.key), (pre.kind, pre.key)} and min(noisy.values()) > 40
+    before = pd.read_csv(tmp_path / "solo_decode.csv")
+    # the steadier re-measurement: the harness is quiet now
+    h2 = FakeHarness(plan, clock)
+    prof = Profiler(h2, plan, store, budget_s=1e9, clock=clock, progress=False, remeasure=noisy)
+    assert prof.run().done == 2 and prof.replaced == 2
+    assert sorted(h2.calls) == sorted([(dec.kind, dec.key), (pre.kind, pre.key)])
+    after = pd.read_csv(tmp_path / "solo_decode.csv")
+    assert len(after) == len(before) and not after.duplicated(["decode_sms", "bs", "sum_reused"]).any()
+    log = [json.loads(x) for x in (tmp_path / "cells.jsonl").read_text().splitlines()]
+    last = next(x for x in reversed(log) if x["kind"] == dec.kind and tuple(x["key"]) == dec.key)
+    assert last["kept"] == "new" and last["spread_pct"] < 10 and last["replaced_row"]
+    same = (after.iloc[:, :3] == before.iloc[:, :3]).all(axis=1)
+    assert same.all()  # the CSV keeps its order: the row is replaced in place
+    i = after.index[(after.iloc[:, :3].values == list(dec.key)).all(axis=1)][0]
+    assert after.iloc[i].tolist() == last["row"]
+    assert TableStore(tmp_path).noisy(10.0) == {}
+    # a noisier re-measurement is logged but leaves the row alone (and the cell stays steady)
+    store = TableStore(tmp_path)
+    assert not store.replace(dec, [999.0], {"spread_pct": 80.0}, old_spread=2.0)
+    assert pd.read_csv(tmp_path / "solo_decode.csv").equals(after)
+    assert TableStore(tmp_path).noisy(10.0) == {}
+
+
 def test_skips_are_logged_not_retried_and_errors_abort(tmp_path, plan):
     clock = Clock()
     a = next(c for c in plan.cells if c.kind == G.KIND_CONTENTION)
