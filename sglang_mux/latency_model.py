@@ -57,15 +57,22 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   which adds on top: n=128 over 8K cached tokens costs 13.7 + 11 ms on 116 SMs. The host
   cost does not depend on the SM count, so one L serves every partition; it is chosen by
   the fit (0 = no floor). Per partition it would be unidentifiable: only one or two rows
-  per partition sit on it.
+  per partition sit on it. L is the HOST's, and it moves: on the H100 table's machine the
+  same cells took 14-20 ms, with single cells bimodal between ~15 and ~34 ms; measured
+  again on a second H100 machine they took 25-32 ms (bench/results/
+  h100_launch_floor_two_hosts.json). No fit of one table predicts these rows within 10%;
+  at run time the estimator's online prefill correction follows the serving host.
 - Prefill, GEMM waves (factor g; hyper-parameters m_lo, m_hi; D = the GPU's SM count). The
-  projections of a small batch run in grids sized for the WHOLE GPU (cuBLAS's heuristics read
-  the device's SM count, not the green context's), so on an S-SM partition their work takes
-  ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a 512-token prefill
-  takes 17.5-19.4 ms on 68..116 SMs (2 rounds of ~8.8 ms) and 26.4, 36.0, 61.7 ms on 52, 36,
-  20 SMs (3, 4, 7 rounds; the full GPU runs it on the launch floor). Larger batches get grids
-  of many tiles, which fill any partition, so the effect fades with the batch's token count
-  (the GEMMs' M: four 512-token requests are a 2048-token GEMM). The token-linear term is
+  projections of a small batch are tiled for the WHOLE GPU, so on an S-SM partition their
+  work takes up to ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a
+  512-token prefill takes 17.5-19.4 ms on 68..116 SMs (2 rounds of ~8.8 ms) and 26.4, 36.0,
+  61.7 ms on 52, 36, 20 SMs (3, 4, 7 rounds; the full GPU runs it on the launch floor).
+  ``profiling.gemm_waves`` times the four projections alone (H100, bench/results/
+  gemm_waves_h100.json): at 512 tokens 116 SMs take 1.53x the full GPU's time (1/S scaling
+  would be 1.14x), at 8192 tokens 1.23x; cuBLAS's SM-count target (torch's SM carveout) does
+  not change them, so the engine cannot simply ask for partition-sized grids. Larger batches
+  get grids of many tiles, which fill any partition, so the effect fades with the batch's
+  token count (the GEMMs' M: four 512-token requests are a 2048-token GEMM). The term is
   θ3·g·Σn with g = 1 + (⌈D/S⌉·S/D − 1)·φ(Σn): φ = 1 up to m_lo batch tokens, 0 from m_hi,
   log-linear between (``gemm_share``); (m_lo, m_hi) is chosen by the fit from GEMM_WAVES_GRID
   (off included): (2048, 65536) on the H200 table. There it takes the worst held-out error on
