@@ -60,8 +60,10 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   per partition sit on it. L is the HOST's, and it moves: on the H100 table's machine the
   same cells took 14-20 ms, with single cells bimodal between ~15 and ~34 ms; measured
   again on a second H100 machine they took 25-32 ms (bench/results/
-  h100_launch_floor_two_hosts.json). No fit of one table predicts these rows within 10%;
-  at run time the estimator's online prefill correction follows the serving host.
+  h100_launch_floor_two_hosts.json). No fit of one table predicts these rows within 10%.
+  At run time the estimator's online prefill correction (a per-partition EWMA of measured
+  over estimated) follows a host that is slower across the board, not one whose floor
+  alone moved; a floor calibrated at start-up on the serving host would.
 - Prefill, GEMM waves (factor g; hyper-parameters m_lo, m_hi; D = the GPU's SM count). The
   projections of a small batch are tiled for the WHOLE GPU, so on an S-SM partition their
   work takes up to ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a
