@@ -10,6 +10,10 @@ the time budget (start-up included), and when every CSV has rows calls the estim
 Run the same command again to continue: measured and skipped cells are not repeated.
 ``--plan-only`` needs no GPU and no torch: it prints the grid, its estimated time and how many
 runs of ``--time-budget-s`` it takes (and, with an existing --out, what is left).
+``--remeasure-noisy PCT`` measures only the cells logged with a sample spread above PCT % again
+and keeps the steadier measurement. Run it on the machine that made the table: launch-bound
+cells time the host, and a second H100 machine put them at 25-32 ms against 14-20 ms
+(bench/results/h100_launch_floor_two_hosts.json).
 """
 
 from __future__ import annotations
@@ -291,7 +295,8 @@ def _parse(argv):
     ap.add_argument("--noise-pct", type=float, default=10.0, help="re-measure a cell once above this spread")
     ap.add_argument("--remeasure-noisy", type=float, default=None, metavar="PCT",
                     help="only measure again the table's cells whose spread exceeded PCT %% (host jitter "
-                         "catches launch-bound cells); the steadier measurement stays in the CSV")
+                         "catches launch-bound cells); the steadier measurement stays in the CSV. Use the "
+                         "machine that made the table: launch-bound cells time its host")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-level", default="info")
     g = ap.add_argument_group("planning assumptions (--plan-only; a GPU run uses the real values)")
