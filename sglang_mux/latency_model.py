@@ -69,9 +69,9 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   work takes up to ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a
   512-token prefill takes 17.5-19.4 ms on 68..116 SMs (2 rounds of ~8.8 ms) and 26.4, 36.0,
   61.7 ms on 52, 36, 20 SMs (3, 4, 7 rounds; the full GPU runs it on the launch floor).
-  ``profiling.gemm_waves`` times the four projections alone (H100, bench/results/
-  gemm_waves_h100.json): at 512 tokens 116 SMs take 1.53x the full GPU's time (1/S scaling
-  would be 1.14x), at 8192 tokens 1.23x; cuBLAS's SM-count target (torch's SM carveout) does
+  ``profiling.gemm_waves`` times the four projections alone (bench/results/gemm_waves_h200.json,
+  _h100): at 512 tokens 116 SMs take 1.52x the full GPU's time (1/S scaling would be 1.14x),
+  at 8192 tokens 1.17x (H100: 1.53x, 1.23x); cuBLAS's SM-count target (torch's SM carveout) does
   not change them, so the engine cannot simply ask for partition-sized grids. Larger batches
   get grids of many tiles, which fill any partition, so the effect fades with the batch's
   token count (the GEMMs' M: four 512-token requests are a 2048-token GEMM). The term is
