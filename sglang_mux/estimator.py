@@ -345,7 +345,9 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     if isinstance(est.solo, SoloLatencyModel):
         pt = est.solo.pooled_terms()
         print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
-              f"(spill x{1 + pt['l2_spill_ratio']:.3g}), launch floor {pt['launch_floor_ms']:.2f} ms, decode "
+              f"(spill x{1 + pt['l2_spill_ratio']:.3g}), launch floor {pt['launch_floor_ms']:.2f} ms, GEMM waves "
+              + (f"to {pt['gemm_waves_tokens'][0]}..{pt['gemm_waves_tokens'][1]} tokens, " if pt['gemm_waves_tokens'][0]
+                 else "off, ") + "decode "
               + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
                  f"({pt['decode_blocks_per_sm']} blocks/SM per wave) " if pt['decode_blocks_per_sm'] else
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +

@@ -188,7 +188,7 @@ class PrefillHyper:
     wave_tokens_per_sm: int = 0  # τ: query tokens per SM per attention wave; 0 = off
     block_tokens: int = BLOCK_TOKENS  # B: queries are rounded up to blocks of this many
     l2_knee_tokens: int = 0  # r0: cached tokens whose KV fits in L2; 0 = no spill term
-    gemm_device_sms: int = 0  # D: SMs the GEMM library sizes its grids by (the whole GPU); 0 = off
+    gemm_device_sms: int = 0  # D: the whole GPU's SMs, which small projections are tiled for; 0 = off
     gemm_waves_lo: int = 0  # m_lo: batch tokens up to which token-linear work runs in ⌈D/S⌉ waves
     gemm_waves_hi: int = 0  # m_hi: batch tokens from which it scales as 1/S
 
