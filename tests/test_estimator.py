@@ -217,6 +217,8 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     fit = json.loads((p / "fit.json").read_text())
     assert fit["format"] == 4 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
+    assert f"GEMM waves to {fit['prefill_hyper']['gemm_waves_lo']}..{fit['prefill_hyper']['gemm_waves_hi']} tokens" \
+        in out.getvalue()
     est = Estimator.from_table(p)
     # The floor: one 130K-token request decodes slower than Eq. 2's share of its tokens.
     # (the truth's floor is β·r_max; with 1% noise the fit may also count waves: either form)
