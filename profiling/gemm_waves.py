@@ -93,7 +93,7 @@ def main(argv=None) -> int:
            "torch": torch.__version__, "model_config": args.model_config, "shapes": shapes,
            "command": "python -m profiling.gemm_waves " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": rows}
-    print(f"{'M':>6} {'SMs':>4} {'target':>6} {'ms':>8} {'x full':>7} {'132/S':>6} {'ceil':>4}")
+    print(f"{'M':>6} {'SMs':>4} {'target':>6} {'ms':>8} {'x full':>7} {'D/S':>6} {'ceil':>4}")
     for r in rows:
         print(f"{r['tokens']:>6} {r['prefill_sms']:>4} {str(r['cublas_sm_target']):>6} {r['layer_gemms_ms']:>8.3f} "
               f"{r['vs_full_gpu']:>7.2f} {r['ideal']:>6.2f} {r['ceil_waves']:>4}")
