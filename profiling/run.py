@@ -32,7 +32,7 @@ from typing import Callable, Mapping, Sequence
 
 from profiling import grid as G
 from profiling.stats import median, spread_pct
-from profiling.store import FILES, TableStore, check_meta_compatible
+from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
 
 logger = logging.getLogger("profiling")
 FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
@@ -100,7 +100,7 @@ class Profiler:
     def todo(self, cells: Sequence[G.Cell] | None = None) -> list[G.Cell]:
         cells = self.plan.cells if cells is None else cells
         if self.remeasure:
-            return [c for c in cells if (c.kind, tuple(int(k) for k in c.key)) in self.remeasure]
+            return [c for c in cells if cell_id(c) in self.remeasure]
         return [c for c in cells if not self.store.done(c) and (self.retry_skipped or not self.store.was_skipped(c))]
 
     def _noisy(self, xs) -> bool:
@@ -202,7 +202,7 @@ class Profiler:
                 else:
                     consecutive = 0
                     info["wall_s"] = round(self.clock() - t, 3)
-                    k = (cell.kind, tuple(int(x) for x in cell.key))
+                    k = cell_id(cell)
                     if k in self.remeasure:
                         self.replaced += self.store.replace(cell, values, info, self.remeasure.pop(k))
                     else:

@@ -43,6 +43,21 @@ SKIPPED_LOG = "skipped.jsonl"
 META = "meta.json"
 
 
+def cell_id(cell: Cell) -> tuple:
+    """(kind, key) of a cell as the store keys it (ints: CSV and JSON give back floats/lists)."""
+    return cell.kind, tuple(int(k) for k in cell.key)
+
+
+def _row_key(kind: str, vals) -> tuple:
+    """The key columns of a CSV row (strings or numbers) as ints."""
+    return tuple(int(round(float(v))) for v in vals[: N_KEY[kind]])
+
+
+def _spread(log: dict) -> float:
+    """A cells.jsonl entry's sample spread (%): solo samples for contention cells."""
+    return float(log.get("spread_pct", log.get("solo_spread_pct", 0.0)))
+
+
 def row_for(cell: Cell, values: Iterable[float]) -> list:
     """The CSV row of a measured cell: its key columns, then the latency column(s)."""
     vals = [round(float(v), 4) for v in values]
@@ -89,7 +104,7 @@ class TableStore:
                 bad += 1
                 logger.warning("%s line %d is torn or malformed (%r); dropping it", file, i, line[:80])
                 continue
-            self._done[kind].add(tuple(int(round(v)) for v in nums[: N_KEY[kind]]))
+            self._done[kind].add(_row_key(kind, nums))
             good.append(line)
         if bad or not text.endswith("\n"):
             tmp = file.with_suffix(".csv.tmp")
@@ -110,10 +125,10 @@ class TableStore:
 
     # ------------------------------------------------------------------ queries
     def done(self, cell: Cell) -> bool:
-        return tuple(int(k) for k in cell.key) in self._done[cell.kind]
+        return cell_id(cell)[1] in self._done[cell.kind]
 
     def was_skipped(self, cell: Cell) -> bool:
-        return (cell.kind, tuple(int(k) for k in cell.key)) in self._skipped
+        return cell_id(cell) in self._skipped
 
     def logged_skips(self) -> set:
         """(kind, key) of every cell in skipped.jsonl, blocking or not."""
@@ -151,7 +166,7 @@ class TableStore:
                     k = (d["kind"], tuple(int(x) for x in d["key"]))
                     if d.get("kept") == "old":
                         continue  # a re-measurement that lost: the CSV row is the earlier one
-                    last[k] = float(d.get("spread_pct", d.get("solo_spread_pct", 0.0)))
+                    last[k] = _spread(d)
                 except (ValueError, KeyError, TypeError):
                     continue
         return {k: v for k, v in last.items() if v > pct and k[1] in self._done.get(k[0], ())}
@@ -168,21 +183,17 @@ class TableStore:
             w.writerow(COLUMNS[cell.kind])
         w.writerow(row)
         _append_durable(file, buf.getvalue())
-        self._done[cell.kind].add(tuple(int(k) for k in cell.key))
-        log = {"kind": cell.kind, "key": list(cell.key), "cell": cell.to_json(), "row": row}
-        log.update(info or {})
-        _append_durable(self.path / CELLS_LOG, json.dumps(log) + "\n")
+        self._done[cell.kind].add(cell_id(cell)[1])
+        self._log(cell, row, info)
 
     def replace(self, cell: Cell, values: Iterable[float], info: dict, old_spread: float) -> bool:
         """A re-measurement of a measured cell: its row replaces the CSV's when its spread
         (``info["spread_pct"]``/``["solo_spread_pct"]``) is below ``old_spread``; logged
         either way, with ``kept`` = "new" or "old". Returns whether the row was replaced."""
         row = row_for(cell, values)
-        new_spread = float(info.get("spread_pct", info.get("solo_spread_pct", 0.0)))
-        keep_new = new_spread < old_spread
+        keep_new = _spread(info) < old_spread
         file = self.path / FILES[cell.kind]
-        key = [int(k) for k in cell.key]
-        n_key = N_KEY[cell.kind]
+        key = cell_id(cell)[1]
         old_row = None
         if keep_new:
             buf = io.StringIO()
@@ -191,7 +202,7 @@ class TableStore:
             out = [lines[0]]
             for line in lines[1:]:
                 vals = next(csv.reader([line]))
-                if [int(round(float(v))) for v in vals[:n_key]] == key:
+                if _row_key(cell.kind, vals) == key:
                     if old_row is None:
                         out.append(buf.getvalue())  # in the old row's place (the CSV keeps its order)
                     old_row = vals  # further rows of the key go too: the cell is one row again
@@ -202,13 +213,16 @@ class TableStore:
             tmp = file.with_suffix(".csv.tmp")
             tmp.write_text("\n".join(out) + "\n")
             tmp.replace(file)
-        log = {"kind": cell.kind, "key": list(cell.key), "cell": cell.to_json(), "row": row,
-               "remeasure_of_spread_pct": old_spread, "kept": "new" if keep_new else "old"}
+        extra = {"remeasure_of_spread_pct": old_spread, "kept": "new" if keep_new else "old"}
         if old_row is not None:
-            log["replaced_row"] = old_row
+            extra["replaced_row"] = old_row
+        self._log(cell, row, info, extra)
+        return keep_new
+
+    def _log(self, cell: Cell, row: list, info: dict | None, extra: dict | None = None) -> None:
+        log = {"kind": cell.kind, "key": list(cell.key), "cell": cell.to_json(), "row": row, **(extra or {})}
         log.update(info or {})
         _append_durable(self.path / CELLS_LOG, json.dumps(log) + "\n")
-        return keep_new
 
     def skip(self, cell: Cell, reason: str, info: dict | None = None, blocking: bool = True) -> None:
         """Log a cell that was not measured. ``blocking``: a resumed run does not retry it
@@ -218,7 +232,7 @@ class TableStore:
         d.update(info or {})
         _append_durable(self.path / SKIPPED_LOG, json.dumps(d) + "\n")
         if blocking:
-            self._skipped.add((cell.kind, tuple(int(k) for k in cell.key)))
+            self._skipped.add(cell_id(cell))
 
     # ------------------------------------------------------------------ meta
     def read_meta(self) -> dict | None:

@@ -42,8 +42,8 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   attention of a 2048-token query costs 7.7 µs per cached key (whole model) at r = 8K and
   10.0, 10.3, 10.1 at 16K, 32K, 64K — once the prefix does not fit, every wave streams all
   of it and evicts what the next wave needs (LRU), so ALL its keys cost the spilled rate,
-  not only those past the knee. A request whose prefix exceeds r0 = L2 bytes / KV bytes per token-layer (12800 for
-  this model on H100/H200) pays (1+κ)x on all its pairs. (Format 2 charged only the keys
+  not only those past the knee. A request whose prefix exceeds r0 = L2 bytes / KV bytes per
+  token-layer (12800 for this model on H100/H200) pays (1+κ)x on all its pairs. (Format 2 charged only the keys
   past r0: r = 16K rows came out 8-11% low on every partition; the cliff lowers every
   partition's mean held-out error, by 0.3-1.2 points.) κ is a property of the kernel and
   the memory system, not of the partition (the per-wave times above are the same on every
@@ -101,14 +101,13 @@ Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegressi
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
 relative and latencies span three decades; columns are rescaled to max 1 (conditioning).
 Per partition the θs are fitted on that partition's rows only. The few hyper-parameters (τ,
-κ, L and (m_lo, m_hi) for prefill, β for decode) are shared by all partitions and chosen on the training
-rows of all partitions by the acceptance criterion itself, J = max/10% + mean/3% of the
-relative errors (grids; coordinate search over (τ, κ), L and (m_lo, m_hi); β for each k);
-max(·) terms are fitted by
-enumerating which rows sit on the floor (on the side of the smallest Σn, resp. the
-smallest Σr/r_max), and L and β are then refined by one joint NNLS over all partitions
-(kept if J improves). Profiled batches are uniform, so a CSV row's per-request n, r and
-r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
+κ, L and (m_lo, m_hi) for prefill, β for decode) are shared by all partitions and chosen on
+the training rows of all partitions by the acceptance criterion itself, J = max/10% +
+mean/3% of the relative errors (grids; coordinate search over (τ, κ), L and (m_lo, m_hi); β
+for each k); max(·) terms are fitted by enumerating which rows sit on the floor (on the side
+of the smallest Σn, resp. the smallest Σr/r_max), and L and β are then refined by one joint
+NNLS over all partitions (kept if J improves). Profiled batches are uniform, so a CSV row's
+per-request n, r and r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
 rows / 32 heads), κ = 0.25, L ≈ 12 ms, GEMM waves (2048, 65536), k = 6 blocks per SM and
 β ≈ 3 µs per key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
@@ -781,7 +780,6 @@ class SoloLatencyModel:
         self._knee = self.prefill_hyper.l2_knee_tokens
         self._knee_or_inf = self._knee or float("inf")
         self._gemm_lo, self._gemm_hi = self.prefill_hyper.gemm_waves
-        self._gemm_x: dict[int, float] = {}  # Q − 1 per partition
         self.decode_hyper = decode_hyper or DecodeHyper()
         self._waves_on = self.decode_hyper.blocks_per_sm > 0
 
@@ -838,9 +836,7 @@ class SoloLatencyModel:
 
     def _gemm_g(self, sms: int, tokens: float) -> float:
         """g = 1 + (Q−1)·φ(Σn): the token-linear work's factor for GEMM waves (module docstring)."""
-        q = self._gemm_x.get(sms)
-        if q is None:
-            q = self._gemm_x[sms] = gemm_excess(self.prefill_hyper.gemm_device_sms, sms)
+        q = gemm_excess(self.prefill_hyper.gemm_device_sms, sms)
         return 1.0 + q * gemm_share(tokens, self._gemm_lo, self._gemm_hi) if q else 1.0
 
     @staticmethod
