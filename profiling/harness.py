@@ -19,6 +19,9 @@ What is timed (CUDA events on the partition's own stream, warm-up first, then re
   allocated, not computed: attention cost does not depend on the KV values, and a 128K-token
   prefix extend would cost seconds per cell. ``prefix_mode="extend"`` computes them with a
   real extend first (engine_bench compares the two);
+  the stream is held behind a sleep kernel until the host has enqueued every repeat, so the
+  events time the GPU alone (``prefill_samples``): the host's launch time is the serving
+  host's, and the engine measures it online;
 - decode: ``decode_bs`` requests whose KV holds ``reused`` tokens (prefix slots + one real
   extend step, then ``prepare_for_decode``), replayed as the partition's decode CUDA graph on
   its decode stream (the replay must hit a graph: checked);
@@ -36,6 +39,7 @@ import contextlib
 import importlib
 import logging
 import os
+import statistics
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -53,6 +57,19 @@ class HarnessError(RuntimeError):
 
 class CellSkipped(Exception):
     """This cell cannot be measured (does not fit); the run logs the reason and goes on."""
+
+
+HOLD_ATTEMPTS = 4
+SLEEP_CYCLES_PER_MS = 2.0e6  # torch.cuda._sleep spins cycles; ~2 GHz on H100/H200 (purity is checked)
+
+
+MAX_HOLD_MS = 500.0
+
+
+def hold_ms(host_ms: float) -> float:
+    """How long the prefill stream sleeps before a timed prefill so that the host can enqueue
+    all of it first: 1.5x the expected host time plus slack, at most MAX_HOLD_MS."""
+    return min(MAX_HOLD_MS, 1.5 * max(0.0, float(host_ms)) + 5.0)
 
 
 @dataclass
@@ -110,6 +127,8 @@ class Harness:
         self.timings: dict[str, float] = {}
         self.capture_stats: list[CaptureStat] = []
         self.prefix_mode = prefix_mode
+        self._host_layer_ms = 1.0  # host enqueue time per layer, updated by every held prefill
+        self.last_host_ms: list[float] = []
         self._rng = np.random.default_rng(seed)
         self._rid = 0
         cfg_path = Path(model_config).resolve()  # absolute: a relative name could be taken for a hub id
@@ -482,9 +501,18 @@ class Harness:
 
     # ------------------------------------------------------------------ public API
     def prefill_samples(self, reqs: Sequence[tuple[int, int]], cfg, layers_per_launch: int | None = None,
-                        repeats: int = 3, warmup_layers: int = 2) -> list[float]:
+                        repeats: int = 3, warmup_layers: int = 2, hold_host: bool = True) -> list[float]:
         """Whole-model prefill latencies (ms) of a batch [(n_new, n_reused), ...] on ``cfg``'s
-        prefill stream (the full GPU for the prefill-only mode)."""
+        prefill stream (the full GPU for the prefill-only mode).
+
+        ``hold_host`` (the default): the GPU's time. Before each repeat the stream runs a sleep
+        kernel long enough for the host to enqueue the whole prefill, and the repeats count
+        only if the GPU had not reached a repeat's start event when its last launch was
+        enqueued (else the hold doubles and the cell is timed again). Without the hold a short prefill times the host's
+        launches, and this host's CPU speed swings 2x within seconds (bench/results/
+        host_floor_h100.json). The host's enqueue time per repeat is kept in ``last_host_ms``;
+        the engine tracks the host's share online (estimator.observe_prefill_launch).
+        """
         import torch
         from sglang.srt.distributed.parallel_state import set_pdmux_status
 
@@ -494,21 +522,44 @@ class Harness:
         with self._cell(), torch.inference_mode():
             batch, fb = self._extend_batch(self._prefill_reqs(reqs), split=True)
             torch.cuda.synchronize()
-            pairs = []
+            hold = hold_ms(self.num_layers * self._host_layer_ms) if hold_host else 0.0
             with torch.cuda.stream(ps):
                 set_pdmux_status(True)
                 if warmup_layers:  # allocator + kernels warm, at a fraction of the cost
                     self._reset_split(fb)
                     self._launch_layers(fb, min(warmup_layers, self.num_layers))
-                for _ in range(repeats):
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record(ps)
-                    self._run_split(fb, lpl)
-                    e.record(ps)
-                    pairs.append((s, e))
+                for _attempt in range(HOLD_ATTEMPTS):
+                    pairs, hosts, pure = [], [], []
+                    for _ in range(repeats):
+                        # One repeat per hold, and an empty queue before each: the stream's
+                        # launch queue is finite (~1000 launches; a prefill is ~500), and a host
+                        # blocked on a full queue times the sleeps, not its launches.
+                        if hold:
+                            torch.cuda._sleep(int(hold * SLEEP_CYCLES_PER_MS))
+                        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        t0 = time.perf_counter()
+                        s.record(ps)
+                        self._run_split(fb, lpl)
+                        e.record(ps)
+                        hosts.append((time.perf_counter() - t0) * 1e3)
+                        pure.append(not s.query())  # GPU not yet at this repeat: all of it was queued
+                        pairs.append((s, e))
+                        if hold:
+                            ps.synchronize()
+                    if not hold or all(pure):
+                        break
+                    ps.synchronize()
+                    hold = min(MAX_HOLD_MS, max(2 * hold, hold_ms(statistics.median(hosts))))
+                else:
+                    set_pdmux_status(False)
+                    raise CellSkipped(f"the host could not be held ahead of the GPU ({sum(pure)}/{repeats} "
+                                      f"repeats pure with a {hold:.0f} ms hold)")
                 set_pdmux_status(False)
+                if hold:  # pure repeats: the host was never blocked, so this is its launch time
+                    self._host_layer_ms = statistics.median(hosts) / self.num_layers
             ps.synchronize()
             out = [s.elapsed_time(e) for s, e in pairs]
+            self.last_host_ms = hosts
             del batch, fb
         return out
 
@@ -697,5 +748,7 @@ class Harness:
             "capture_bs": self.capture_bs,
             "stream_groups": [c.label() for c in self.cfgs],
             "prefix_mode": self.prefix_mode,
+            # solo prefill rows time the GPU, with the host held ahead (prefill_samples)
+            "prefill_timing": "gpu",
             "timings_s": {k: round(v, 2) for k, v in self.timings.items()},
         }

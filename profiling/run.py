@@ -117,10 +117,14 @@ class Profiler:
             lpl = G.layers_per_launch(m, gpu, cell.prefill_sms, reqs, target_ms=10.0)
             reps = self.rep.prefill(est)
             xs = list(self.h.prefill_samples(reqs, cfg, layers_per_launch=lpl, repeats=reps))
+            host = list(getattr(self.h, "last_host_ms", []))
             info.update(layers_per_launch=lpl, repeats=reps)
             if self._noisy(xs):
                 info["first_samples"], info["remeasured"] = list(xs), True
                 xs += list(self.h.prefill_samples(reqs, cfg, layers_per_launch=lpl, repeats=reps))
+                host += list(getattr(self.h, "last_host_ms", []))
+            if host:  # the host's enqueue time per repeat (not in the CSV: it is the host's, not the GPU's)
+                info["host_ms"] = [round(x, 3) for x in host]
             info.update(samples=xs, spread_pct=round(spread_pct(xs), 2))
             self._lat[cell.kind][0] += median(xs)
             self._lat[cell.kind][1] += G.cell_latency_ms(cell, m, gpu)
@@ -326,7 +330,8 @@ def build_meta(old: dict | None, model: G.ModelSpec, facts: dict, args, cmd: str
         "versions": facts["versions"], "date": _now(), "command": cmd, "granularity": args.granularity,
     })
     prof = {k: facts[k] for k in ("attention_backend", "kv_pool_tokens", "request_slots", "mem_fraction_static",
-                                  "capture_bs", "stream_groups", "prefix_mode", "gpu_memory_gib") if k in facts}
+                                  "capture_bs", "stream_groups", "prefix_mode", "gpu_memory_gib", "prefill_timing")
+            if k in facts}
     prof.update(grid=plan.grid, model_config=str(args.model_config), repeats=asdict(plan.repeats),
                 context_len=model.context_len, harness_timings_s=facts.get("timings_s"))
     meta.setdefault("profiler", {}).update(prof)

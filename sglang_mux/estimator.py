@@ -13,6 +13,14 @@ Online refinement:
   profiler hiccup must not inflate a cell forever (the paper's worst is 1.3x);
 - prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
   need not be worst-case (§3.4.1), only close, so this tracks the as-run (co-running) speed.
+- prefill, the host: a table's solo prefill rows time the GPU (profiling holds the host
+  ahead), but a short prefill runs only as fast as the host launches its ~15 kernels per
+  layer, and that rate is the serving host's and moves (the GPU machine's CPU speed swings
+  2x within seconds: n = 128 takes 7.6 ms of GPU and 17-45 ms of host on an H100,
+  bench/results/host_floor_h100.json). The engine times its own prefill launches
+  (``observe_prefill_launch``) and a prefill estimate is max(GPU estimate, layers x the
+  host's per-layer launch time, an EWMA); chunks bound by the host do not move the GPU
+  correction.
 - decode, cold start only: the roofline ignores fixed per-iteration costs (kernel minimum
   latencies, sampling), so its decode time can be several times too low (tiny Llama on H200:
   0.3 ms predicted vs 2.2 ms measured) — an error the guard cannot absorb (its observations
@@ -66,6 +74,8 @@ DECODE_CORR_UP, DECODE_CORR_DOWN = 0.5, 0.01  # cold-start decode correction: ri
 DECODE_CORR_BOUNDS = (0.1, 50.0)  # measured/predicted outside this is a glitch (or a stall)
 PREFILL_EWMA_ALPHA = 0.1
 PREFILL_RATIO_BOUNDS = (0.25, 4.0)  # measured/predicted outside this is a glitch, not a trend
+HOST_EWMA_ALPHA = 0.2  # the host's speed moves within seconds: follow it quickly
+HOST_LAYER_MS_MAX = 20.0  # one layer's launches taking longer is a stall (GC, preemption), not a rate
 MAX_REL_ERR = 0.10
 MEAN_REL_ERR = 0.03
 CV_FOLDS = 5
@@ -85,6 +95,7 @@ class Estimator:
         self.prefill_sms_options: list[int] = [self.total_sms - d for d in self.decode_sms_options]
         self.source = source
         self._prefill_corr: dict[int, float] = {}
+        self._host_layer_ms: float | None = None  # host launch time per prefill layer (online)
         self._dropped = 0
         # cold start: learn the roofline's decode error online (module docstring)
         self.learn_decode = source == "cold-start"
@@ -170,8 +181,15 @@ class Estimator:
     # ------------------------------------------------------------------ predictions (hot path)
 
     def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
-        """Solo whole-model prefill latency, times the partition's online correction."""
-        return self._solo.prefill_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
+        """Whole-model prefill latency: the solo GPU estimate times the partition's online
+        correction, or the host's time to launch every layer if that is longer."""
+        gpu = self._solo.prefill_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
+        return max(gpu, self.host_prefill_ms())
+
+    def host_prefill_ms(self) -> float:
+        """The host's time to launch a whole prefill (0 until a launch was observed)."""
+        h = self._host_layer_ms
+        return h * self.num_layers if h is not None else 0.0
 
     def decode_solo_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: int | None = None) -> float:
         """Solo decode latency; ``max_reused`` = longest context (None: Σr/bs, a uniform batch)."""
@@ -240,15 +258,32 @@ class Estimator:
 
     def observe_prefill(self, prefill_sms, reqs, measured_ms) -> float | None:
         """A measured whole-model prefill (scale a partial-layer timing by layers first).
-        Returns measured / the estimate in use before this observation (None: no estimate)."""
+        Returns measured / the estimate in use before this observation (None: no estimate).
+        While the host's launches are the longer part, the GPU correction is left alone."""
         pred = self._solo.prefill_ms(prefill_sms, reqs)
         if not (pred > 0 and measured_ms > 0):
             return None
-        ratio = measured_ms / pred
         c = self._prefill_corr.get(prefill_sms, 1.0)
+        host = self.host_prefill_ms()
+        if host >= pred * c:
+            return measured_ms / host
+        ratio = measured_ms / pred
         if PREFILL_RATIO_BOUNDS[0] <= ratio <= PREFILL_RATIO_BOUNDS[1]:
             self._prefill_corr[prefill_sms] = c + PREFILL_EWMA_ALPHA * (ratio - c)
         return ratio / c
+
+    def observe_prefill_launch(self, layers: int, host_ms: float) -> bool:
+        """The host took ``host_ms`` to launch ``layers`` prefill layers (perf_counter around
+        the launch). Returns whether it was taken (a stall above HOST_LAYER_MS_MAX per layer
+        is not a launch rate)."""
+        if layers <= 0 or not host_ms > 0:
+            return False
+        per = host_ms / layers
+        if per > HOST_LAYER_MS_MAX:
+            return False
+        h = self._host_layer_ms
+        self._host_layer_ms = per if h is None else h + HOST_EWMA_ALPHA * (per - h)
+        return True
 
     def prefill_correction(self, prefill_sms: int) -> float:
         return self._prefill_corr.get(prefill_sms, 1.0)
@@ -298,6 +333,12 @@ def table_decode_kernel(t):
     return decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count)
 
 
+def table_launch_floor(t) -> bool:
+    """Whether the fit offers a host launch floor: only for tables whose prefill rows include
+    the host's launches (made before the profiler held the host ahead: no ``prefill_timing``)."""
+    return (t.meta.get("profiler") or {}).get("prefill_timing") != "gpu"
+
+
 def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[dict, dict]:
     """(Re)write fit.json and guard.json from a table's raw CSVs; returns both dicts.
 
@@ -307,7 +348,8 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
 
     t = read_table(path, require_fit=False)
     solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
-                                decode_kernel=table_decode_kernel(t), device_sms=t.sm_count)
+                                decode_kernel=table_decode_kernel(t), device_sms=t.sm_count,
+                                launch_floor=table_launch_floor(t))
     fit = solo.to_dict()
     for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
                                 ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
@@ -345,7 +387,10 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     if isinstance(est.solo, SoloLatencyModel):
         pt = est.solo.pooled_terms()
         print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
-              f"(spill x{1 + pt['l2_spill_ratio']:.3g}), launch floor {pt['launch_floor_ms']:.2f} ms, GEMM waves "
+              f"(spill x{1 + pt['l2_spill_ratio']:.3g}), "
+              + (f"launch floor {pt['launch_floor_ms']:.2f} ms, " if pt['launch_floor_ms'] else
+                 "no launch floor (" + ("rows time the GPU alone), " if not table_launch_floor(t) else "none fits), "))
+              + "GEMM waves "
               + (f"to {pt['gemm_waves_tokens'][0]}..{pt['gemm_waves_tokens'][1]} tokens, " if pt['gemm_waves_tokens'][0]
                  else "off, ") + "decode "
               + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
@@ -353,7 +398,8 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
-        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count)
+        errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count,
+                              launch_floor=table_launch_floor(t))
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False

@@ -63,7 +63,11 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   h100_launch_floor_two_hosts.json). No fit of one table predicts these rows within 10%.
   At run time the estimator's online prefill correction (a per-partition EWMA of measured
   over estimated) follows a host that is slower across the board, not one whose floor
-  alone moved; a floor calibrated at start-up on the serving host would.
+  alone moved; a floor calibrated at start-up on the serving host would. Since then the
+  profiler holds the host ahead and times the GPU alone (profiling/harness.py
+  ``prefill_samples``): the tables' short rows are GPU times, steady to ~0.3 % (n = 128 on
+  the full H200: 5.9 ms), and the host's launch time is the estimator's online term
+  (estimator docstring). L stays in the search; on GPU-time rows it stands for no host.
 - Prefill, GEMM waves (factor g; hyper-parameters m_lo, m_hi; D = the GPU's SM count). The
   projections of a small batch are tiled for the WHOLE GPU, so on an S-SM partition their
   work takes up to ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a
@@ -146,9 +150,10 @@ from typing import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 4  # 4: + GEMM waves (prefill_hyper gemm_*); 3: L2 spill as a cliff; 2 charged keys past r0 only
+FORMAT = 5  # 5: + cold prefix reads (θ7); 4: + GEMM waves (prefill_hyper gemm_*); 3: L2 spill as a cliff
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
-PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor")
+PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
+                    "sum_reused_resident")
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
@@ -362,6 +367,8 @@ class _PrefillRows:
         r = np.where(self.n_sum > 0, self.nr / np.maximum(self.n_sum, 1.0), 0.0)
         self.r = r
         self.h = np.where(r > knee, r, 0.0) if knee > 0 else np.zeros_like(r)
+        self.sr = bs * r  # Σr_i of the uniform batch
+        self.sr_res = np.where(r > knee, 0.0, self.sr) if knee > 0 else self.sr
         self.nh = self.n_sum * self.h
         self.block_tok = bs * np.ceil(self.n_sum / bs / block) * block  # query tokens rounded to blocks
         self._cols: dict[int, object] = {}
@@ -384,11 +391,14 @@ class _PrefillRows:
         return X
 
     def attn_kappa(self, tau: int, kappa: float):
-        """[Σn², A1 + κ·A2]: a spilled (query, key) pair costs (1+κ)x an L2-resident one."""
+        """[Σn², A1 + κ·A2, C]: a spilled (query, key) pair costs (1+κ)x an L2-resident one;
+        C = the cold first read of each prefix that stays in L2 (Σr_i, all of them without κ)."""
         import numpy as np
 
         X = self.attn(tau)
-        return np.column_stack([X[:, 0], X[:, 1] + kappa * X[:, 2]]) if kappa else X[:, :2]
+        if kappa:
+            return np.column_stack([X[:, 0], X[:, 1] + kappa * X[:, 2], self.sr_res])
+        return np.column_stack([X[:, 0], X[:, 1], self.sr])
 
     def lin(self, gemm=(0, 0)):
         """[Σn·g, 1]: token-linear work, g = 1 + (Q−1)·φ(Σn) for the GEMM waves (lo, hi)."""
@@ -403,14 +413,14 @@ class _PrefillRows:
     def take(self, idx) -> "_PrefillRows":
         out = object.__new__(_PrefillRows)
         out.sms, out.q = self.sms, self.q
-        for k in ("y", "n_sum", "sq", "nr", "r", "h", "nh", "block_tok"):
+        for k in ("y", "n_sum", "sq", "nr", "r", "h", "nh", "block_tok", "sr", "sr_res"):
             setattr(out, k, getattr(self, k)[idx])
         out._cols, out._lins = {}, {}
         return out
 
 
 def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, lo: int = 0, hi: int = 0):
-    """θ (6 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi), and its training relative errors."""
+    """θ (7 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi), and its training relative errors."""
     import numpy as np
 
     Xa, Xl, y = rows.attn_kappa(tau, kappa), rows.lin((lo, hi)), rows.y
@@ -419,7 +429,7 @@ def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, 
     best = None
     cands = [None]
     if floor > 0:  # rows on the floor: the smallest Σn, as far as the unfloored fit goes below 2L
-        lin0 = Xl @ base[2:4]
+        lin0 = Xl @ base[3:5]
         cands += sorted(set(rows.n_sum[lin0 < 2 * floor].tolist()))
     none = np.zeros(len(y), dtype=bool)
     for t in cands:
@@ -429,13 +439,14 @@ def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, 
             fl = rows.n_sum <= t
             X = np.column_stack([Xa, Xl * (~fl)[:, None]])
             th = _nnls(X, y - floor * fl, w)
-        lin = Xl @ th[2:4]
-        pred = Xa @ th[:2] + (np.maximum(lin, floor) if floor > 0 else lin)
+        lin = Xl @ th[3:5]
+        pred = Xa @ th[:3] + (np.maximum(lin, floor) if floor > 0 else lin)
         j = _criterion(pred, y)
         if best is None or j < best[0] - _TIE:
             best = (j, th, pred, fl)
     _, th, pred, fl = best
-    theta = (float(th[0]), float(th[1]), float(th[2]), float(th[3]), float(kappa * th[1]), float(floor))
+    theta = (float(th[0]), float(th[1]), float(th[3]), float(th[4]), float(kappa * th[1]), float(floor),
+             float(th[2]))
     return theta, np.abs(pred / y - 1.0), fl
 
 
@@ -551,8 +562,9 @@ def _polish(kind: str, view, hyper, fits):
         if kind == "prefill":
             tau, kappa = hyper[:2]
             Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin(hyper[3:5])
-            pred = Xa @ th[:2] + np.maximum(Xl @ th[2:4], pooled)
-            theta = (float(th[0]), float(th[1]), float(th[2]), float(th[3]), float(kappa * th[1]), pooled)
+            pred = Xa @ th[:3] + np.maximum(Xl @ th[3:5], pooled)
+            theta = (float(th[0]), float(th[1]), float(th[3]), float(th[4]), float(kappa * th[1]), pooled,
+                     float(th[2]))
         else:
             pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(hyper[0])) + th[1] * rows.bs + th[2]
             theta = (float(th[0]), float(th[1]), float(th[2]), pooled)
@@ -584,8 +596,10 @@ class _Pooled:
     training rows by J. Fits of a whole partition are cached per hyper-parameter value, so
     cross-validation (one partition's fold out at a time) refits only that partition."""
 
-    def __init__(self, kind: str, parts: Mapping[int, object], knee: int = 0, gemm: bool = False):
+    def __init__(self, kind: str, parts: Mapping[int, object], knee: int = 0, gemm: bool = False,
+                 floor: bool = True):
         self.kind = kind
+        self.floor = floor
         self.knee = knee
         self.gemm = gemm
         self.parts = dict(parts)
@@ -626,7 +640,7 @@ class _Pooled:
         if self.kind == "prefill":
             # Coordinate search: (τ, κ), then the floor L, then the GEMM waves (m_lo, m_hi),
             # again while a round moves any of them (at most three rounds).
-            floors = _prefill_floors(view)
+            floors = _prefill_floors(view) if self.floor else [0.0]
             h = (0, 0.0, 0.0, 0, 0)
             for _ in range(3):
                 scan([(tau, k, *h[2:]) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
@@ -666,10 +680,13 @@ def _decode_parts(df, kernel: DecodeHyper | None = None):
     return {int(s): _DecodeRows(g, int(s), kernel) for s, g in df.groupby("decode_sms")}
 
 
-def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
+def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0,
+                      launch_floor: bool = True) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
     """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions);
-    ``device_sms`` (the GPU's SM count) lets the fit choose GEMM waves, 0 = not."""
-    hyper, th = _Pooled("prefill", _prefill_parts(df, l2_knee, device_sms), l2_knee, bool(device_sms)).select()
+    ``device_sms`` (the GPU's SM count) lets the fit choose GEMM waves, 0 = not;
+    ``launch_floor``: offer the host's launch floor L (False for rows that time the GPU alone)."""
+    parts = _prefill_parts(df, l2_knee, device_sms)
+    hyper, th = _Pooled("prefill", parts, l2_knee, bool(device_sms), launch_floor).select()
     return _prefill_hyper(hyper, l2_knee, device_sms), th
 
 
@@ -682,7 +699,8 @@ def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper
 
 
 def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
-                   decode_kernel: DecodeHyper | None = None, device_sms: int = 0) -> dict[int, object]:
+                   decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
+                   launch_floor: bool = True) -> dict[int, object]:
     """{sms: relative errors of that partition's rows, each predicted without having seen it}.
 
     k-fold per partition (the rows of a partition in a seeded random order, every k-th row
@@ -694,7 +712,7 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
     col = "prefill_sms" if kind == "prefill" else "decode_sms"
     kernel = decode_kernel or DecodeHyper()
     parts = _prefill_parts(df, l2_knee, device_sms) if kind == "prefill" else _decode_parts(df, kernel)
-    pooled = _Pooled(kind, parts, l2_knee, bool(device_sms))
+    pooled = _Pooled(kind, parts, l2_knee, bool(device_sms), launch_floor)
     out = {}
     for s, rows in parts.items():
         n = len(rows.y)
@@ -722,6 +740,8 @@ def _pad(th, width: int, paper: int, kind: str, s) -> tuple[float, ...]:
     th = tuple(float(t) for t in th)
     if len(th) == paper:  # the paper's equation alone (format 1): no extension terms
         th = th + (0.0,) * (width - paper)
+    elif kind == "prefill" and len(th) == width - 1:  # formats 2-4: no cold-prefix term (θ7 = 0)
+        th = th + (0.0,)
     if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
         raise ValueError(f"{kind} θ for {s} SMs must be {paper} or {width} finite non-negative floats, got {th}")
     return th
@@ -802,7 +822,7 @@ class SoloLatencyModel:
         t = self._prefill(prefill_sms)
         blk, knee = self._blk, self._knee_or_inf
         b1 = blk - 1
-        sq = nr = n = nh = bt = 0
+        sq = nr = n = nh = bt = cold = 0
         r_lo = r_hi = reqs[0].r if reqs else 0
         blocks = []  # (r, block-rounded tokens) per request
         for q in reqs:
@@ -813,6 +833,8 @@ class SoloLatencyModel:
             nr += qn * qr
             if qr > knee:
                 nh += qn * qr
+            else:
+                cold += qr
             tok = (qn + b1) // blk * blk
             bt += tok
             blocks.append((qr, tok))
@@ -832,7 +854,7 @@ class SoloLatencyModel:
         else:
             a1, a2 = self._waves(blocks, cap, knee)
         lin = t[2] * n * (self._gemm_g(prefill_sms, n) if self._gemm_lo else 1.0) + t[3]
-        return t[0] * sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
+        return t[0] * sq + t[1] * a1 + t[4] * a2 + t[6] * cold + (lin if lin > t[5] else t[5])
 
     def _gemm_g(self, sms: int, tokens: float) -> float:
         """g = 1 + (Q−1)·φ(Σn): the token-linear work's factor for GEMM waves (module docstring)."""
@@ -874,7 +896,8 @@ class SoloLatencyModel:
         else:
             a1, a2 = sum_new_reused, sum_new * spill
         lin = t[2] * sum_new * (self._gemm_g(prefill_sms, sum_new) if self._gemm_lo else 1.0) + t[3]
-        return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + (lin if lin > t[5] else t[5])
+        cold = 0.0 if spill else bs * r
+        return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + t[6] * cold + (lin if lin > t[5] else t[5])
 
     def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
         """Solo latency of one decode iteration; 0 for an empty batch.
@@ -906,7 +929,7 @@ class SoloLatencyModel:
             t = self._prefill(int(s))
             a = rows.attn(self._tau)
             lin = rows.lin((self._gemm_lo, self._gemm_hi)) @ t[2:4]
-            out[idx] = a[:, 0] * t[0] + a[:, 1] * t[1] + a[:, 2] * t[4] + np.maximum(lin, t[5])
+            out[idx] = a[:, 0] * t[0] + a[:, 1] * t[1] + a[:, 2] * t[4] + rows.sr_res * t[6] + np.maximum(lin, t[5])
         return out
 
     def predict_decode_frame(self, df):
@@ -932,11 +955,12 @@ class SoloLatencyModel:
 
     @classmethod
     def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0,
-            decode_kernel: DecodeHyper | None = None, device_sms: int = 0) -> "SoloLatencyModel":
+            decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
+            launch_floor: bool = True) -> "SoloLatencyModel":
         """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term);
         ``decode_kernel`` (``decode_kernel()``) lets the decode fit count waves;
         ``device_sms`` (the GPU's SM count) lets the prefill fit choose GEMM waves."""
-        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms)
+        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms, launch_floor)
         dh, dec = fit_decode_frame(solo_decode, decode_kernel)
         return cls(pre, dec, hyper, dh)
 
@@ -959,7 +983,7 @@ class SoloLatencyModel:
         """Format 4; format 3 (no GEMM waves: g = 1); format 2 without an L2 knee (the same
         model); format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, 3, FORMAT):
+        if fmt not in (1, 2, 3, 4, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
 
         def thetas(kind, width):

@@ -81,6 +81,9 @@ class MuxMetrics:
                                       "GPU time of prefill layer chunks", ln, r)
         self._p_idle = _get_or_create(Counter, PREFIX + "prefill_idle_seconds",
                                       "Prefill-stream idle time between two chunks of one batch", ln, r)
+        self._p_host = _get_or_create(Counter, PREFIX + "prefill_launch_host_seconds",
+                                      "Host (CPU) time spent launching prefill layer chunks; above "
+                                      "prefill_busy_seconds, prefill waits on the host, not the GPU", ln, r)
         self._p_ratio = _get_or_create(Histogram, PREFIX + "prefill_latency_ratio",
                                        "Measured prefill chunk latency (scaled to the model) / estimate",
                                        ln, r, buckets=RATIO_BUCKETS)
@@ -120,6 +123,11 @@ class MuxMetrics:
             self._l(self._p_idle).inc(idle_ms * 1e-3)
         if ratio is not None and ratio > 0:
             self._l(self._p_ratio).observe(ratio)
+
+    def on_prefill_launch(self, host_ms: float) -> None:
+        """The host's time to launch one prefill layer chunk."""
+        if host_ms > 0:
+            self._l(self._p_host).inc(host_ms * 1e-3)
 
     def on_guard_refinement(self, n: int = 1) -> None:
         if n > 0:

@@ -255,8 +255,14 @@ def _launch_prefill_layers(self, run: _PrefillRun, layers: int, prefill_sms: int
             self.tp_worker.model_runner.attn_backend.init_forward_metadata(batch.split_forward_batch)
             run.needs_reinit = False
         next_index = batch.split_index + layers
+        t0 = time.perf_counter()
         result = self.run_batch(batch)
         end.record(stream)
+        # The host's launch time: what a short prefill really waits for (estimator docstring).
+        host_ms = (time.perf_counter() - t0) * 1e3
+        self._mux.estimator.observe_prefill_launch(layers, host_ms)
+        if self._mux.metrics:
+            self._mux.metrics.on_prefill_launch(host_ms)
         batch.split_index = next_index
         if next_index >= n_layers:
             batch.split_prefill_finished = True

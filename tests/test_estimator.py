@@ -88,6 +88,24 @@ def test_observe_prefill_correction(est):
     assert est.prefill_correction(52) == pytest.approx(1.2, rel=1e-3)
 
 
+def test_host_launch_floor(est):
+    """A short prefill takes as long as the host needs to launch every layer (observed online);
+    host-bound chunks leave the GPU correction alone; stalls are not a launch rate."""
+    small, big = [PrefillReq(128, 0)], [PrefillReq(16000, 0)]
+    gpu_small, gpu_big = est.prefill_ms(84, small), est.prefill_ms(84, big)
+    assert est.host_prefill_ms() == 0.0  # nothing observed yet: the GPU estimate alone
+    per_layer = 4 * gpu_small / est.num_layers  # a host 4x slower than the GPU's small prefill
+    assert est.observe_prefill_launch(2, 2 * per_layer)
+    assert est.prefill_ms(84, small) == pytest.approx(4 * gpu_small)
+    assert est.prefill_ms(84, big) == gpu_big  # the GPU is the longer part
+    ratio = est.observe_prefill(84, small, 4 * gpu_small)  # host-bound: measured matches the host
+    assert ratio == pytest.approx(1.0) and est.prefill_correction(84) == 1.0
+    assert not est.observe_prefill_launch(1, 1e3)  # a 1 s stall for one layer: ignored
+    assert not est.observe_prefill_launch(0, 5.0)
+    assert est.observe_prefill_launch(1, 2 * per_layer)  # slower host: EWMA moves 20 % of the way
+    assert est.host_prefill_ms() == pytest.approx(4 * gpu_small * 1.2)
+
+
 def test_prediction_cost_under_20us(est):
     reqs = [PrefillReq(2000, 512), PrefillReq(300, 0), PrefillReq(64, 4096)]
     calls = [lambda: est.prefill_ms(84, reqs), lambda: est.decode_solo_ms(48, 96, 96 * 3000),
@@ -207,6 +225,22 @@ def test_check_in_process_detects_failures(table):
     assert check_table(table, out=io.StringIO())
 
 
+def test_gpu_timed_tables_get_no_host_launch_floor(tmp_path):
+    """A table whose prefill rows time the GPU alone (meta profiler.prefill_timing = "gpu")
+    is fitted without the host's launch floor; the same rows without the mark get one."""
+    p = write_synthetic_table(tmp_path / NAME, solo_model="mux")  # truth: a 12 ms floor
+    fit_table(p)
+    assert json.loads((p / "fit.json").read_text())["pooled"]["launch_floor_ms"] == pytest.approx(12.0, rel=0.01)
+    meta = json.loads((p / "meta.json").read_text())
+    meta.setdefault("profiler", {})["prefill_timing"] = "gpu"
+    (p / "meta.json").write_text(json.dumps(meta))
+    fit_table(p)
+    assert json.loads((p / "fit.json").read_text())["pooled"]["launch_floor_ms"] == 0.0
+    out = io.StringIO()
+    check_table(p, out=out)
+    assert "no launch floor (rows time the GPU alone)" in out.getvalue()
+
+
 def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     """Uniform-batch table with attention waves, L2 spill, launch and occupancy floors, GEMM
     waves (1% noise): the extended fit meets the bounds held out, and solo x guard bounds every
@@ -215,7 +249,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 4 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
+    assert fit["format"] == 5 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
     assert f"GEMM waves to {fit['prefill_hyper']['gemm_waves_lo']}..{fit['prefill_hyper']['gemm_waves_hi']} tokens" \
         in out.getvalue()

@@ -52,7 +52,7 @@ def test_recovers_known_thetas_on_noiseless_data():
     m = SoloLatencyModel.fit(_prefill_frame(TH_P), _decode_frame(TH_D), l2_knee=12800)
     assert m.prefill_hyper == PrefillHyper(0, 128, 0)
     for s, th in TH_P.items():
-        np.testing.assert_allclose(m.prefill_theta(s), th + (0.0, 0.0), rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(m.prefill_theta(s), th + (0.0, 0.0, 0.0), rtol=1e-6, atol=1e-12)
     for s, th in TH_D.items():
         np.testing.assert_allclose(m.decode_theta(s), th + (0.0,), rtol=1e-6, atol=1e-12)
 
@@ -112,7 +112,7 @@ def test_prediction_matches_equations():
     assert m.decode_ms(16, 8, 8000) == pytest.approx(t[0] * 8000 + t[1] * 8 + t[2])
     assert m.prefill_ms(20, []) == 0.0 and m.decode_ms(16, 0, 0) == 0.0
     # The paper's widths are the paper's equations: every extension term is 0.
-    assert m.prefill_theta(20) == TH_P[20] + (0.0, 0.0) and m.decode_theta(16) == TH_D[16] + (0.0,)
+    assert m.prefill_theta(20) == TH_P[20] + (0.0, 0.0, 0.0) and m.decode_theta(16) == TH_D[16] + (0.0,)
     assert m.decode_ms(16, 8, 8000, max_reused=7000) == m.decode_ms(16, 8, 8000)
 
 
@@ -259,7 +259,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 4 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+    assert d["format"] == 5 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
                                                         "l2_knee_tokens": 12800, "gemm_device_sms": 132,
                                                         "gemm_waves_lo": 512, "gemm_waves_hi": 16384}
     assert d["pooled"]["gemm_waves_tokens"] == [512, 16384]
@@ -295,8 +295,8 @@ def test_reads_format_1_as_the_plain_equations(caplog):
     assert m.decode_ms(16, 1, 100000) == pytest.approx(TH_D[16][0] * 1e5 + TH_D[16][1] + TH_D[16][2])
     with pytest.raises(ValueError, match="format-1 prefill θ for 20 SMs must have 4 values"):
         SoloLatencyModel.from_dict({**d, "prefill": {"20": {"theta": list(TH_PX)}}})
-    with pytest.raises(ValueError, match="format 5 is not supported"):
-        SoloLatencyModel.from_dict({**d, "format": 5})
+    with pytest.raises(ValueError, match="format 6 is not supported"):
+        SoloLatencyModel.from_dict({**d, "format": 6})
 
 
 def test_format_2_loads_without_a_knee_and_asks_for_a_refit_with_one():
@@ -366,7 +366,7 @@ def test_prefill_fit_frame_matches_fit():
     df = _prefill_frame({20: TH_P[20]})
     hyper, th = fit_prefill_frame(df)
     assert hyper == PrefillHyper() and list(th) == [20]
-    np.testing.assert_allclose(th[20], TH_P[20] + (0.0, 0.0), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(th[20], TH_P[20] + (0.0, 0.0, 0.0), rtol=1e-6, atol=1e-12)
 
 
 def test_prediction_does_not_import_sklearn():

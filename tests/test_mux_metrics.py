@@ -29,6 +29,8 @@ def test_metrics_values():
     m.on_preemption()
     m.on_guard_refinement()
     m.on_guard_refinement(2)
+    m.on_prefill_launch(12.5)
+    m.on_prefill_launch(0.0)  # nothing measured: not counted
     assert _val(reg, "sglang_mux:decisions_total", {"reason": "best-fit"}) == 2
     assert _val(reg, "sglang_mux:decisions_total", {"reason": "overload-decode-first"}) == 1
     assert _val(reg, "sglang_mux:preemptions_total") == 1
@@ -37,6 +39,7 @@ def test_metrics_values():
     assert _val(reg, "sglang_mux:decode_latency_ratio_sum") == pytest.approx(30 / 40 + 44 / 40)
     assert _val(reg, "sglang_mux:decode_latency_ratio_bucket", {"le": "1.0"}) == 1
     assert _val(reg, "sglang_mux:decision_seconds_count") == 1
+    assert _val(reg, "sglang_mux:prefill_launch_host_seconds_total") == pytest.approx(0.0125)
     assert b"sglang_mux:decode_sms" in generate_latest(reg)
 
 

@@ -64,6 +64,7 @@ class FakeHarness:
     def prefill_samples(self, reqs, cfg, layers_per_launch=None, repeats=3):
         key = (G.KIND_SOLO_PREFILL, G.solo_prefill_cell(cfg.prefill_sms, 132, len(reqs), *reqs[0]).key)
         self._tick(*key)
+        self.last_host_ms = [20.0 + i for i in range(repeats)]  # the real harness's host enqueue times
         return self._jit(G.est_prefill_ms(self.m, self.gpu, cfg.prefill_sms, reqs), key, repeats)
 
     def decode_samples(self, bs, reused, cfg, repeats=10, warmup=3):
@@ -112,6 +113,11 @@ def test_full_run_writes_a_valid_table_and_fits(tmp_path, plan, capsys):
     assert fit_table_dir(tmp_path, store, check=False)
     assert (tmp_path / "fit.json").exists() and (tmp_path / "guard.json").exists()
     tables.read_table(tmp_path)  # now with fit + guard
+    # the host's enqueue times go to the log, not into the CSV (the rows time the GPU)
+    logged = [json.loads(x) for x in (tmp_path / "cells.jsonl").read_text().splitlines()]
+    pre = [x for x in logged if x["kind"] == G.KIND_SOLO_PREFILL]
+    assert pre and all(x["host_ms"][:2] == [20.0, 21.0] for x in pre)
+    assert "host_ms" not in t.solo_prefill.columns
     # a second run has nothing to do
     h2 = FakeHarness(plan, clock)
     assert Profiler(h2, plan, TableStore(tmp_path), budget_s=1e9, clock=clock, progress=False).run().done == 0
@@ -231,3 +237,11 @@ def test_fit_waits_for_all_three_csvs(tmp_path, plan, capsys):
     store.append(next(c for c in plan.cells if c.kind == G.KIND_SOLO_DECODE), [5.0])
     assert not fit_table_dir(tmp_path, store)
     assert "still empty" in capsys.readouterr().out
+
+
+def test_prefill_hold_covers_the_host_and_is_capped():
+    from profiling.harness import MAX_HOLD_MS, hold_ms
+
+    assert hold_ms(40.0) == pytest.approx(65.0)  # 1.5x the expected host time + 5 ms slack
+    assert hold_ms(0.0) == pytest.approx(5.0)
+    assert hold_ms(1e6) == MAX_HOLD_MS  # a stalled host must not hold the GPU for minutes
