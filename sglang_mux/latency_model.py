@@ -7,11 +7,11 @@ The paper's equations are the base,
 
 extended by terms for what the measured table shows and the equations cannot express:
 
-    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + max(L, θ3·g·Σn + θ4)
+    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + θ7·Σr·[r ≤ r0] + max(L, θ3·g·Σn + θ4)
     decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
 
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
-θ5 = 0, L = 0, g = 1 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
+θ5 = θ7 = 0, L = 0, g = 1 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
 that when the data show none of the effects; a format-1 fit.json loads that way).
 
 Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200,
@@ -50,6 +50,15 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   partition), so it is pooled; a free θ5 per partition overfitted the few r = 32K rows of a
   partition. r0 is computed from the GPU and the model, not fitted: the table's r ∈ {0, 2K,
   8K, 16K, 32K, 64K} only says the cliff lies in (8K, 16K].
+- Prefill, cold prefix reads (θ7·Σr_i over the requests whose prefix fits in L2; all of them
+  when there is no spill term). The first wave over a prefix reads its KV from HBM, the later
+  waves find it in L2. The GPU-time H200 table shows it: one 128-query block per head over 8K
+  cached tokens costs ~17 ms (whole model) in its single wave on every partition from 68 to
+  132 SMs (n = 128: 24.5-24.8 ms against 7.6-7.8 ms without the prefix), while 4 waves over the
+  same prefix cost ~50 ms on 132 SMs (n = 2048: 97.7 vs 47.6 ms), 12.5 ms per wave. A spilled
+  prefix streams from HBM in every wave (κ), so it gets no θ7. Without θ7 (in-sample) the
+  r = 8K rows of n ≥ 2048 came out 6-12 % high on every partition and n = 128 over 8K up to
+  10 % low; with it 5 of 8 H200 partitions meet the held-out bounds (format 5).
 - Prefill, launch floor L (pooled over partitions). Small prefills are bound by the host
   launching ~10 kernels per layer, not by the GPU: n=128, r=0 takes 11.2-13.7 ms on every
   partition from 36 to 132 SMs, and n=512 takes 12.4 ms on 132 SMs (n=2048: 49.8 ms). The
