@@ -19,9 +19,9 @@ What is timed (CUDA events on the partition's own stream, warm-up first, then re
   allocated, not computed: attention cost does not depend on the KV values, and a 128K-token
   prefix extend would cost seconds per cell. ``prefix_mode="extend"`` computes them with a
   real extend first (engine_bench compares the two);
-  the stream is held behind a sleep kernel until the host has enqueued every repeat, so the
-  events time the GPU alone (``prefill_samples``): the host's launch time is the serving
-  host's, and the engine measures it online;
+  before each repeat the stream is held behind a sleep kernel until the host has enqueued
+  all of it, so the events time the GPU alone (``prefill_samples``): the host's launch time
+  is the serving host's, and the engine measures it online;
 - decode: ``decode_bs`` requests whose KV holds ``reused`` tokens (prefix slots + one real
   extend step, then ``prepare_for_decode``), replayed as the partition's decode CUDA graph on
   its decode stream (the replay must hit a graph: checked);
@@ -61,8 +61,6 @@ class CellSkipped(Exception):
 
 HOLD_ATTEMPTS = 4
 SLEEP_CYCLES_PER_MS = 2.0e6  # torch.cuda._sleep spins cycles; ~2 GHz on H100/H200 (purity is checked)
-
-
 MAX_HOLD_MS = 500.0
 
 
@@ -508,9 +506,9 @@ class Harness:
         ``hold_host`` (the default): the GPU's time. Before each repeat the stream runs a sleep
         kernel long enough for the host to enqueue the whole prefill, and the repeats count
         only if the GPU had not reached a repeat's start event when its last launch was
-        enqueued (else the hold doubles and the cell is timed again). Without the hold a short prefill times the host's
-        launches, and this host's CPU speed swings 2x within seconds (bench/results/
-        host_floor_h100.json). The host's enqueue time per repeat is kept in ``last_host_ms``;
+        enqueued (else the hold doubles and the cell is timed again). Without the hold a short
+        prefill times the host's launches, and this host's CPU speed swings 2x within seconds
+        (bench/results/host_floor_h100.json). The host's enqueue time per repeat is kept in ``last_host_ms``;
         the engine tracks the host's share online (estimator.observe_prefill_launch).
         """
         import torch

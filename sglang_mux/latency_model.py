@@ -76,7 +76,8 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   profiler holds the host ahead and times the GPU alone (profiling/harness.py
   ``prefill_samples``): the tables' short rows are GPU times, steady to ~0.3 % (n = 128 on
   the full H200: 5.9 ms), and the host's launch time is the estimator's online term
-  (estimator docstring). L stays in the search; on GPU-time rows it stands for no host.
+  (estimator docstring). A table marked so (meta.json ``profiler.prefill_timing = "gpu"``) is
+  fitted without L: the floor was the host's (``fit_prefill_frame(launch_floor=False)``).
 - Prefill, GEMM waves (factor g; hyper-parameters m_lo, m_hi; D = the GPU's SM count). The
   projections of a small batch are tiled for the WHOLE GPU, so on an S-SM partition their
   work takes up to ⌈D/S⌉ rounds instead of D/S. The table shows it on every partition: a
