@@ -32,7 +32,6 @@ import gc
 import json
 import os
 import platform
-import statistics
 import sys
 import threading
 import time
@@ -90,10 +89,6 @@ class _Condition:
         os.sched_setaffinity(self._tid, self._aff)
 
 
-def _median(xs):
-    return float(statistics.median(xs)) if xs else None
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-config", required=True)
@@ -108,7 +103,8 @@ def main(argv=None) -> int:
     import torch
     from sglang.srt.distributed.parallel_state import set_pdmux_status
 
-    from profiling.harness import Harness
+    from profiling.harness import SLEEP_CYCLES_PER_MS, Harness
+    from profiling.stats import median
 
     h = Harness(args.model_config, attention_backend=args.attention_backend)
     L = h.num_layers
@@ -134,7 +130,6 @@ def main(argv=None) -> int:
         ps.synchronize()
         return (t1 - t0) * 1e3, s.elapsed_time(e)
 
-    clock_hz = 1.98e9  # sleep cycles per second, roughly (H100/H200 boost clock)
     for cfg in cfgs:
         for n in tokens:
             ps, _ = h._select(cfg)
@@ -156,11 +151,11 @@ def main(argv=None) -> int:
                 sleep_ms = 2 * max(hosts) + 20
                 g = []
                 for _ in range(args.repeats):
-                    host, ev = one(fb, ps, int(sleep_ms * 1e-3 * clock_hz))
+                    host, ev = one(fb, ps, int(sleep_ms * SLEEP_CYCLES_PER_MS))
                     g.append((host, ev))
                 gpu_only.append(dict(prefill_sms=cfg.prefill_sms, n=n, sleep_ms=sleep_ms,
                                      host_ms=[round(x, 3) for x, _ in g], gpu_ms=[round(y, 3) for _, y in g],
-                                     gpu_ms_median=round(_median([y for _, y in g]), 3)))
+                                     gpu_ms_median=round(median([y for _, y in g]), 3)))
                 if cfg.prefill_sms == h.total_sms and n == tokens[0]:
                     from torch.profiler import ProfilerActivity, profile as tprof
 
