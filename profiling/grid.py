@@ -353,8 +353,11 @@ class GridSpec:
 
 
 # Where the extended solo model changes regime and the coarse grid has no point (see above).
+# n = 64..768 without a prefix: the projections' roofline knee (memory- to compute-bound) lies
+# there, and without points on both sides of n = 128 a held-out n = 128 row is extrapolated.
 SOLO_PREFILL_EXTRA = ((1, 256, 0), (1, 1024, 0), (2, 512, 0), (1, 256, 32 * K), (1, 1024, 32 * K),
-                      (1, 512, 16 * K), (1, 2 * K, 16 * K), (1, 512, 64 * K), (1, 2 * K, 64 * K))
+                      (1, 512, 16 * K), (1, 2 * K, 16 * K), (1, 512, 64 * K), (1, 2 * K, 64 * K),
+                      (1, 64, 0), (1, 192, 0), (1, 384, 0), (1, 768, 0))
 SOLO_DECODE_EXTRA = tuple((b, r) for b in (2, 4, 16) for r in (2 * K, 8 * K, 32 * K)) + ((2, 127 * K), (4, 127 * K))
 
 

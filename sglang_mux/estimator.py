@@ -58,7 +58,7 @@ from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
 from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
-from .latency_model import heldout_errors
+from .latency_model import MIN_BATCH_TOKENS, heldout_errors, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
@@ -392,7 +392,9 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  "no launch floor (" + ("rows time the GPU alone), " if not table_launch_floor(t) else "none fits), "))
               + "GEMM waves "
               + (f"to {pt['gemm_waves_tokens'][0]}..{pt['gemm_waves_tokens'][1]} tokens, " if pt['gemm_waves_tokens'][0]
-                 else "off, ") + "decode "
+                 else "off, ")
+              + "token knees " + ("/".join(str(k) for k in pt["gemm_knee_tokens"] if k) or "off")
+              + f", cold prefix reads {pt['cold_prefix_ms_per_token'] * 1e3:.3g} µs/token, decode "
               + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
                  f"({pt['decode_blocks_per_sm']} blocks/SM per wave) " if pt['decode_blocks_per_sm'] else
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
@@ -409,6 +411,8 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
             ok &= bool(good)
             print(f"{kind:8s} sms={int(s):4d} rows={len(err):5d}  held-out rel err max {err.max():6.2%} "
                   f"mean {err.mean():6.2%}  {'OK' if good else 'FAIL'}", file=out)
+        if kind == "prefill":
+            ok &= _check_small_batches(est, df, out)
     ct = t.contention
     for d, g in ct.groupby("decode_sms"):
         d = int(d)
@@ -425,6 +429,21 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
               f"{cell_rng}  worst<corun rows {miss}  {'OK' if miss == 0 else 'FAIL'}", file=out)
     print("check: " + ("OK" if ok else "FAILED"), file=out)
     return ok
+
+
+def _check_small_batches(est: "Estimator", df, out) -> bool:
+    """Rows of batches below MIN_BATCH_TOKENS are predicted as an upper bound (the 128-token
+    batch's token-linear work): report predicted/measured; fail if any is more than the
+    error bound under."""
+    small = prefill_domain(df)[1]
+    if not len(small) or not isinstance(est.solo, SoloLatencyModel):
+        return True
+    ratio = est.solo.predict_prefill_frame(small) / small["latency_ms"].to_numpy()
+    good = bool(ratio.min() >= 1.0 - MAX_REL_ERR)
+    print(f"prefill  below {MIN_BATCH_TOKENS} batch tokens: {len(small)} rows on {small['prefill_sms'].nunique()} "
+          f"partitions, predicted/measured {ratio.min():.2f}..{ratio.max():.2f} (a bound, not fitted; "
+          f"must stay >= {1 - MAX_REL_ERR:.2f})  {'OK' if good else 'FAIL'}", file=out)
+    return good
 
 
 def predict(path: str | Path, prefill_new: int, prefill_reused: int, decode_bs: int,

@@ -7,12 +7,14 @@ The paper's equations are the base,
 
 extended by terms for what the measured table shows and the equations cannot express:
 
-    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + θ7·Σr·[r ≤ r0] + max(L, θ3·g·Σn + θ4)
+    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + θ7·Σr·[r ≤ r0] + max(L, lin(m))
+              lin(m) = θ3·g·m + θ4 + θ8·(m − m_k)+ + θ9·(m − m_k2)+,   m = max(Σn, m_min)
     decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
 
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
-θ5 = θ7 = 0, L = 0, g = 1 and β = 0 the extended model is exactly Eq. 1 / Eq. 2 (the fit falls back to
-that when the data show none of the effects; a format-1 fit.json loads that way).
+θ5 = θ7 = θ8 = θ9 = 0, L = 0, g = 1, m_min = 0 and β = 0 the extended model is exactly Eq. 1 /
+Eq. 2 (the fit falls back to that when the data show none of the effects; a format-1 fit.json
+loads that way).
 
 Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200,
 SGLang's triton attention backend; "wave" = one round of thread blocks, one per SM):
@@ -58,7 +60,25 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   same prefix cost ~50 ms on 132 SMs (n = 2048: 97.7 vs 47.6 ms), 12.5 ms per wave. A spilled
   prefix streams from HBM in every wave (κ), so it gets no θ7. Without θ7 (in-sample) the
   r = 8K rows of n ≥ 2048 came out 6-12 % high on every partition and n = 128 over 8K up to
-  10 % low; with it 5 of 8 H200 partitions meet the held-out bounds (format 5).
+  10 % low; with it 5 of 8 H200 partitions meet the held-out bounds (format 5). θ7 is pooled
+  over partitions (format 6): fitted per partition it came out 0.52-0.57 µs per cached token
+  (whole model) on all eight H200 partitions and 0.56-0.62 on the H100's, a property of the
+  memory system; per partition it was pinned by one or two rows, and a fold that held them
+  out mispredicted n = 128 over 8K by up to 17 %. The fit takes the median of the
+  per-partition values times COLD_GRID, then one joint NNLS (``_polish``) makes it exact.
+- Prefill, token knees (θ8·(m − m_k)+ + θ9·(m − m_k2)+, knees pooled, format 6). The
+  token-linear work is convex in the batch's tokens m: on the full H200 an added token costs
+  13 µs from 128 to 256 tokens, 16 µs from 256 to 512 and 19-21 µs from 1024 on (attention
+  taken out at the fitted rate): the projections go from reading the weights to computing. One straight line was 7-9 % off at n = 128, 512 and 4 × 2048 in-sample, 13 % on the
+  H100. Non-negative θ8, θ9 add slope past each knee, so the line can only bend upwards;
+  (m_k, m_k2) is chosen by the fit from GEMM_KNEE_GRID: (512, 1024) on the H200 table,
+  (512, 2048) on the H100's.
+- Prefill, smallest batch m_min = MIN_BATCH_TOKENS (128). Below one 128-row tile the
+  measured cost follows no line: 64 new tokens took 99 % of a 128-token prefill's time on 20
+  SMs of the H200 but 70 % on the H100, 74-93 % elsewhere; no fit predicted those rows held
+  out (12-32 % off). Batches below m_min are charged m_min tokens of token-linear work, an
+  upper bound (2-46 % over the measured rows); the fit leaves their rows out and the check
+  reports them as bounds.
 - Prefill, launch floor L (pooled over partitions). Small prefills are bound by the host
   launching ~10 kernels per layer, not by the GPU: n=128, r=0 takes 11.2-13.7 ms on every
   partition from 36 to 132 SMs, and n=512 takes 12.4 ms on 132 SMs (n=2048: 49.8 ms). The
@@ -115,14 +135,15 @@ Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegressi
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
 relative and latencies span three decades; columns are rescaled to max 1 (conditioning).
 Per partition the θs are fitted on that partition's rows only. The few hyper-parameters (τ,
-κ, L and (m_lo, m_hi) for prefill, β for decode) are shared by all partitions and chosen on
-the training rows of all partitions by the acceptance criterion itself, J = max/10% +
-mean/3% of the relative errors (grids; coordinate search over (τ, κ), L and (m_lo, m_hi); β
-for each k); max(·) terms are fitted by enumerating which rows sit on the floor (on the side
-of the smallest Σn, resp. the smallest Σr/r_max), and L and β are then refined by one joint
-NNLS over all partitions (kept if J improves). Profiled batches are uniform, so a CSV row's
-per-request n, r and r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table the fit picks τ = 4 (the kernel's 128
-rows / 32 heads), κ = 0.25, L ≈ 12 ms, GEMM waves (2048, 65536), k = 6 blocks per SM and
+κ, L, (m_lo, m_hi), (m_k, m_k2) and θ7 for prefill, β for decode) are shared by all
+partitions and chosen on the training rows of all partitions by the acceptance criterion
+itself, J = max/10% + mean/3% of the relative errors (grids; coordinate search over (τ, κ),
+L, (m_lo, m_hi), (m_k, m_k2) and θ7; β for each k); max(·) terms are fitted by enumerating
+which rows sit on the floor (on the side of the smallest Σn, resp. the smallest Σr/r_max),
+and L, θ7 and β are then refined by one joint NNLS over all partitions (kept if J improves). Profiled batches are uniform, so a CSV row's
+per-request n, r and r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table (format 6, GPU-time
+rows) the fit picks τ = 4 (the kernel's 128 rows / 32 heads), κ = 0.375, no L, GEMM waves
+(1024, 16384), knees (512, 1024), θ7 = 0.56 µs per cached token, k = 6 blocks per SM and
 β ≈ 3 µs per key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
 never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
@@ -160,10 +181,11 @@ from typing import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 5  # 5: + cold prefix reads (θ7); 4: + GEMM waves (prefill_hyper gemm_*); 3: L2 spill as a cliff
+FORMAT = 6  # 6: + token knees (θ8, θ9); 5: + cold prefix reads (θ7); 4: + GEMM waves (prefill_hyper gemm_*); 3: L2 spill as a cliff
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
-                    "sum_reused_resident")
+                    "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2")
+PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9}  # θ values per prefill partition in each fit.json format
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
@@ -178,7 +200,17 @@ DECODE_BLOCKS_GRID = (0, 1, 2, 3, 4, 5, 6, 8, 12, 16)  # k: blocks per SM per de
 # which it scales as 1/S (log-linear between; m_lo = m_hi: a step); (0, 0) = off.
 GEMM_WAVES_GRID = ((0, 0),) + tuple((lo, hi) for lo in (256, 512, 1024, 2048)
                                     for hi in (lo, 4096, 16384, 65536, 262144) if hi >= lo)
+# (m_k, m_k2): batch tokens past which the token-linear work gets dearer per token (θ8, θ9
+# charge the tokens past each); 0 = off.
+GEMM_KNEE_GRID = ((0, 0),) + tuple((k, 0) for k in (128, 256, 512, 1024, 2048)) + tuple(
+    (a, b) for a in (128, 256, 512, 1024) for b in (512, 1024, 2048, 4096) if b > a)
+# Pooled cold-read cost θ7: the median of the per-partition fits times these factors.
+COLD_GRID = tuple(0.6 + 0.05 * i for i in range(17))
 BLOCK_TOKENS = 128  # query rows per extend-attention block (SGLang triton, sm90)
+# Batches of fewer tokens have their token-linear work charged as this many (an upper bound:
+# 64-token prefills took 70-99 % of a 128-token one's time, in no pattern a fit could follow);
+# the fit leaves their rows out, the check reports them as bounds.
+MIN_BATCH_TOKENS = 128
 # Selection criterion J = max/MAX_REL + mean/MEAN_REL: the estimator's accuracy bounds.
 MAX_REL, MEAN_REL = 0.10, 0.03
 _TIE = 1e-9
@@ -205,6 +237,9 @@ class PrefillHyper:
     gemm_device_sms: int = 0  # D: the whole GPU's SMs, which small projections are tiled for; 0 = off
     gemm_waves_lo: int = 0  # m_lo: batch tokens up to which token-linear work runs in ⌈D/S⌉ waves
     gemm_waves_hi: int = 0  # m_hi: batch tokens from which it scales as 1/S
+    gemm_knee_tokens: int = 0  # m_k: batch tokens past which the token-linear work costs θ8 more per token; 0 = off
+    gemm_knee2_tokens: int = 0  # m_k2 > m_k: a second such knee (θ9); 0 = off
+    min_batch_tokens: int = 0  # token-linear work of a smaller batch is charged as this many tokens; 0 = off
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -214,6 +249,8 @@ class PrefillHyper:
             raise ValueError("prefill hyper-parameter block_tokens must be >= 1")
         if self.gemm_waves_lo and (not self.gemm_device_sms or self.gemm_waves_hi < self.gemm_waves_lo):
             raise ValueError("prefill gemm_waves_lo > 0 needs gemm_device_sms > 0 and gemm_waves_hi >= gemm_waves_lo")
+        if self.gemm_knee2_tokens and not 0 < self.gemm_knee_tokens < self.gemm_knee2_tokens:
+            raise ValueError("prefill gemm_knee2_tokens > 0 needs 0 < gemm_knee_tokens < gemm_knee2_tokens")
 
     @property
     def gemm_waves(self) -> tuple[int, int]:
@@ -372,6 +409,7 @@ class _PrefillRows:
         self.y = df["latency_ms"].to_numpy(dtype=float)
         bs = df["bs"].to_numpy(dtype=float)
         self.n_sum = df["sum_new"].to_numpy(dtype=float)
+        self.n_lin = self.n_sum  # the tokens the token-linear work is charged for (``clamp``)
         self.sq = df["sum_new_sq"].to_numpy(dtype=float)
         self.nr = df["sum_new_reused"].to_numpy(dtype=float)
         r = np.where(self.n_sum > 0, self.nr / np.maximum(self.n_sum, 1.0), 0.0)
@@ -410,36 +448,69 @@ class _PrefillRows:
             return np.column_stack([X[:, 0], X[:, 1] + kappa * X[:, 2], self.sr_res])
         return np.column_stack([X[:, 0], X[:, 1], self.sr])
 
-    def lin(self, gemm=(0, 0)):
-        """[Σn·g, 1]: token-linear work, g = 1 + (Q−1)·φ(Σn) for the GEMM waves (lo, hi)."""
+    def lin(self, gemm=(0, 0), knees=(0, 0)):
+        """[Σn·g, 1, (Σn − m_k)+, (Σn − m_k2)+]: token-linear work, g = 1 + (Q−1)·φ(Σn) for the
+        GEMM waves (lo, hi), and the batch tokens past each knee (zero columns where off)."""
         import numpy as np
 
-        X = self._lins.get(gemm)
+        X = self._lins.get((gemm, knees))
         if X is None:
-            g = 1.0 + self.q * np.array([gemm_share(m, *gemm) for m in self.n_sum]) if self.q else 1.0
-            X = self._lins[gemm] = np.column_stack([self.n_sum * g, np.ones(len(self.y))])
+            n = self.n_lin
+            g = 1.0 + self.q * np.array([gemm_share(m, *gemm) for m in n]) if self.q else 1.0
+            past = [np.maximum(n - k, 0.0) if k else np.zeros(len(self.y)) for k in knees]
+            X = self._lins[(gemm, knees)] = np.column_stack([n * g, np.ones(len(self.y)), *past])
         return X
+
+    def clamp(self, tokens: int) -> "_PrefillRows":
+        """Charge the token-linear work of batches below ``tokens`` as ``tokens`` (prediction)."""
+        import numpy as np
+
+        if tokens:
+            self.n_lin = np.maximum(self.n_sum, float(tokens))
+            self._lins = {}
+        return self
+
+    def design(self, hyper):
+        """(Xa, Xl, offset) for hyper = (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7): prediction =
+        Xa·θa + offset + max(Xl·θl, L). θ7 < 0: the cold reads are a free column of Xa;
+        else pooled, θ7·C is the offset."""
+        tau, kappa, _, lo, hi, knees, cold = hyper
+        A, Xl = self.attn_kappa(tau, kappa), self.lin((lo, hi), knees)
+        if cold < 0:
+            return A, Xl, 0.0
+        return A[:, :2], Xl, cold * A[:, 2]
 
     def take(self, idx) -> "_PrefillRows":
         out = object.__new__(_PrefillRows)
         out.sms, out.q = self.sms, self.q
-        for k in ("y", "n_sum", "sq", "nr", "r", "h", "nh", "block_tok", "sr", "sr_res"):
+        for k in ("y", "n_sum", "n_lin", "sq", "nr", "r", "h", "nh", "block_tok", "sr", "sr_res"):
             setattr(out, k, getattr(self, k)[idx])
         out._cols, out._lins = {}, {}
         return out
 
 
-def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, lo: int = 0, hi: int = 0):
-    """θ (7 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi), and its training relative errors."""
+def _prefill_theta(th, na: int, hyper) -> tuple[float, ...]:
+    """θ in PREFILL_FEATURES order from the fitted [Xa, Xl] coefficients (``design``)."""
+    _, kappa, floor, _, _, _, cold = hyper
+    return (float(th[0]), float(th[1]), float(th[na]), float(th[na + 1]), float(kappa * th[1]), float(floor),
+            float(th[2]) if cold < 0 else float(cold), float(th[na + 2]), float(th[na + 3]))
+
+
+def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, lo: int = 0, hi: int = 0,
+                      knees: tuple = (0, 0), cold: float = -1.0):
+    """θ (9 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7; θ7 < 0:
+    fitted here), its training relative errors and which rows sit on the floor."""
     import numpy as np
 
-    Xa, Xl, y = rows.attn_kappa(tau, kappa), rows.lin((lo, hi)), rows.y
+    hyper = (tau, kappa, floor, lo, hi, knees, cold)
+    Xa, Xl, off = rows.design(hyper)
+    na, y = Xa.shape[1], rows.y
     w = 1.0 / y
-    base = _nnls(np.column_stack([Xa, Xl]), y, w)
+    base = _nnls(np.column_stack([Xa, Xl]), y - off, w)
     best = None
     cands = [None]
     if floor > 0:  # rows on the floor: the smallest Σn, as far as the unfloored fit goes below 2L
-        lin0 = Xl @ base[3:5]
+        lin0 = Xl @ base[na:]
         cands += sorted(set(rows.n_sum[lin0 < 2 * floor].tolist()))
     none = np.zeros(len(y), dtype=bool)
     for t in cands:
@@ -448,16 +519,14 @@ def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, 
         else:
             fl = rows.n_sum <= t
             X = np.column_stack([Xa, Xl * (~fl)[:, None]])
-            th = _nnls(X, y - floor * fl, w)
-        lin = Xl @ th[3:5]
-        pred = Xa @ th[:3] + (np.maximum(lin, floor) if floor > 0 else lin)
+            th = _nnls(X, y - off - floor * fl, w)
+        lin = Xl @ th[na:]
+        pred = Xa @ th[:na] + off + (np.maximum(lin, floor) if floor > 0 else lin)
         j = _criterion(pred, y)
         if best is None or j < best[0] - _TIE:
             best = (j, th, pred, fl)
     _, th, pred, fl = best
-    theta = (float(th[0]), float(th[1]), float(th[3]), float(th[4]), float(kappa * th[1]), float(floor),
-             float(th[2]))
-    return theta, np.abs(pred / y - 1.0), fl
+    return _prefill_theta(th, na, hyper), np.abs(pred / y - 1.0), fl
 
 
 class _DecodeRows:
@@ -536,50 +605,70 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
 
 
 def _polish(kind: str, view, hyper, fits):
-    """Joint NNLS of all partitions' θ and the pooled floor (L or β) for the floored rows
-    the grid search settled on: the pooled value is then exact, not a grid point. Returns
-    (hyper, fits) of the polished model (the caller keeps it only if J improves)."""
+    """Joint NNLS of all partitions' θ and the pooled values — the floor (L or β) for the
+    floored rows the grid search settled on, and the prefill cold-read cost θ7 — so that
+    they are exact, not grid points. Returns (hyper, fits) of the polished model (the caller
+    keeps it only if J improves), or None when nothing is pooled."""
     import numpy as np
 
+    cold = kind == "prefill" and hyper[6] >= 0
+    free = (*hyper[:6], -1.0) if cold else hyper  # θ7 as a column, to be pooled below
     blocks, shared, ys, owners = [], [], [], []
     for s, rows in view.items():
         fl = fits[s][2]
         if kind == "prefill":
-            tau, kappa = hyper[:2]
-            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin(hyper[3:5])
-            blocks.append(np.column_stack([Xa, Xl * (~fl)[:, None]]))
-            shared.append(fl.astype(float))
+            Xa, Xl, _ = rows.design(free)
+            blocks.append(np.column_stack([Xa[:, :2] if cold else Xa, Xl * (~fl)[:, None]]))
+            shared.append(np.column_stack([fl.astype(float), Xa[:, 2]]) if cold else fl.astype(float)[:, None])
         else:
             blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
-            shared.append(rows.feat(hyper[0]) * fl)
+            shared.append((rows.feat(hyper[0]) * fl)[:, None])
         ys.append(rows.y)
         owners.append(s)
-    if not np.concatenate(shared).any():
+    S = np.concatenate(shared)
+    if not S.any():
         return None
     width = blocks[0].shape[1]
-    X = np.zeros((sum(len(y) for y in ys), width * len(blocks) + 1))
+    X = np.zeros((len(S), width * len(blocks) + S.shape[1]))
     r0 = 0
     for i, b in enumerate(blocks):
         X[r0:r0 + len(b), i * width:(i + 1) * width] = b
         r0 += len(b)
-    X[:, -1] = np.concatenate(shared)
+    X[:, width * len(blocks):] = S
     y = np.concatenate(ys)
     c = _nnls(X, y, 1.0 / y)
-    pooled = float(c[-1])
+    pooled = float(c[width * len(blocks)])
+    h = (hyper[0], hyper[1], pooled, *hyper[3:6], float(c[-1]) if cold else hyper[6]) if kind == "prefill" \
+        else (hyper[0], pooled)
     new = {}
     for i, s in enumerate(owners):
         th, rows = c[i * width:(i + 1) * width], view[s]
         if kind == "prefill":
-            tau, kappa = hyper[:2]
-            Xa, Xl = rows.attn_kappa(tau, kappa), rows.lin(hyper[3:5])
-            pred = Xa @ th[:3] + np.maximum(Xl @ th[3:5], pooled)
-            theta = (float(th[0]), float(th[1]), float(th[3]), float(th[4]), float(kappa * th[1]), pooled,
-                     float(th[2]))
+            Xa, Xl, off = rows.design(h)  # the block's layout: Xa (θ7 in it only if free), then Xl
+            na = Xa.shape[1]
+            pred = Xa @ th[:na] + off + np.maximum(Xl @ th[na:], pooled)
+            theta = _prefill_theta(th, na, h)
         else:
             pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(hyper[0])) + th[1] * rows.bs + th[2]
             theta = (float(th[0]), float(th[1]), float(th[2]), pooled)
         new[s] = (theta, np.abs(pred / rows.y - 1.0), fits[s][2])
-    return ((hyper[0], hyper[1], pooled, *hyper[3:]) if kind == "prefill" else (hyper[0], pooled)), new
+    return h, new
+
+
+def _knees_identified(parts, knees) -> bool:
+    """Whether every partition's rows pin each piece of the bent line: two batch sizes (Σn)
+    up to the first knee, one past each knee. Otherwise a piece is free, and the fold that
+    holds out the one row below a knee was predicted 3x its time (synthetic table)."""
+    import numpy as np
+
+    k1, k2 = knees
+    if not k1:
+        return True
+    for rows in parts.values():
+        n = np.unique(rows.n_sum)
+        if (n <= k1).sum() < 2 or not (n > (k2 or k1)).any() or (k2 and not ((n > k1) & (n <= k2)).any()):
+            return False
+    return True
 
 
 def _prefill_floors(parts):
@@ -648,15 +737,26 @@ class _Pooled:
                     best = (j, h, fits)
 
         if self.kind == "prefill":
-            # Coordinate search: (τ, κ), then the floor L, then the GEMM waves (m_lo, m_hi),
-            # again while a round moves any of them (at most three rounds).
+            # Coordinate search: (τ, κ), then the floor L, the GEMM waves (m_lo, m_hi), the
+            # projections' knee m_k and the pooled cold-read cost θ7, again while a round moves
+            # any of them (at most three rounds). θ7 starts free per partition (-1); its grid
+            # is the median of those fits times COLD_GRID, and from then on it is pooled
+            # whatever J says, since a free θ7 always fits its own rows at least as well.
             floors = _prefill_floors(view) if self.floor else [0.0]
-            h = (0, 0.0, 0.0, 0, 0)
+            h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0)
             for _ in range(3):
                 scan([(tau, k, *h[2:]) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
                 scan([(*best[1][:2], f, *best[1][3:]) for f in floors])
                 if self.gemm:
-                    scan([(*best[1][:3], *g) for g in GEMM_WAVES_GRID])
+                    scan([(*best[1][:3], *g, *best[1][5:]) for g in GEMM_WAVES_GRID])
+                scan([(*best[1][:5], m, best[1][6]) for m in GEMM_KNEE_GRID if _knees_identified(view, m)])
+                top = best[1]
+                free = evaluate((*top[:6], -1.0))[1]  # the pilot: θ7 fitted per partition
+                pilot = float(np.median([f[0][6] for f in free.values()]))
+                colds = sorted({pilot * c for c in COLD_GRID} | ({top[6]} if top[6] >= 0 else set()))
+                if top[6] < 0:
+                    best = None  # pooled from here on
+                scan([(*top[:6], c) for c in colds])
                 if best[1] == h:
                     break  # nothing moved: another round would repeat this one
                 h = best[1]
@@ -681,9 +781,9 @@ def _prefill_parts(df, knee: int, device_sms: int = 0):
 
 
 def _prefill_hyper(hyper, knee: int, device_sms: int) -> PrefillHyper:
-    tau, kappa, _, lo, hi = hyper
+    tau, kappa, _, lo, hi, (m, m2), _ = hyper
     return PrefillHyper(int(tau), BLOCK_TOKENS, int(knee) if kappa else 0, int(device_sms) if lo else 0,
-                        int(lo), int(hi))
+                        int(lo), int(hi), int(m), int(m2), MIN_BATCH_TOKENS)
 
 
 def _decode_parts(df, kernel: DecodeHyper | None = None):
@@ -695,9 +795,15 @@ def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0,
     """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions);
     ``device_sms`` (the GPU's SM count) lets the fit choose GEMM waves, 0 = not;
     ``launch_floor``: offer the host's launch floor L (False for rows that time the GPU alone)."""
-    parts = _prefill_parts(df, l2_knee, device_sms)
+    parts = _prefill_parts(prefill_domain(df)[0], l2_knee, device_sms)
     hyper, th = _Pooled("prefill", parts, l2_knee, bool(device_sms), launch_floor).select()
     return _prefill_hyper(hyper, l2_knee, device_sms), th
+
+
+def prefill_domain(df):
+    """(rows the prefill fit models, rows of batches below MIN_BATCH_TOKENS: predicted as bounds)."""
+    small = df["sum_new"].to_numpy() < MIN_BATCH_TOKENS
+    return df[~small], df[small]
 
 
 def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper, dict[int, tuple[float, ...]]]:
@@ -720,6 +826,8 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
     import numpy as np
 
     col = "prefill_sms" if kind == "prefill" else "decode_sms"
+    if kind == "prefill":
+        df = prefill_domain(df)[0]  # batches below MIN_BATCH_TOKENS are bounds, not fitted
     kernel = decode_kernel or DecodeHyper()
     parts = _prefill_parts(df, l2_knee, device_sms) if kind == "prefill" else _decode_parts(df, kernel)
     pooled = _Pooled(kind, parts, l2_knee, bool(device_sms), launch_floor)
@@ -750,8 +858,8 @@ def _pad(th, width: int, paper: int, kind: str, s) -> tuple[float, ...]:
     th = tuple(float(t) for t in th)
     if len(th) == paper:  # the paper's equation alone (format 1): no extension terms
         th = th + (0.0,) * (width - paper)
-    elif kind == "prefill" and len(th) == width - 1:  # formats 2-4: no cold-prefix term (θ7 = 0)
-        th = th + (0.0,)
+    elif kind == "prefill" and len(th) in (PREFILL_WIDTHS[4], PREFILL_WIDTHS[5]):
+        th = th + (0.0,) * (width - len(th))  # formats 2-4: no θ7 (cold reads); 2-5: no θ8, θ9 (knees)
     if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
         raise ValueError(f"{kind} θ for {s} SMs must be {paper} or {width} finite non-negative floats, got {th}")
     return th
@@ -810,6 +918,9 @@ class SoloLatencyModel:
         self._knee = self.prefill_hyper.l2_knee_tokens
         self._knee_or_inf = self._knee or float("inf")
         self._gemm_lo, self._gemm_hi = self.prefill_hyper.gemm_waves
+        self._mk = self.prefill_hyper.gemm_knee_tokens
+        self._mk2 = self.prefill_hyper.gemm_knee2_tokens
+        self._nmin = self.prefill_hyper.min_batch_tokens
         self.decode_hyper = decode_hyper or DecodeHyper()
         self._waves_on = self.decode_hyper.blocks_per_sm > 0
 
@@ -863,8 +974,20 @@ class SoloLatencyModel:
             a2 = span * r_hi if r_hi > knee else 0.0
         else:
             a1, a2 = self._waves(blocks, cap, knee)
-        lin = t[2] * n * (self._gemm_g(prefill_sms, n) if self._gemm_lo else 1.0) + t[3]
+        lin = self._lin(t, prefill_sms, n)
         return t[0] * sq + t[1] * a1 + t[4] * a2 + t[6] * cold + (lin if lin > t[5] else t[5])
+
+    def _lin(self, t, sms: int, n: float) -> float:
+        """The token-linear work of an n-token batch: θ3·g·n + θ4 + θ8·(n − m_k)+ + θ9·(n − m_k2)+,
+        n raised to the smallest batch the fit saw (``min_batch_tokens``)."""
+        if n < self._nmin:
+            n = self._nmin
+        lin = t[2] * n * (self._gemm_g(sms, n) if self._gemm_lo else 1.0) + t[3]
+        if self._mk and n > self._mk:
+            lin += t[7] * (n - self._mk)
+            if self._mk2 and n > self._mk2:
+                lin += t[8] * (n - self._mk2)
+        return lin
 
     def _gemm_g(self, sms: int, tokens: float) -> float:
         """g = 1 + (Q−1)·φ(Σn): the token-linear work's factor for GEMM waves (module docstring)."""
@@ -905,7 +1028,7 @@ class SoloLatencyModel:
             a1, a2 = span * r, span * spill
         else:
             a1, a2 = sum_new_reused, sum_new * spill
-        lin = t[2] * sum_new * (self._gemm_g(prefill_sms, sum_new) if self._gemm_lo else 1.0) + t[3]
+        lin = self._lin(t, prefill_sms, sum_new)
         cold = 0.0 if spill else bs * r
         return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + t[6] * cold + (lin if lin > t[5] else t[5])
 
@@ -935,10 +1058,11 @@ class SoloLatencyModel:
         out = np.empty(len(df))
         pos = {s: np.flatnonzero(df["prefill_sms"].to_numpy() == s) for s in df["prefill_sms"].unique()}
         for s, idx in pos.items():
-            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk, self.prefill_hyper.gemm_device_sms)
+            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk,
+                                self.prefill_hyper.gemm_device_sms).clamp(self._nmin)
             t = self._prefill(int(s))
             a = rows.attn(self._tau)
-            lin = rows.lin((self._gemm_lo, self._gemm_hi)) @ t[2:4]
+            lin = rows.lin((self._gemm_lo, self._gemm_hi), (self._mk, self._mk2)) @ (t[2], t[3], t[7], t[8])
             out[idx] = a[:, 0] * t[0] + a[:, 1] * t[1] + a[:, 2] * t[4] + rows.sr_res * t[6] + np.maximum(lin, t[5])
         return out
 
@@ -956,7 +1080,8 @@ class SoloLatencyModel:
         dec = [self._decode.profiled[s] for s in self._decode.sms]
         kappa = next((t[4] / t[1] for t in pre if t[1] > 0), 0.0)
         return {"wave_tokens_per_sm": self._tau, "l2_knee_tokens": self._knee,
-                "gemm_waves_tokens": [self._gemm_lo, self._gemm_hi],
+                "gemm_waves_tokens": [self._gemm_lo, self._gemm_hi], "gemm_knee_tokens": [self._mk, self._mk2],
+                "cold_prefix_ms_per_token": max((t[6] for t in pre), default=0.0),
                 "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
                 "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0),
                 "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm}
@@ -990,10 +1115,11 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 4; format 3 (no GEMM waves: g = 1); format 2 without an L2 knee (the same
-        model); format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
+        """Format 6; format 5 (no projection knee: θ8 = 0); formats 2-4 (no cold reads either:
+        θ7 = 0); format 3 (no GEMM waves: g = 1); format 2 without an L2 knee (the same model);
+        format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, 3, 4, FORMAT):
+        if fmt not in (1, 2, 3, 4, 5, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
 
         def thetas(kind, width):
@@ -1002,6 +1128,9 @@ class SoloLatencyModel:
                 th = v["theta"] if isinstance(v, Mapping) else v
                 if fmt == 1 and len(th) != width:
                     raise ValueError(f"format-1 {kind} θ for {s} SMs must have {width} values, got {len(th)}")
+                if kind == "prefill" and fmt >= 5 and len(th) != PREFILL_WIDTHS[fmt]:
+                    raise ValueError(f"format-{fmt} prefill θ for {s} SMs must have {PREFILL_WIDTHS[fmt]} values, "
+                                     f"got {len(th)}")
                 out[int(s)] = th
             return out
 
@@ -1015,6 +1144,10 @@ class SoloLatencyModel:
         if fmt < 4 and any(k.startswith("gemm_") for k in hp):
             raise ValueError(f"fit.json format {fmt} has no GEMM-wave terms, but its prefill_hyper names "
                              f"{sorted(k for k in hp if k.startswith('gemm_'))}: a malformed file; refit it")
+        new6 = sorted(k for k in hp if k.startswith("gemm_knee") or k == "min_batch_tokens")
+        if fmt < 6 and new6:
+            raise ValueError(f"fit.json format {fmt} has no token knees or smallest batch, but its prefill_hyper "
+                             f"names {new6}: a malformed file; refit it")
         if fmt == 2 and (hp.get("l2_knee_tokens") or 0) > 0:
             # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
             raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "

@@ -72,9 +72,11 @@ def true_decode_theta(sms: int, m: dict = LLAMA_8B) -> tuple[float, float, float
 # a decode occupancy floor of 0.38 µs per token of the longest context, token-linear work in
 # ⌈132/S⌉ waves up to 512 batch tokens, scaling as 1/S from 16384 (GEMM grids sized for 132 SMs).
 MUX_TRUTH = {"wave_tokens_per_sm": 4, "spill_ratio": 0.5, "l2_knee_tokens": 12800, "floor_ms": 12.0,
-             "beta_ms_per_token": 3.8e-4, "gemm_waves": (512, 16384), "cold_ms_per_token": 6e-4}
+             "beta_ms_per_token": 3.8e-4, "gemm_waves": (512, 16384), "cold_ms_per_token": 6e-4,
+             "gemm_knees": (1024, 4096), "past_knee_shares": (0.25, 0.1)}
 MUX_PREFILL_CELLS = [(bs, n, r) for bs, n in ((1, 128), (1, 512), (4, 512), (1, 2048), (4, 2048), (1, 8192))
-                     for r in (0, 8192, 32768)] + [(16, 512, 2048), (1, 32768, 0)]
+                     for r in (0, 8192, 32768)] + [(16, 512, 2048), (1, 32768, 0), (1, 256, 0), (1, 1024, 0),
+                                                   (1, 4096, 0)]
 MUX_DECODE_CELLS = [(bs, r) for bs in (1, 8, 32, 64, 128, 256) for r in (2048, 8192, 32768, 130048)
                     if bs * r <= KV_CAPACITY_TOKENS]
 
@@ -83,7 +85,7 @@ def mux_true_prefill_theta(sms: int) -> tuple[float, ...]:
     """θ (latency_model.PREFILL_FEATURES order) of the "mux" ground truth."""
     t = true_prefill_theta(sms)
     return (t[0], t[1], t[2], t[3], MUX_TRUTH["spill_ratio"] * t[1], MUX_TRUTH["floor_ms"],
-            MUX_TRUTH["cold_ms_per_token"])
+            MUX_TRUTH["cold_ms_per_token"], *(f * t[2] for f in MUX_TRUTH["past_knee_shares"]))
 
 
 def mux_true_decode_theta(sms: int) -> tuple[float, ...]:
@@ -96,7 +98,7 @@ def mux_truth_model():
     from sglang_mux.latency_model import PrefillHyper, SoloLatencyModel
 
     hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"], TOTAL_SMS,
-                      *MUX_TRUTH["gemm_waves"])
+                      *MUX_TRUTH["gemm_waves"], *MUX_TRUTH["gemm_knees"])
     return SoloLatencyModel({s: mux_true_prefill_theta(s) for s in PREFILL_SMS + [TOTAL_SMS]},
                             {s: mux_true_decode_theta(s) for s in DECODE_SMS + [TOTAL_SMS]}, hp)
 

@@ -230,7 +230,7 @@ def test_gpu_timed_tables_get_no_host_launch_floor(tmp_path):
     is fitted without the host's launch floor; the same rows without the mark get one."""
     p = write_synthetic_table(tmp_path / NAME, solo_model="mux")  # truth: a 12 ms floor
     fit_table(p)
-    assert json.loads((p / "fit.json").read_text())["pooled"]["launch_floor_ms"] == pytest.approx(12.0, rel=0.01)
+    assert json.loads((p / "fit.json").read_text())["pooled"]["launch_floor_ms"] == pytest.approx(12.0, rel=0.02)
     meta = json.loads((p / "meta.json").read_text())
     meta.setdefault("profiler", {})["prefill_timing"] = "gpu"
     (p / "meta.json").write_text(json.dumps(meta))
@@ -249,7 +249,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 5 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4
+    assert fit["format"] == 6 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
     assert f"GEMM waves to {fit['prefill_hyper']['gemm_waves_lo']}..{fit['prefill_hyper']['gemm_waves_hi']} tokens" \
         in out.getvalue()
