@@ -69,8 +69,9 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
 - Prefill, token knees (θ8·(m − m_k)+ + θ9·(m − m_k2)+, knees pooled, format 6). The
   token-linear work is convex in the batch's tokens m: on the full H200 an added token costs
   13 µs from 128 to 256 tokens, 16 µs from 256 to 512 and 19-21 µs from 1024 on (attention
-  taken out at the fitted rate): the projections go from reading the weights to computing. One straight line was 7-9 % off at n = 128, 512 and 4 × 2048 in-sample, 13 % on the
-  H100. Non-negative θ8, θ9 add slope past each knee, so the line can only bend upwards;
+  taken out at the fitted rate): the projections go from reading the weights to computing.
+  One straight line was 7-9 % off at n = 128, 512 and 4 × 2048 in-sample, 13 % on the H100.
+  Non-negative θ8, θ9 add slope past each knee, so the line can only bend upwards;
   (m_k, m_k2) is chosen by the fit from GEMM_KNEE_GRID: (512, 1024) on the H200 table,
   (512, 2048) on the H100's.
 - Prefill, smallest batch m_min = MIN_BATCH_TOKENS (128). Below one 128-row tile the
@@ -140,8 +141,9 @@ partitions and chosen on the training rows of all partitions by the acceptance c
 itself, J = max/10% + mean/3% of the relative errors (grids; coordinate search over (τ, κ),
 L, (m_lo, m_hi), (m_k, m_k2) and θ7; β for each k); max(·) terms are fitted by enumerating
 which rows sit on the floor (on the side of the smallest Σn, resp. the smallest Σr/r_max),
-and L, θ7 and β are then refined by one joint NNLS over all partitions (kept if J improves). Profiled batches are uniform, so a CSV row's
-per-request n, r and r_max are Σn/bs, Σn·r/Σn, Σr/bs. On the H200 table (format 6, GPU-time
+and L, θ7 and β are then refined by one joint NNLS over all partitions (kept if J improves).
+Profiled batches are uniform, so a CSV row's per-request n, r and r_max are Σn/bs, Σn·r/Σn,
+Σr/bs. On the H200 table (format 6, GPU-time
 rows) the fit picks τ = 4 (the kernel's 128 rows / 32 heads), κ = 0.375, no L, GEMM waves
 (1024, 16384), knees (512, 1024), θ7 = 0.56 µs per cached token, k = 6 blocks per SM and
 β ≈ 3 µs per key-wave token.
@@ -181,7 +183,8 @@ from typing import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 6  # 6: + token knees (θ8, θ9); 5: + cold prefix reads (θ7); 4: + GEMM waves (prefill_hyper gemm_*); 3: L2 spill as a cliff
+# 6: + token knees (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7); 4: + GEMM waves; 3: L2 cliff
+FORMAT = 6
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
                     "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2")

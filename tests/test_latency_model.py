@@ -407,7 +407,8 @@ def test_small_batches_are_charged_as_the_smallest_fitted_one():
     assert m.prefill_ms_sums(132, 64 ** 2, 0, 64) == m.prefill_ms(132, [PrefillReq(64)])
     df = pd.DataFrame({"prefill_sms": 132, "bs": 1, "sum_new_sq": [64 ** 2, 128 ** 2], "sum_new_reused": 0,
                        "sum_new": [64, 128], "latency_ms": [1.0, 3.0]})
-    assert m.predict_prefill_frame(df).tolist() == pytest.approx([m.prefill_ms(132, [PrefillReq(n)]) for n in (64, 128)])
+    want = [m.prefill_ms(132, [PrefillReq(n)]) for n in (64, 128)]
+    assert m.predict_prefill_frame(df).tolist() == pytest.approx(want)
     inside, below = prefill_domain(df)
     assert MIN_BATCH_TOKENS == 128 and inside.sum_new.tolist() == [128] and below.sum_new.tolist() == [64]
     # A far-off 64-token row changes nothing: the fit never sees it.
