@@ -64,7 +64,7 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   over partitions (format 6): fitted per partition it came out 0.52-0.57 µs per cached token
   (whole model) on all eight H200 partitions and 0.56-0.62 on the H100's, a property of the
   memory system; per partition it was pinned by one or two rows, and a fold that held them
-  out mispredicted n = 128 over 8K by up to 17 %. The fit takes the median of the
+  out mispredicted n = 128 over 8K by up to 14 %. The fit takes the median of the
   per-partition values times COLD_GRID, then one joint NNLS (``_polish``) makes it exact.
 - Prefill, token knees (θ8·(m − m_k)+ + θ9·(m − m_k2)+, knees pooled, format 6). The
   token-linear work is convex in the batch's tokens m: on the full H200 an added token costs
