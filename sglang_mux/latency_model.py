@@ -404,7 +404,8 @@ def _criterion(pred, y) -> float:
 class _PrefillRows:
     """Design of one partition's solo_prefill rows (uniform batches) for any τ."""
 
-    def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS, device_sms: int = 0):
+    def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS, device_sms: int = 0,
+                 min_tokens: int = 0):
         import numpy as np
 
         self.sms = int(sms)
@@ -412,7 +413,8 @@ class _PrefillRows:
         self.y = df["latency_ms"].to_numpy(dtype=float)
         bs = df["bs"].to_numpy(dtype=float)
         self.n_sum = df["sum_new"].to_numpy(dtype=float)
-        self.n_lin = self.n_sum  # the tokens the token-linear work is charged for (``clamp``)
+        # the tokens the token-linear work is charged for: at least ``min_tokens`` (min_batch_tokens)
+        self.n_lin = np.maximum(self.n_sum, float(min_tokens)) if min_tokens else self.n_sum
         self.sq = df["sum_new_sq"].to_numpy(dtype=float)
         self.nr = df["sum_new_reused"].to_numpy(dtype=float)
         r = np.where(self.n_sum > 0, self.nr / np.maximum(self.n_sum, 1.0), 0.0)
@@ -463,15 +465,6 @@ class _PrefillRows:
             past = [np.maximum(n - k, 0.0) if k else np.zeros(len(self.y)) for k in knees]
             X = self._lins[(gemm, knees)] = np.column_stack([n * g, np.ones(len(self.y)), *past])
         return X
-
-    def clamp(self, tokens: int) -> "_PrefillRows":
-        """Charge the token-linear work of batches below ``tokens`` as ``tokens`` (prediction)."""
-        import numpy as np
-
-        if tokens:
-            self.n_lin = np.maximum(self.n_sum, float(tokens))
-            self._lins = {}
-        return self
 
     def design(self, hyper):
         """(Xa, Xl, offset) for hyper = (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7): prediction =
@@ -1062,7 +1055,7 @@ class SoloLatencyModel:
         pos = {s: np.flatnonzero(df["prefill_sms"].to_numpy() == s) for s in df["prefill_sms"].unique()}
         for s, idx in pos.items():
             rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk,
-                                self.prefill_hyper.gemm_device_sms).clamp(self._nmin)
+                                self.prefill_hyper.gemm_device_sms, self._nmin)
             t = self._prefill(int(s))
             a = rows.attn(self._tau)
             lin = rows.lin((self._gemm_lo, self._gemm_hi), (self._mk, self._mk2)) @ (t[2], t[3], t[7], t[8])
