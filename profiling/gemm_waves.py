@@ -21,18 +21,10 @@ import math
 import statistics
 import sys
 
+from profiling.gemm_curve import layer_shapes
 from sglang_mux.probe import event_times
 
 TOKENS = (128, 512, 1024, 2048, 4096, 8192)
-
-
-def layer_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
-    """(in, out) features of one decoder layer's projections (Llama-style)."""
-    h, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-    kv = int(cfg.get("num_key_value_heads", heads))
-    hd = int(cfg.get("head_dim") or h // heads)
-    inter = int(cfg["intermediate_size"])
-    return {"qkv": (h, (heads + 2 * kv) * hd), "o": (heads * hd, h), "gate_up": (h, 2 * inter), "down": (inter, h)}
 
 
 def main(argv=None) -> int:
@@ -46,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--carveout", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time each partition with cuBLAS targeting its SM count (--no-carveout: halves the run)")
     args = ap.parse_args(argv)
     if not hasattr(torch._C, "_set_sm_carveout_experimental"):
         print("this torch has no _set_sm_carveout_experimental", file=sys.stderr)
@@ -73,7 +67,7 @@ def main(argv=None) -> int:
                 F.linear(xs[k], w[k])
 
         for sms, stream in prefill:
-            for carve in (None, total - sms) if sms < total else (None,):
+            for carve in (None, total - sms) if sms < total and args.carveout else (None,):
                 torch._C._set_sm_carveout_experimental(carve)
                 try:
                     event_times(stream, layer, 3)  # warm-up (heuristics, workspace)

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from profiling import gemm_curve as GC
 from profiling import grid as G
 from profiling.stats import median, spread_pct
 from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
@@ -37,6 +38,7 @@ from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
 logger = logging.getLogger("profiling")
 FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
 BUDGET_SAFETY = 1.25  # a cell is started only if its calibrated estimate x this still fits
+GEMM_POINT_S = 0.1  # one gemm-curve point (H100: 560 points in 45 s)
 
 
 class AbortRun(RuntimeError):
@@ -354,6 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plan_only:
         done = TableStore(args.out).done_keys() if args.out and Path(args.out).is_dir() else set()
         print(plan.format(args.time_budget_s, done))
+        if G.KIND_SOLO_PREFILL in args.what:
+            sms = sorted({c.prefill_sms for c in plan.cells if c.kind == G.KIND_SOLO_PREFILL})
+            left = GC.todo(Path(args.out) / GC.FILE if args.out else Path("/nonexistent"), sms, GC.TOKENS)
+            print(f"  gemm curve: {len(left)} of {len(sms) * len(GC.TOKENS)} points to do, est "
+                  f"{len(left) * GEMM_POINT_S:.0f} s (before the cells, in the same run)")
         return 0
 
     # ---- GPU run
@@ -396,6 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (c.kind, tuple(c.key)) not in logged and not store.done(c):
             store.skip(c, "plan cap: " + reason, blocking=False)
 
+    if G.KIND_SOLO_PREFILL in args.what and args.remeasure_noisy is None:
+        _gemm_curve(h, args, out, deadline=t_start + args.time_budget_s - FIT_RESERVE_S)
     redo = store.noisy(args.remeasure_noisy) if args.remeasure_noisy is not None else None
     if redo is not None:
         print(f"re-measuring {len(redo)} cells with a spread above {args.remeasure_noisy:g} %")
@@ -434,6 +443,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_fit:
         fit_table_dir(out, store)
     return 0
+
+
+def _gemm_curve(h, args, out: Path, deadline: float) -> None:
+    """The projections' time per partition and token count (profiling.gemm_curve), on the
+    harness's prefill streams, for the points not yet in the table; cheap (~1 min)."""
+    import json as _json
+
+    streams = {c.prefill_sms: h.parts.streams(c)[0] for c in h.parts.all_configs() if c.prefill_sms > 0}
+    cfg = _json.loads(Path(args.model_config).read_text())
+    if not GC.todo(out / GC.FILE, sorted(streams), GC.TOKENS):
+        return
+    t = time.monotonic()
+    n = GC.measure(GC.torch_layer_timer(cfg, streams), sorted(streams), GC.TOKENS, int(cfg["num_hidden_layers"]),
+                   out / GC.FILE, deadline=deadline)
+    left = len(GC.todo(out / GC.FILE, sorted(streams), GC.TOKENS))
+    print(f"gemm curve: {n} points in {time.monotonic() - t:.0f} s" + (f", {left} left" if left else ""))
 
 
 def _record_run(store: TableStore, meta: dict, argv, summ: RunSummary | None, wall_s: float) -> None:

@@ -58,10 +58,11 @@ from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
 from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
-from .latency_model import MIN_BATCH_TOKENS, heldout_errors, prefill_domain
+from .gemm_curve import GemmCurves
+from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
-from .tables import (CONTENTION, FIT, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
+from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
                      find_table, read_table, slug, table_dirname, write_json)
 
 __all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
@@ -339,6 +340,17 @@ def table_launch_floor(t) -> bool:
     return (t.meta.get("profiler") or {}).get("prefill_timing") != "gpu"
 
 
+def table_triton_extend(t) -> bool:
+    """Whether the table was profiled with SGLang's triton attention, whose extend kernel
+    gives every request of a batch the longest request's query blocks."""
+    return (t.meta.get("profiler") or {}).get("attention_backend") == "triton"
+
+
+def table_gemm_curve(t) -> GemmCurves | None:
+    """The table's measured projection times (gemm_curve.csv), None if it has none."""
+    return GemmCurves.from_frame(t.gemm_curve) if t.gemm_curve is not None else None
+
+
 def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[dict, dict]:
     """(Re)write fit.json and guard.json from a table's raw CSVs; returns both dicts.
 
@@ -349,7 +361,12 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     t = read_table(path, require_fit=False)
     solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
                                 decode_kernel=table_decode_kernel(t), device_sms=t.sm_count,
-                                launch_floor=table_launch_floor(t))
+                                launch_floor=table_launch_floor(t), gemm_curve=table_gemm_curve(t),
+                                heads=t.model_shape.num_heads, padded_query_blocks=table_triton_extend(t))
+    if t.gemm_curve is None:
+        logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
+                       "cuBLAS's slow token counts by up to ~40%%; measure it: python -m profiling.gemm_curve "
+                       "--model-config CONFIG --out %s", t.path, GEMM_CURVE, t.path)
     fit = solo.to_dict()
     for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
                                 ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
@@ -383,7 +400,7 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     print(f"table {t.path}: {t.meta['gpu_name']} ({t.sm_count} SMs), {t.model_shape.architecture} "
           f"{t.model_shape.num_layers} layers; bounds: held-out max <= {MAX_REL_ERR:.0%}, mean <= {MEAN_REL_ERR:.0%}",
           file=out)
-    knee, kernel = table_l2_knee(t), table_decode_kernel(t)
+    knee, kernel, curve = table_l2_knee(t), table_decode_kernel(t), table_gemm_curve(t)
     if isinstance(est.solo, SoloLatencyModel):
         pt = est.solo.pooled_terms()
         print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
@@ -394,14 +411,17 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
               + (f"to {pt['gemm_waves_tokens'][0]}..{pt['gemm_waves_tokens'][1]} tokens, " if pt['gemm_waves_tokens'][0]
                  else "off, ")
               + "token knees " + ("/".join(str(k) for k in pt["gemm_knee_tokens"] if k) or "off")
-              + f", cold prefix reads {pt['cold_prefix_ms_per_token'] * 1e3:.3g} µs/token, decode "
+              + f", cold prefix reads {pt['cold_prefix_ms_per_token'] * 1e3:.3g} µs/token, "
+              + ("GEMM curve x{0:.3g}..{1:.3g}, ".format(*pt["gemm_curve_scale"]) if est.solo.gemm_curve is not None
+                 else "no GEMM curve, ")
+              + "decode "
               + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
                  f"({pt['decode_blocks_per_sm']} blocks/SM per wave) " if pt['decode_blocks_per_sm'] else
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
         errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count,
-                              launch_floor=table_launch_floor(t))
+                              launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.model_shape.num_heads)
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False
@@ -412,7 +432,8 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
             print(f"{kind:8s} sms={int(s):4d} rows={len(err):5d}  held-out rel err max {err.max():6.2%} "
                   f"mean {err.mean():6.2%}  {'OK' if good else 'FAIL'}", file=out)
         if kind == "prefill":
-            ok &= _check_small_batches(est, df, out)
+            ok &= _check_small_batches(est, df, out, min_batch_tokens(curve))
+            _report_curve(curve, out)
     ct = t.contention
     for d, g in ct.groupby("decode_sms"):
         d = int(d)
@@ -431,19 +452,36 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     return ok
 
 
-def _check_small_batches(est: "Estimator", df, out) -> bool:
-    """Rows of batches below MIN_BATCH_TOKENS are predicted as an upper bound (the 128-token
-    batch's token-linear work): report predicted/measured; fail if any is more than the
-    error bound under."""
-    small = prefill_domain(df)[1]
+def _check_small_batches(est: "Estimator", df, out, min_tokens: int) -> bool:
+    """Without a GEMM curve, rows of batches below MIN_BATCH_TOKENS are predicted as an upper
+    bound (the 128-token batch's token-linear work): report predicted/measured; fail if any
+    is more than the error bound under."""
+    small = prefill_domain(df, min_tokens)[1]
     if not len(small) or not isinstance(est.solo, SoloLatencyModel):
         return True
     ratio = est.solo.predict_prefill_frame(small) / small["latency_ms"].to_numpy()
     good = bool(ratio.min() >= 1.0 - MAX_REL_ERR)
-    print(f"prefill  below {MIN_BATCH_TOKENS} batch tokens: {len(small)} rows on {small['prefill_sms'].nunique()} "
+    print(f"prefill  below {min_tokens} batch tokens: {len(small)} rows on {small['prefill_sms'].nunique()} "
           f"partitions, predicted/measured {ratio.min():.2f}..{ratio.max():.2f} (a bound, not fitted; "
           f"must stay >= {1 - MAX_REL_ERR:.2f})  {'OK' if good else 'FAIL'}", file=out)
     return good
+
+
+def _report_curve(curve: GemmCurves | None, out) -> None:
+    """How far a token count between the curve's points may be off: each inner point
+    predicted from its two neighbours (information, no bound: cuBLAS's choices jump)."""
+    if curve is None:
+        print("gemm     no gemm_curve.csv: prefill projections modelled as a bent line (profile one: "
+              "python -m profiling.gemm_curve)", file=out)
+        return
+    errs = [(abs(e), t, s) for s in curve.sms for t, e in curve.leave_one_out(s)]
+    if not errs:
+        return
+    med = sorted(e for e, _, _ in errs)[len(errs) // 2]
+    worst = max(errs)
+    print(f"gemm     curve: {len(errs) + 2 * len(curve.sms)} points on {len(curve.sms)} partitions; a point "
+          f"interpolated from its neighbours is off by median {med:.1%}, max {worst[0]:.0%} ({int(worst[1])} tokens "
+          f"on {worst[2]} SMs): the risk between measured token counts", file=out)
 
 
 def predict(path: str | Path, prefill_new: int, prefill_reused: int, decode_bs: int,

@@ -176,19 +176,23 @@ Unprofiled partitions (``s`` SMs, not in the table):
 from __future__ import annotations
 
 import bisect
+import heapq
 import logging
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
+from .gemm_curve import GemmCurves
+
 logger = logging.getLogger(__name__)
 
-# 6: + token knees (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7); 4: + GEMM waves; 3: L2 cliff
-FORMAT = 6
+# 7: + measured GEMM curve (θ10); 6: + token knees (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7);
+# 4: + GEMM waves; 3: L2 cliff
+FORMAT = 7
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
-                    "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2")
-PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9}  # θ values per prefill partition in each fit.json format
+                    "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2", "gemm_curve_ms")
+PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9, 7: 10}  # θ values per prefill partition in each fit.json format
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
@@ -207,6 +211,8 @@ GEMM_WAVES_GRID = ((0, 0),) + tuple((lo, hi) for lo in (256, 512, 1024, 2048)
 # charge the tokens past each); 0 = off.
 GEMM_KNEE_GRID = ((0, 0),) + tuple((k, 0) for k in (128, 256, 512, 1024, 2048)) + tuple(
     (a, b) for a in (128, 256, 512, 1024) for b in (512, 1024, 2048, 4096) if b > a)
+# Pooled GEMM-curve scale θ10 (model's projections / the curve's microbenchmark).
+GEMM_SCALE_GRID = tuple(round(0.75 + 0.025 * i, 3) for i in range(15))
 # Pooled cold-read cost θ7: the median of the per-partition fits times these factors.
 COLD_GRID = tuple(0.6 + 0.05 * i for i in range(17))
 BLOCK_TOKENS = 128  # query rows per extend-attention block (SGLang triton, sm90)
@@ -243,6 +249,8 @@ class PrefillHyper:
     gemm_knee_tokens: int = 0  # m_k: batch tokens past which the token-linear work costs θ8 more per token; 0 = off
     gemm_knee2_tokens: int = 0  # m_k2 > m_k: a second such knee (θ9); 0 = off
     min_batch_tokens: int = 0  # token-linear work of a smaller batch is charged as this many tokens; 0 = off
+    cold_head_blocks: int = 0  # H: extend-attention blocks per request and query block (query heads); 0 = off
+    padded_query_blocks: int = 0  # 1: every request runs the longest request's query blocks (triton extend grid)
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -343,6 +351,16 @@ class UnprofiledPartition(ValueError):
     """Prediction asked for an SM count below every profiled partition."""
 
 
+def cold_waves(bs: int, heads: int, sms: int) -> int:
+    """K = min(bs, ⌈bs·H/S⌉): waves that read prefixes for the first time. The extend grid is
+    (request, head, query block) with the request fastest, one block per SM per wave, so the
+    first query block of every request and head comes first: ⌈bs·H/S⌉ waves, and requests
+    whose blocks share a wave read their prefixes at once (module docstring). H = 0: bs."""
+    if not heads:
+        return bs
+    return min(bs, -(-bs * heads // sms))
+
+
 def prefill_features(reqs: Iterable[PrefillReq]) -> tuple[int, int, int]:
     """(Σn², Σn·r, Σn) of a prefill batch (the paper's Eq. 1 features)."""
     sq = nr = n = 0
@@ -405,7 +423,7 @@ class _PrefillRows:
     """Design of one partition's solo_prefill rows (uniform batches) for any τ."""
 
     def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS, device_sms: int = 0,
-                 min_tokens: int = 0):
+                 min_tokens: int = 0, curve: GemmCurves | None = None, heads: int = 0):
         import numpy as np
 
         self.sms = int(sms)
@@ -415,12 +433,15 @@ class _PrefillRows:
         self.n_sum = df["sum_new"].to_numpy(dtype=float)
         # the tokens the token-linear work is charged for: at least ``min_tokens`` (min_batch_tokens)
         self.n_lin = np.maximum(self.n_sum, float(min_tokens)) if min_tokens else self.n_sum
+        # the projections' measured time at the batch's tokens (zeros: no curve, θ10 unused)
+        self.gm = np.array(curve.column(self.sms, self.n_lin)) if curve is not None else np.zeros(len(self.y))
         self.sq = df["sum_new_sq"].to_numpy(dtype=float)
         self.nr = df["sum_new_reused"].to_numpy(dtype=float)
         r = np.where(self.n_sum > 0, self.nr / np.maximum(self.n_sum, 1.0), 0.0)
         self.r = r
         self.h = np.where(r > knee, r, 0.0) if knee > 0 else np.zeros_like(r)
-        self.sr = bs * r  # Σr_i of the uniform batch
+        # the cold prefix reads of the uniform batch: r in each of its cold waves (Σr_i if heads = 0)
+        self.sr = np.array([cold_waves(int(b), heads, self.sms) for b in bs], dtype=float) * r
         self.sr_res = np.where(r > knee, 0.0, self.sr) if knee > 0 else self.sr
         self.nh = self.n_sum * self.h
         self.block_tok = bs * np.ceil(self.n_sum / bs / block) * block  # query tokens rounded to blocks
@@ -467,19 +488,21 @@ class _PrefillRows:
         return X
 
     def design(self, hyper):
-        """(Xa, Xl, offset) for hyper = (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7): prediction =
-        Xa·θa + offset + max(Xl·θl, L). θ7 < 0: the cold reads are a free column of Xa;
-        else pooled, θ7·C is the offset."""
-        tau, kappa, _, lo, hi, knees, cold = hyper
+        """(Xa, Xl, offset) for hyper = (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7, θ10): prediction
+        = Xa·θa + offset + max(Xl·θl, L). θ7 < 0: the cold reads are a free column of Xa;
+        else pooled, θ7·C is in the offset; so is θ10·G (the GEMM curve, pooled; the floor L
+        is not offered with a curve, whose tables time the GPU alone)."""
+        tau, kappa, _, lo, hi, knees, cold, gs = hyper
         A, Xl = self.attn_kappa(tau, kappa), self.lin((lo, hi), knees)
+        off = gs * self.gm if gs else 0.0
         if cold < 0:
-            return A, Xl, 0.0
-        return A[:, :2], Xl, cold * A[:, 2]
+            return A, Xl, off
+        return A[:, :2], Xl, cold * A[:, 2] + off
 
     def take(self, idx) -> "_PrefillRows":
         out = object.__new__(_PrefillRows)
         out.sms, out.q = self.sms, self.q
-        for k in ("y", "n_sum", "n_lin", "sq", "nr", "r", "h", "nh", "block_tok", "sr", "sr_res"):
+        for k in ("y", "n_sum", "n_lin", "gm", "sq", "nr", "r", "h", "nh", "block_tok", "sr", "sr_res"):
             setattr(out, k, getattr(self, k)[idx])
         out._cols, out._lins = {}, {}
         return out
@@ -487,18 +510,18 @@ class _PrefillRows:
 
 def _prefill_theta(th, na: int, hyper) -> tuple[float, ...]:
     """θ in PREFILL_FEATURES order from the fitted [Xa, Xl] coefficients (``design``)."""
-    _, kappa, floor, _, _, _, cold = hyper
+    _, kappa, floor, _, _, _, cold, gs = hyper
     return (float(th[0]), float(th[1]), float(th[na]), float(th[na + 1]), float(kappa * th[1]), float(floor),
-            float(th[2]) if cold < 0 else float(cold), float(th[na + 2]), float(th[na + 3]))
+            float(th[2]) if cold < 0 else float(cold), float(th[na + 2]), float(th[na + 3]), float(gs))
 
 
 def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, lo: int = 0, hi: int = 0,
-                      knees: tuple = (0, 0), cold: float = -1.0):
-    """θ (9 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7; θ7 < 0:
-    fitted here), its training relative errors and which rows sit on the floor."""
+                      knees: tuple = (0, 0), cold: float = -1.0, gs: float = 0.0):
+    """θ (10 floats) of one partition for fixed (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7, θ10;
+    θ7 < 0: fitted here), its training relative errors and which rows sit on the floor."""
     import numpy as np
 
-    hyper = (tau, kappa, floor, lo, hi, knees, cold)
+    hyper = (tau, kappa, floor, lo, hi, knees, cold, gs)
     Xa, Xl, off = rows.design(hyper)
     na, y = Xa.shape[1], rows.y
     w = 1.0 / y
@@ -602,20 +625,22 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
 
 def _polish(kind: str, view, hyper, fits):
     """Joint NNLS of all partitions' θ and the pooled values — the floor (L or β) for the
-    floored rows the grid search settled on, and the prefill cold-read cost θ7 — so that
-    they are exact, not grid points. Returns (hyper, fits) of the polished model (the caller
-    keeps it only if J improves), or None when nothing is pooled."""
+    floored rows the grid search settled on, the prefill cold-read cost θ7 and GEMM-curve
+    scale θ10 — so that they are exact, not grid points. Returns (hyper, fits) of the
+    polished model (the caller keeps it only if J improves), or None when nothing is pooled."""
     import numpy as np
 
     cold = kind == "prefill" and hyper[6] >= 0
-    free = (*hyper[:6], -1.0) if cold else hyper  # θ7 as a column, to be pooled below
+    gs = kind == "prefill" and hyper[7] > 0
+    free = (*hyper[:6], -1.0, 0.0) if kind == "prefill" else hyper  # θ7, θ10 as columns, pooled below
     blocks, shared, ys, owners = [], [], [], []
     for s, rows in view.items():
         fl = fits[s][2]
         if kind == "prefill":
             Xa, Xl, _ = rows.design(free)
             blocks.append(np.column_stack([Xa[:, :2] if cold else Xa, Xl * (~fl)[:, None]]))
-            shared.append(np.column_stack([fl.astype(float), Xa[:, 2]]) if cold else fl.astype(float)[:, None])
+            shared.append(np.column_stack([fl.astype(float)] + ([Xa[:, 2]] if cold else [])
+                                          + ([rows.gm] if gs else [])))
         else:
             blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
             shared.append((rows.feat(hyper[0]) * fl)[:, None])
@@ -634,8 +659,12 @@ def _polish(kind: str, view, hyper, fits):
     y = np.concatenate(ys)
     c = _nnls(X, y, 1.0 / y)
     pooled = float(c[width * len(blocks)])
-    h = (hyper[0], hyper[1], pooled, *hyper[3:6], float(c[-1]) if cold else hyper[6]) if kind == "prefill" \
-        else (hyper[0], pooled)
+    if kind == "prefill":
+        extra = iter(float(v) for v in c[width * len(blocks) + 1:])
+        h = (hyper[0], hyper[1], pooled, *hyper[3:6], next(extra) if cold else hyper[6],
+             next(extra) if gs else hyper[7])
+    else:
+        h = (hyper[0], pooled)
     new = {}
     for i, s in enumerate(owners):
         th, rows = c[i * width:(i + 1) * width], view[s]
@@ -738,21 +767,24 @@ class _Pooled:
             # any of them (at most three rounds). θ7 starts free per partition (-1); its grid
             # is the median of those fits times COLD_GRID, and from then on it is pooled
             # whatever J says, since a free θ7 always fits its own rows at least as well.
-            floors = _prefill_floors(view) if self.floor else [0.0]
-            h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0)
+            curve = any(p.gm.any() for p in view.values())
+            floors = _prefill_floors(view) if self.floor and not curve else [0.0]
+            h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0, 1.0 if curve else 0.0)
             for _ in range(3):
                 scan([(tau, k, *h[2:]) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
                 scan([(*best[1][:2], f, *best[1][3:]) for f in floors])
                 if self.gemm:
                     scan([(*best[1][:3], *g, *best[1][5:]) for g in GEMM_WAVES_GRID])
-                scan([(*best[1][:5], m, best[1][6]) for m in GEMM_KNEE_GRID if _knees_identified(view, m)])
+                scan([(*best[1][:5], m, *best[1][6:]) for m in GEMM_KNEE_GRID if _knees_identified(view, m)])
                 top = best[1]
-                free = evaluate((*top[:6], -1.0))[1]  # the pilot: θ7 fitted per partition
+                free = evaluate((*top[:6], -1.0, top[7]))[1]  # the pilot: θ7 fitted per partition
                 pilot = float(np.median([f[0][6] for f in free.values()]))
                 colds = sorted({pilot * c for c in COLD_GRID} | ({top[6]} if top[6] >= 0 else set()))
                 if top[6] < 0:
                     best = None  # pooled from here on
-                scan([(*top[:6], c) for c in colds])
+                scan([(*top[:6], c, top[7]) for c in colds])
+                if curve:
+                    scan([(*best[1][:7], g) for g in GEMM_SCALE_GRID])
                 if best[1] == h:
                     break  # nothing moved: another round would repeat this one
                 h = best[1]
@@ -772,33 +804,44 @@ class _Pooled:
         return h, {s: f[0] for s, f in fits.items()}
 
 
-def _prefill_parts(df, knee: int, device_sms: int = 0):
-    return {int(s): _PrefillRows(g, int(s), knee, BLOCK_TOKENS, device_sms) for s, g in df.groupby("prefill_sms")}
+def _prefill_parts(df, knee: int, device_sms: int = 0, curve: GemmCurves | None = None, heads: int = 0):
+    return {int(s): _PrefillRows(g, int(s), knee, BLOCK_TOKENS, device_sms, curve=curve, heads=heads)
+            for s, g in df.groupby("prefill_sms")}
 
 
-def _prefill_hyper(hyper, knee: int, device_sms: int) -> PrefillHyper:
-    tau, kappa, _, lo, hi, (m, m2), _ = hyper
+def _prefill_hyper(hyper, knee: int, device_sms: int, min_tokens: int, heads: int) -> PrefillHyper:
+    tau, kappa, _, lo, hi, (m, m2), _, _ = hyper
     return PrefillHyper(int(tau), BLOCK_TOKENS, int(knee) if kappa else 0, int(device_sms) if lo else 0,
-                        int(lo), int(hi), int(m), int(m2), MIN_BATCH_TOKENS)
+                        int(lo), int(hi), int(m), int(m2), int(min_tokens), int(heads))
+
+
+def min_batch_tokens(curve: GemmCurves | None) -> int:
+    """The smallest batch the prefill fit models: all of them with a measured GEMM curve (the
+    curve follows cuBLAS's choices below 128 tokens too), else MIN_BATCH_TOKENS."""
+    return 0 if curve is not None else MIN_BATCH_TOKENS
 
 
 def _decode_parts(df, kernel: DecodeHyper | None = None):
     return {int(s): _DecodeRows(g, int(s), kernel) for s, g in df.groupby("decode_sms")}
 
 
-def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0,
-                      launch_floor: bool = True) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
+def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0, launch_floor: bool = True,
+                      gemm_curve: GemmCurves | None = None,
+                      heads: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
     """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions);
     ``device_sms`` (the GPU's SM count) lets the fit choose GEMM waves, 0 = not;
-    ``launch_floor``: offer the host's launch floor L (False for rows that time the GPU alone)."""
-    parts = _prefill_parts(prefill_domain(df)[0], l2_knee, device_sms)
+    ``launch_floor``: offer the host's launch floor L (False for rows that time the GPU alone);
+    ``gemm_curve``: the table's measured projection times (θ10's column; None: θ10 = 0);
+    ``heads``: the model's query heads, for the cold waves (0: every prefix is read cold apart)."""
+    nmin = min_batch_tokens(gemm_curve)
+    parts = _prefill_parts(prefill_domain(df, nmin)[0], l2_knee, device_sms, gemm_curve, heads)
     hyper, th = _Pooled("prefill", parts, l2_knee, bool(device_sms), launch_floor).select()
-    return _prefill_hyper(hyper, l2_knee, device_sms), th
+    return _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads), th
 
 
-def prefill_domain(df):
-    """(rows the prefill fit models, rows of batches below MIN_BATCH_TOKENS: predicted as bounds)."""
-    small = df["sum_new"].to_numpy() < MIN_BATCH_TOKENS
+def prefill_domain(df, min_tokens: int = MIN_BATCH_TOKENS):
+    """(rows the prefill fit models, rows of batches below ``min_tokens``: predicted as bounds)."""
+    small = df["sum_new"].to_numpy() < min_tokens
     return df[~small], df[small]
 
 
@@ -812,20 +855,24 @@ def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper
 
 def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
                    decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
-                   launch_floor: bool = True) -> dict[int, object]:
+                   launch_floor: bool = True, gemm_curve: GemmCurves | None = None,
+                   heads: int = 0) -> dict[int, object]:
     """{sms: relative errors of that partition's rows, each predicted without having seen it}.
 
     k-fold per partition (the rows of a partition in a seeded random order, every k-th row
     a fold); for partition s and fold f the model is fitted on every row except s's fold f —
     s's θ on its other rows, the pooled hyper-parameters on all partitions' training rows.
+    The GEMM curve is an input (measured apart from the rows, like the SM count), not a row.
     """
     import numpy as np
 
     col = "prefill_sms" if kind == "prefill" else "decode_sms"
+    nmin = min_batch_tokens(gemm_curve)
     if kind == "prefill":
-        df = prefill_domain(df)[0]  # batches below MIN_BATCH_TOKENS are bounds, not fitted
+        df = prefill_domain(df, nmin)[0]  # batches below the smallest modelled one are bounds, not fitted
     kernel = decode_kernel or DecodeHyper()
-    parts = _prefill_parts(df, l2_knee, device_sms) if kind == "prefill" else _decode_parts(df, kernel)
+    parts = _prefill_parts(df, l2_knee, device_sms, gemm_curve, heads) if kind == "prefill" \
+        else _decode_parts(df, kernel)
     pooled = _Pooled(kind, parts, l2_knee, bool(device_sms), launch_floor)
     out = {}
     for s, rows in parts.items():
@@ -837,10 +884,10 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
             test = order[f::k]
             train = np.setdiff1d(order, test)
             hyper, th = pooled.select({s: rows.take(train)})
-            hp = _prefill_hyper(hyper, l2_knee, device_sms) if kind == "prefill" else None
+            hp = _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads) if kind == "prefill" else None
             dh = replace(kernel, blocks_per_sm=int(hyper[0])) if kind == "decode" else None
             m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},
-                                 prefill_hyper=hp, decode_hyper=dh, _partial=True)
+                                 prefill_hyper=hp, decode_hyper=dh, gemm_curve=gemm_curve, _partial=True)
             g = df[df[col] == s].iloc[test]
             pred = m.predict_prefill_frame(g) if kind == "prefill" else m.predict_decode_frame(g)
             err[test] = np.abs(pred / rows.y[test] - 1.0)
@@ -854,8 +901,9 @@ def _pad(th, width: int, paper: int, kind: str, s) -> tuple[float, ...]:
     th = tuple(float(t) for t in th)
     if len(th) == paper:  # the paper's equation alone (format 1): no extension terms
         th = th + (0.0,) * (width - paper)
-    elif kind == "prefill" and len(th) in (PREFILL_WIDTHS[4], PREFILL_WIDTHS[5]):
-        th = th + (0.0,) * (width - len(th))  # formats 2-4: no θ7 (cold reads); 2-5: no θ8, θ9 (knees)
+    elif kind == "prefill" and len(th) in (PREFILL_WIDTHS[4], PREFILL_WIDTHS[5], PREFILL_WIDTHS[6]):
+        # formats 2-4: no θ7 (cold reads); 2-5: no θ8, θ9 (knees); 2-6: no θ10 (GEMM curve)
+        th = th + (0.0,) * (width - len(th))
     if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
         raise ValueError(f"{kind} θ for {s} SMs must be {paper} or {width} finite non-negative floats, got {th}")
     return th
@@ -905,8 +953,14 @@ class SoloLatencyModel:
 
     def __init__(self, prefill: Mapping[int, Sequence[float]], decode: Mapping[int, Sequence[float]],
                  prefill_hyper: PrefillHyper | None = None, decode_hyper: DecodeHyper | None = None, *,
-                 _partial: bool = False):
+                 gemm_curve: GemmCurves | None = None, _partial: bool = False):
         self._prefill = _PartitionTable(prefill, "prefill", PREFILL_WIDTH, PAPER_PREFILL, _partial)
+        if gemm_curve is None and any(th[9] for th in self._prefill.profiled.values()):
+            raise ValueError("prefill θ10 (GEMM curve) > 0 needs a gemm_curve")
+        missing = sorted(set(self._prefill.sms) - set(gemm_curve.sms)) if gemm_curve is not None else []
+        if missing:
+            raise ValueError(f"gemm_curve has no points for prefill partitions {missing} (it has {gemm_curve.sms})")
+        self.gemm_curve = gemm_curve
         self._decode = _PartitionTable(decode, "decode", DECODE_WIDTH, PAPER_DECODE, _partial)
         self.prefill_hyper = prefill_hyper or PrefillHyper()
         self._tau = self.prefill_hyper.wave_tokens_per_sm
@@ -917,6 +971,8 @@ class SoloLatencyModel:
         self._mk = self.prefill_hyper.gemm_knee_tokens
         self._mk2 = self.prefill_hyper.gemm_knee2_tokens
         self._nmin = self.prefill_hyper.min_batch_tokens
+        self._heads = self.prefill_hyper.cold_head_blocks
+        self._pad_q = self.prefill_hyper.padded_query_blocks
         self.decode_hyper = decode_hyper or DecodeHyper()
         self._waves_on = self.decode_hyper.blocks_per_sm > 0
 
@@ -939,20 +995,27 @@ class SoloLatencyModel:
         t = self._prefill(prefill_sms)
         blk, knee = self._blk, self._knee_or_inf
         b1 = blk - 1
-        sq = nr = n = nh = bt = cold = 0
+        sq = nr = n = nh = bt = 0
         r_lo = r_hi = reqs[0].r if reqs else 0
         blocks = []  # (r, block-rounded tokens) per request
+        resident = []  # prefixes that stay in L2: read cold once
+        # Padded query blocks: every request gets the longest one's; a dead block sweeps its
+        # request's prefix and new tokens with no valid row (module docstring).
+        qmax = (max(q.n for q in reqs) + b1) // blk * blk if self._pad_q and len(reqs) > 1 else 0
         for q in reqs:
             qn = q.n
             qr = q.r
-            n += qn
-            sq += qn * qn
-            nr += qn * qr
-            if qr > knee:
-                nh += qn * qr
-            else:
-                cold += qr
             tok = (qn + b1) // blk * blk
+            dead = qmax - tok if qmax > tok else 0
+            n += qn
+            sq += qn * qn + 2 * dead * qn
+            e = qn + dead  # query rows that sweep the prefix
+            nr += e * qr
+            if qr > knee:
+                nh += e * qr
+            elif qr:
+                resident.append(qr)
+            tok += dead
             bt += tok
             blocks.append((qr, tok))
             if qr > r_hi:
@@ -970,12 +1033,16 @@ class SoloLatencyModel:
             a2 = span * r_hi if r_hi > knee else 0.0
         else:
             a1, a2 = self._waves(blocks, cap, knee)
+        cold = 0
+        if resident:  # one cold read per cold wave, of the longest prefixes (all of them if K >= their count)
+            k = cold_waves(len(reqs), self._heads, prefill_sms)
+            cold = sum(resident) if k >= len(resident) else sum(heapq.nlargest(k, resident))
         lin = self._lin(t, prefill_sms, n)
         return t[0] * sq + t[1] * a1 + t[4] * a2 + t[6] * cold + (lin if lin > t[5] else t[5])
 
     def _lin(self, t, sms: int, n: float) -> float:
-        """The token-linear work of an n-token batch: θ3·g·n + θ4 + θ8·(n − m_k)+ + θ9·(n − m_k2)+,
-        n raised to the smallest batch the fit saw (``min_batch_tokens``)."""
+        """The token-linear work of an n-token batch: θ3·g·n + θ4 + θ8·(n − m_k)+ + θ9·(n − m_k2)+
+        + θ10·G(n), n raised to the smallest batch the fit saw (``min_batch_tokens``)."""
         if n < self._nmin:
             n = self._nmin
         lin = t[2] * n * (self._gemm_g(sms, n) if self._gemm_lo else 1.0) + t[3]
@@ -983,6 +1050,8 @@ class SoloLatencyModel:
             lin += t[7] * (n - self._mk)
             if self._mk2 and n > self._mk2:
                 lin += t[8] * (n - self._mk2)
+        if t[9]:
+            lin += t[9] * self.gemm_curve.at(sms, n)
         return lin
 
     def _gemm_g(self, sms: int, tokens: float) -> float:
@@ -1025,7 +1094,7 @@ class SoloLatencyModel:
         else:
             a1, a2 = sum_new_reused, sum_new * spill
         lin = self._lin(t, prefill_sms, sum_new)
-        cold = 0.0 if spill else bs * r
+        cold = 0.0 if spill else cold_waves(bs, self._heads, prefill_sms) * r
         return t[0] * sum_new_sq + t[1] * a1 + t[4] * a2 + t[6] * cold + (lin if lin > t[5] else t[5])
 
     def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
@@ -1054,11 +1123,12 @@ class SoloLatencyModel:
         out = np.empty(len(df))
         pos = {s: np.flatnonzero(df["prefill_sms"].to_numpy() == s) for s in df["prefill_sms"].unique()}
         for s, idx in pos.items():
-            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk,
-                                self.prefill_hyper.gemm_device_sms, self._nmin)
             t = self._prefill(int(s))
+            rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk, self.prefill_hyper.gemm_device_sms,
+                                self._nmin, self.gemm_curve if t[9] else None, self._heads)
             a = rows.attn(self._tau)
-            lin = rows.lin((self._gemm_lo, self._gemm_hi), (self._mk, self._mk2)) @ (t[2], t[3], t[7], t[8])
+            lin = rows.lin((self._gemm_lo, self._gemm_hi), (self._mk, self._mk2)) @ (t[2], t[3], t[7], t[8]) \
+                + t[9] * rows.gm
             out[idx] = a[:, 0] * t[0] + a[:, 1] * t[1] + a[:, 2] * t[4] + rows.sr_res * t[6] + np.maximum(lin, t[5])
         return out
 
@@ -1080,24 +1150,32 @@ class SoloLatencyModel:
                 "cold_prefix_ms_per_token": max((t[6] for t in pre), default=0.0),
                 "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
                 "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0),
-                "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm}
+                "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm,
+                "gemm_curve_scale": [round(min((t[9] for t in pre), default=0.0), 4),
+                                     round(max((t[9] for t in pre), default=0.0), 4)]}
 
     # -- fitting / (de)serialization
 
     @classmethod
     def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0,
             decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
-            launch_floor: bool = True) -> "SoloLatencyModel":
+            launch_floor: bool = True, gemm_curve: GemmCurves | None = None,
+            heads: int = 0, padded_query_blocks: bool = False) -> "SoloLatencyModel":
         """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term);
         ``decode_kernel`` (``decode_kernel()``) lets the decode fit count waves;
-        ``device_sms`` (the GPU's SM count) lets the prefill fit choose GEMM waves."""
-        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms, launch_floor)
+        ``device_sms`` (the GPU's SM count) lets the prefill fit choose GEMM waves;
+        ``gemm_curve``: the table's measured projection times (θ10); ``heads``: query heads
+        (the cold waves); ``padded_query_blocks``: the attention kernel pads every request to
+        the longest one's query blocks (SGLang's triton extend). The profiled batches are
+        uniform, so this cannot be fitted; it only changes mixed batches."""
+        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms, launch_floor, gemm_curve, heads)
+        hyper = replace(hyper, padded_query_blocks=int(bool(padded_query_blocks)))
         dh, dec = fit_decode_frame(solo_decode, decode_kernel)
-        return cls(pre, dec, hyper, dh)
+        return cls(pre, dec, hyper, dh, gemm_curve=gemm_curve)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 4, "prefill_hyper": {...},
-        "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}}."""
+        """fit.json's core: {"format": 7, "prefill_hyper": {...}, "decode_hyper": {...},
+        "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}, "gemm_curve": {...} or null}."""
         return {
             "format": FORMAT,
             "prefill_features": list(PREFILL_FEATURES),
@@ -1107,15 +1185,16 @@ class SoloLatencyModel:
             "pooled": self.pooled_terms(),
             "prefill": {str(s): {"theta": list(self._prefill.profiled[s])} for s in self._prefill.sms},
             "decode": {str(s): {"theta": list(self._decode.profiled[s])} for s in self._decode.sms},
+            "gemm_curve": self.gemm_curve.to_dict() if self.gemm_curve is not None else None,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 6; format 5 (no projection knee: θ8 = 0); formats 2-4 (no cold reads either:
+        """Format 7; format 6 (no GEMM curve: θ10 = 0); format 5 (no projection knee: θ8 = 0); formats 2-4 (no cold reads either:
         θ7 = 0); format 3 (no GEMM waves: g = 1); format 2 without an L2 knee (the same model);
         format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, 3, 4, 5, FORMAT):
+        if fmt not in (1, 2, 3, 4, 5, 6, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
 
         def thetas(kind, width):
@@ -1144,9 +1223,20 @@ class SoloLatencyModel:
         if fmt < 6 and new6:
             raise ValueError(f"fit.json format {fmt} has no token knees or smallest batch, but its prefill_hyper "
                              f"names {new6}: a malformed file; refit it")
+        new7 = sorted(k for k in hp if k in ("cold_head_blocks", "padded_query_blocks"))
+        if fmt < 7 and new7:
+            raise ValueError(f"fit.json format {fmt} has no cold waves or padded query blocks, but its "
+                             f"prefill_hyper names {new7}: a malformed file; refit it")
+        if fmt < 7 and d.get("gemm_curve") is not None:
+            raise ValueError(f"fit.json format {fmt} has no GEMM curve, but names one: a malformed file; refit it")
+        curve = None
+        if fmt >= 7 and d.get("gemm_curve") is not None:
+            if not isinstance(d["gemm_curve"], Mapping):
+                raise ValueError("gemm_curve must be an object or null")
+            curve = GemmCurves.from_dict(d["gemm_curve"])
         if fmt == 2 and (hp.get("l2_knee_tokens") or 0) > 0:
             # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
             raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "
                              "version charges all keys of a spilled prefix (format 3) and needs a refit")
         return cls(thetas("prefill", PREFILL_WIDTH), thetas("decode", DECODE_WIDTH), PrefillHyper(**hp),
-                   DecodeHyper(**dh))
+                   DecodeHyper(**dh), gemm_curve=curve)

@@ -7,6 +7,8 @@ A table holds one LLM shape profiled on one GPU model (docs/design.md, "Table fo
 - ``solo_decode.csv``   decode_sms, bs, sum_reused, latency_ms
 - ``contention.csv``    decode_sms, prefill_new, prefill_reused, decode_bs,
                         decode_reused_per_req, decode_solo_ms, decode_corun_ms
+- ``gemm_curve.csv``    prefill_sms, tokens, gemm_ms           (optional: the projections' time,
+                        ``python -m profiling.gemm_curve``; the prefill fit uses it when present)
 - ``fit.json``          Eq. 1/2 coefficients per partition   (written by ``estimator fit``)
 - ``guard.json``        contention-guard grid and cell maxima (written by ``estimator fit``)
 
@@ -33,6 +35,7 @@ META = "meta.json"
 SOLO_PREFILL = "solo_prefill.csv"
 SOLO_DECODE = "solo_decode.csv"
 CONTENTION = "contention.csv"
+GEMM_CURVE = "gemm_curve.csv"
 FIT = "fit.json"
 GUARD = "guard.json"
 
@@ -42,6 +45,7 @@ CONTENTION_COLS = [
     "decode_sms", "prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req",
     "decode_solo_ms", "decode_corun_ms",
 ]
+GEMM_CURVE_COLS = ["prefill_sms", "tokens", "gemm_ms"]
 META_KEYS = ["gpu_name", "sm_count", "model", "versions", "date", "command", "granularity"]
 MODEL_KEYS = [
     "architecture", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
@@ -56,6 +60,7 @@ _CSV_SPECS = {
     # prefill_new >= 1: a contention row is by definition a decode with a co-running prefill.
     CONTENTION: (CONTENTION_COLS, ["decode_solo_ms", "decode_corun_ms"],
                  ["decode_sms", "prefill_new", "decode_bs"]),
+    GEMM_CURVE: (GEMM_CURVE_COLS, ["gemm_ms"], ["prefill_sms", "tokens"]),
 }
 
 
@@ -147,6 +152,7 @@ class Table:
     contention: pd.DataFrame
     fit: dict | None = None
     guard: dict | None = None
+    gemm_curve: pd.DataFrame | None = None  # None: the table has no gemm_curve.csv
 
     @property
     def model_shape(self) -> ModelShape:
@@ -295,6 +301,18 @@ def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = Non
         missing = sorted(set(int(s) for s in want) - have)
         if missing:
             raise TableError(path / name, f"SM counts {missing} not in the table ({col} has {sorted(have)})")
+    gc = None
+    if (path / GEMM_CURVE).exists():
+        gc = _read_csv(path, GEMM_CURVE)
+        have = set(int(v) for v in gc["prefill_sms"].unique())
+        missing = sorted(set(int(v) for v in sp["prefill_sms"].unique()) - have)
+        if missing:
+            raise TableError(path / GEMM_CURVE, f"no points for prefill_sms {missing} (solo_prefill.csv has them); "
+                                                f"measure them: python -m profiling.gemm_curve --model-config "
+                                                f"CONFIG --out {path}")
+        few = [int(s) for s, g in gc.groupby("prefill_sms") if g["tokens"].nunique() < 2]
+        if few:
+            raise TableError(path / GEMM_CURVE, f"prefill_sms {few} have fewer than 2 token counts")
     fit = guard = None
     if require_fit:  # not for `estimator fit`, which must work even if the old ones are broken
         fit = _read_json(path / FIT)
@@ -306,7 +324,7 @@ def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = Non
         if not isinstance(guard, dict) or "axes" not in guard or "cells" not in guard:
             raise TableError(path / GUARD, "must be an object with 'axes' and 'cells'; "
                                            "rewrite it: python -m sglang_mux.estimator fit DIR")
-    return Table(path, meta, sp, sd, ct, fit, guard)
+    return Table(path, meta, sp, sd, ct, fit, guard, gc)
 
 
 # ----------------------------------------------------------------------------- writing

@@ -70,10 +70,17 @@ def true_decode_theta(sms: int, m: dict = LLAMA_8B) -> tuple[float, float, float
 # noiseless table is recovered exactly): τ = 4 query tokens per SM per wave, a spilled pair
 # costs 1.5x an L2-resident one past r0 = 12800 (H200, Llama-3.1-8B), a 12 ms launch floor,
 # a decode occupancy floor of 0.38 µs per token of the longest context, token-linear work in
-# ⌈132/S⌉ waves up to 512 batch tokens, scaling as 1/S from 16384 (GEMM grids sized for 132 SMs).
+# ⌈132/S⌉ waves up to 512 batch tokens, scaling as 1/S from 16384 (GEMM grids sized for 132 SMs),
+# cold prefix reads in the waves of the extend grid's first query block (32 heads).
 MUX_TRUTH = {"wave_tokens_per_sm": 4, "spill_ratio": 0.5, "l2_knee_tokens": 12800, "floor_ms": 12.0,
              "beta_ms_per_token": 3.8e-4, "gemm_waves": (512, 16384), "cold_ms_per_token": 6e-4,
-             "gemm_knees": (1024, 4096), "past_knee_shares": (0.25, 0.1)}
+             "gemm_knees": (1024, 4096), "past_knee_shares": (0.25, 0.1), "heads": 32}
+# The measured-GEMM-curve variant ("mux-curve", a GPU-timed table: no launch floor, no GEMM
+# waves or knees): 30 % of θ3 stays token-linear, the rest is the curve x θ10 = 0.9, and the
+# curve has cuBLAS-like slow token counts (96 and 448 tokens: 1.4x their line).
+CURVE_TOKENS = (32, 64, 96, 128, 192, 256, 384, 448, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+CURVE_SLOW = {96: 1.4, 448: 1.4}
+CURVE_SCALE = 0.9
 MUX_PREFILL_CELLS = [(bs, n, r) for bs, n in ((1, 128), (1, 512), (4, 512), (1, 2048), (4, 2048), (1, 8192))
                      for r in (0, 8192, 32768)] + [(16, 512, 2048), (1, 32768, 0), (1, 256, 0), (1, 1024, 0),
                                                    (1, 4096, 0)]
@@ -85,7 +92,7 @@ def mux_true_prefill_theta(sms: int) -> tuple[float, ...]:
     """θ (latency_model.PREFILL_FEATURES order) of the "mux" ground truth."""
     t = true_prefill_theta(sms)
     return (t[0], t[1], t[2], t[3], MUX_TRUTH["spill_ratio"] * t[1], MUX_TRUTH["floor_ms"],
-            MUX_TRUTH["cold_ms_per_token"], *(f * t[2] for f in MUX_TRUTH["past_knee_shares"]))
+            MUX_TRUTH["cold_ms_per_token"], *(f * t[2] for f in MUX_TRUTH["past_knee_shares"]), 0.0)
 
 
 def mux_true_decode_theta(sms: int) -> tuple[float, ...]:
@@ -98,18 +105,45 @@ def mux_truth_model():
     from sglang_mux.latency_model import PrefillHyper, SoloLatencyModel
 
     hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"], TOTAL_SMS,
-                      *MUX_TRUTH["gemm_waves"], *MUX_TRUTH["gemm_knees"])
+                      *MUX_TRUTH["gemm_waves"], *MUX_TRUTH["gemm_knees"], cold_head_blocks=MUX_TRUTH["heads"])
     return SoloLatencyModel({s: mux_true_prefill_theta(s) for s in PREFILL_SMS + [TOTAL_SMS]},
                             {s: mux_true_decode_theta(s) for s in DECODE_SMS + [TOTAL_SMS]}, hp)
 
 
-def mux_solo_frames():
-    """Noiseless solo_prefill / solo_decode frames of uniform batches from ``mux_truth_model``."""
+def mux_curve_frame():
+    """gemm_curve.csv rows of the "mux-curve" truth: (prefill_sms, tokens, gemm_ms)."""
+    rows = []
+    for s in PREFILL_SMS + [TOTAL_SMS]:
+        t = true_prefill_theta(s)
+        rows += [(s, m, (0.7 / CURVE_SCALE) * t[2] * m * CURVE_SLOW.get(m, 1.0) + 0.2 * t[3]) for m in CURVE_TOKENS]
+    return pd.DataFrame(rows, columns=["prefill_sms", "tokens", "gemm_ms"])
+
+
+def mux_curve_truth_model():
+    """The "mux-curve" ground truth: ``mux_truth_model`` with the projections on a measured
+    curve (θ10 = CURVE_SCALE), GPU-timed (no floor), no GEMM waves or knees."""
+    from sglang_mux.gemm_curve import GemmCurves
+    from sglang_mux.latency_model import PrefillHyper, SoloLatencyModel
+
+    hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"],
+                      cold_head_blocks=MUX_TRUTH["heads"])
+    pre = {}
+    for s in PREFILL_SMS + [TOTAL_SMS]:
+        t = mux_true_prefill_theta(s)
+        pre[s] = (t[0], t[1], 0.3 * t[2], t[3], t[4], 0.0, t[6], 0.0, 0.0, CURVE_SCALE)
+    return SoloLatencyModel(pre, {s: mux_true_decode_theta(s) for s in DECODE_SMS + [TOTAL_SMS]}, hp,
+                            gemm_curve=GemmCurves.from_frame(mux_curve_frame()))
+
+
+def mux_solo_frames(curve: bool = False):
+    """Noiseless solo_prefill / solo_decode frames of uniform batches from ``mux_truth_model``
+    (``curve``: from ``mux_curve_truth_model``, with 64, 96 and 448-token cells)."""
     from sglang_mux.latency_model import PrefillReq
 
-    m = mux_truth_model()
+    m = mux_curve_truth_model() if curve else mux_truth_model()
+    cells = MUX_PREFILL_CELLS + ([(1, 64, 0), (1, 96, 0), (1, 448, 0)] if curve else [])
     pre = [(s, bs, bs * n * n, bs * n * r, bs * n, m.prefill_ms(s, [PrefillReq(n, r)] * bs))
-           for s in PREFILL_SMS + [TOTAL_SMS] for bs, n, r in MUX_PREFILL_CELLS]
+           for s in PREFILL_SMS + [TOTAL_SMS] for bs, n, r in cells]
     dec = [(s, bs, bs * r, m.decode_ms(s, bs, bs * r, r)) for s in DECODE_SMS + [TOTAL_SMS]
            for bs, r in MUX_DECODE_CELLS]
     return (pd.DataFrame(pre, columns=["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"]),
@@ -132,7 +166,8 @@ def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", see
 
     ``model`` is recorded in meta.json's command only (the shape is Llama-3.1-8B's);
     ``fitted=False`` leaves out fit.json/guard.json (as the profiler writes it before fitting);
-    ``solo_model``: "eq" (random batches of Eq. 1/2) or "mux" (``mux_solo_frames``, noise applied).
+    ``solo_model``: "eq" (random batches of Eq. 1/2), "mux" (``mux_solo_frames``, noise applied)
+    or "mux-curve" (the same with a measured GEMM curve, gemm_curve.csv, and a GPU-timed mark).
     """
     rng = np.random.default_rng(seed)
     jitter = lambda k: np.exp(rng.normal(0.0, noise, k)) if noise > 0 else np.ones(k)  # noqa: E731
@@ -157,12 +192,12 @@ def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", see
                 dec.append((s, bs, sr, th[0] * sr + th[1] * bs + th[2]))
     sd = pd.DataFrame(dec, columns=["decode_sms", "bs", "sum_reused", "latency_ms"])
     sd["latency_ms"] *= jitter(len(sd))
-    if solo_model == "mux":
-        sp, sd = mux_solo_frames()
+    if solo_model in ("mux", "mux-curve"):
+        sp, sd = mux_solo_frames(curve=solo_model == "mux-curve")
         sp["latency_ms"] *= jitter(len(sp))
         sd["latency_ms"] *= jitter(len(sd))
     elif solo_model != "eq":
-        raise ValueError(f"solo_model must be 'eq' or 'mux', got {solo_model!r}")
+        raise ValueError(f"solo_model must be 'eq', 'mux' or 'mux-curve', got {solo_model!r}")
 
     # Contention grid: partitions x prefill (new, reused) x decode (bs, reused per request).
     ct = []
@@ -197,7 +232,11 @@ def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", see
         "command": f"tests/synth_tables.py write_synthetic_table(model={model!r}, seed={seed}, noise={noise})",
         "granularity": GRANULARITY,
     }
+    if solo_model == "mux-curve":
+        meta["profiler"] = {"prefill_timing": "gpu"}
     path = write_table(dir, meta, sp, sd, ct)
+    if solo_model == "mux-curve":
+        mux_curve_frame().to_csv(Path(path) / "gemm_curve.csv", index=False)
     if fitted:
         from sglang_mux.estimator import fit_table
         fit_table(path)

@@ -249,7 +249,9 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 6 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
+    assert fit["format"] == 7 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
+    assert fit["prefill_hyper"]["cold_head_blocks"] == 32 and fit["gemm_curve"] is None
+    assert "no GEMM curve" in out.getvalue() and "gemm     no gemm_curve.csv" in out.getvalue()
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
     assert f"GEMM waves to {fit['prefill_hyper']['gemm_waves_lo']}..{fit['prefill_hyper']['gemm_waves_hi']} tokens" \
         in out.getvalue()
@@ -268,6 +270,32 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     solo = est.decode_solo_ms(48, 8, 8 * 2000, 130000)
     est.observe_decode(48, 8, 8 * 2000, 8192, 0, solo * 1.15, max_reused=130000)
     assert seen == [pytest.approx(1.15)]
+
+
+def test_check_on_a_table_with_a_gemm_curve(tmp_path):
+    """A GPU-timed, triton-profiled table with gemm_curve.csv (synth "mux-curve": slow token
+    counts at 96 and 448): the fit uses the curve (θ10 pooled), models batches under 128
+    tokens, pads query blocks for the triton extend grid, and meets the bounds held out."""
+    p = write_synthetic_table(tmp_path / NAME, solo_model="mux-curve", noise=0.01, fitted=False)
+    meta = json.loads((p / "meta.json").read_text())
+    meta["profiler"]["attention_backend"] = "triton"
+    (p / "meta.json").write_text(json.dumps(meta))
+    fit_table(p)
+    out = io.StringIO()
+    assert check_table(p, out=out), out.getvalue()
+    text = out.getvalue()
+    fit = json.loads((p / "fit.json").read_text())
+    assert fit["prefill_hyper"]["min_batch_tokens"] == 0 and fit["prefill_hyper"]["padded_query_blocks"] == 1
+    assert sorted(fit["gemm_curve"]) == sorted(str(s) for s in (20, 36, 52, 68, 84, 100, 116, 132))
+    assert 0.85 <= fit["pooled"]["gemm_curve_scale"][0] <= 0.95 and "GEMM curve x" in text
+    assert "below 128 batch tokens" not in text  # fitted, not bounded
+    assert "gemm     curve: 120 points on 8 partitions" in text
+    est = Estimator.from_table(p)
+    assert est.prefill_ms(84, [PrefillReq(448)]) > est.prefill_ms(84, [PrefillReq(512)])  # the slow count
+    del meta["profiler"]["attention_backend"]
+    (p / "meta.json").write_text(json.dumps(meta))
+    fit_table(p)
+    assert json.loads((p / "fit.json").read_text())["prefill_hyper"]["padded_query_blocks"] == 0
 
 
 def test_old_format_fit_json(table, caplog):

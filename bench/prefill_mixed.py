@@ -1,0 +1,102 @@
+"""GPU check: the prefill estimate on mixed batches, which no table row is.
+
+    python -m bench.prefill_mixed --model-config launch/models/llama-3.1-8b/config.json \\
+        --table contention_tables/llama-3.1-8b__nvidia-h200 --out bench/results/prefill_mixed_h200.json
+    python -m bench.prefill_mixed --rescore bench/results/prefill_mixed_h200.json   # CPU: today's estimator
+
+The profiler measures uniform batches (bs requests of n new and r cached tokens each) at chosen
+token counts; the server prefills batches of requests with different n and r, at any token
+count. This times seeded random conversation-like batches (2-8 requests, 30-3000 new tokens
+each, half of them over a cached prefix of up to 12000 tokens) on several prefill partitions
+with the profiler's harness (GPU time, host held ahead) and compares them with the table's
+solo estimate (no online correction), and with the same estimate without padded query blocks
+(``padded_query_blocks = 0``: each request charged only its own query blocks). ``--rescore``
+recomputes both estimates of a result file's measured rows with the table as it is now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import statistics
+import sys
+from dataclasses import replace
+
+
+def batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        out.append([(rng.randint(30, 3000), rng.choice([0, rng.randint(500, 12000)])) for _ in range(rng.randint(2, 8))])
+    return out
+
+
+def summary(errs: list[float]) -> dict:
+    a = sorted(abs(e) for e in errs)
+    return {"rows": len(a), "median_abs": round(statistics.median(a), 4), "p90_abs": round(a[int(0.9 * (len(a) - 1))], 4),
+            "max_abs": round(a[-1], 4), "within_10pct": round(sum(e <= 0.10 for e in a) / len(a), 3),
+            "mean_signed": round(statistics.fmean(errs), 4)}
+
+
+def score(rows: list[dict], table: str) -> dict:
+    """Both estimates of every measured row, and their relative-error summaries."""
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.latency_model import PrefillReq, SoloLatencyModel
+
+    solo = Estimator.from_table(table).solo
+    unpadded = SoloLatencyModel(solo._prefill.profiled, {}, replace(solo.prefill_hyper, padded_query_blocks=0),
+                                gemm_curve=solo.gemm_curve, _partial=True)
+    for r in rows:
+        q = [PrefillReq(n, x) for n, x in r["reqs"]]
+        r["estimate_ms"] = round(solo.prefill_ms(r["prefill_sms"], q), 4)
+        r["estimate_unpadded_ms"] = round(unpadded.prefill_ms(r["prefill_sms"], q), 4)
+    return {"estimate": summary([r["estimate_ms"] / r["measured_ms"] - 1 for r in rows]),
+            "estimate_unpadded": summary([r["estimate_unpadded_ms"] / r["measured_ms"] - 1 for r in rows])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rescore", metavar="FILE", help="recompute the estimates of FILE's rows (no GPU)")
+    ap.add_argument("--model-config")
+    ap.add_argument("--table")
+    ap.add_argument("--out")
+    ap.add_argument("--partitions", default="20,52,84,116")
+    ap.add_argument("--batches", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--attention-backend", default="triton")
+    args = ap.parse_args(argv)
+    if args.rescore:
+        res = json.loads(open(args.rescore).read())
+        res.update(score(res["rows"], args.table or res["table"]))
+        res["rescored"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        print(json.dumps({k: res[k] for k in ("device", "estimate", "estimate_unpadded")}, indent=1))
+        with open(args.rescore, "w") as f:
+            json.dump(res, f, indent=1)
+        return 0
+    if not (args.model_config and args.table and args.out):
+        ap.error("--model-config, --table and --out are needed to measure (or --rescore FILE)")
+
+    from profiling.harness import Harness
+
+    h = Harness(args.model_config, attention_backend=args.attention_backend)
+    rows = []
+    for sms in (int(s) for s in args.partitions.split(",")):
+        cfg = h.config(h.total_sms - sms if sms < h.total_sms else 0, sms)
+        for reqs in batches(args.seed, args.batches):
+            xs = h.prefill_samples(reqs, cfg, repeats=3)
+            ms = statistics.median(xs)
+            rows.append({"prefill_sms": sms, "reqs": reqs, "measured_ms": round(ms, 4)})
+            print(f"{sms:4d} SMs {len(reqs)} reqs {sum(n for n, _ in reqs):6d} new: measured {ms:8.2f} ms")
+    res = {"device": h.facts()["gpu_name"], "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "command": "python -m bench.prefill_mixed " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "table": args.table, **score(rows, args.table), "rows": rows}
+    print(json.dumps({k: res[k] for k in ("device", "estimate", "estimate_unpadded")}, indent=1))
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
