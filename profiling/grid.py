@@ -355,7 +355,10 @@ class GridSpec:
 # Where the extended solo model changes regime and the coarse grid has no point (see above).
 # n = 64..768 without a prefix: the token-linear cost bends there (the projections go from
 # reading the weights to computing), and a held-out n = 128 row needs neighbours on both sides;
-# the n = 64 rows are the estimator's bound check for batches under 128 tokens.
+# the n = 64 rows are the estimator's bound check for batches under 128 tokens. n = 96 .. 3000:
+# token counts where cuBLAS's kernel choice is slow on some partition (profiling.gemm_curve:
+# 448 everywhere, 96/160/320/896/1536 on 20 SMs) or that are no multiple of 64 (1000, 3000),
+# so that the check sees what the server's arbitrary batch sizes meet.
 SOLO_PREFILL_EXTRA = ((1, 256, 0), (1, 1024, 0), (2, 512, 0), (1, 256, 32 * K), (1, 1024, 32 * K),
                       (1, 512, 16 * K), (1, 2 * K, 16 * K), (1, 512, 64 * K), (1, 2 * K, 64 * K),
                       (1, 64, 0), (1, 192, 0), (1, 384, 0), (1, 768, 0),

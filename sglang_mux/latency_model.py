@@ -7,14 +7,17 @@ The paper's equations are the base,
 
 extended by terms for what the measured table shows and the equations cannot express:
 
-    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + θ7·Σr·[r ≤ r0] + max(L, lin(m))
-              lin(m) = θ3·g·m + θ4 + θ8·(m − m_k)+ + θ9·(m − m_k2)+,   m = max(Σn, m_min)
+    prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + θ7·C + max(L, lin(m))
+              lin(m) = θ3·g·m + θ4 + θ8·(m − m_k)+ + θ9·(m − m_k2)+ + θ10·G_S(m),   m = max(Σn, m_min)
+              C = the K = min(bs, ⌈bs·H/S⌉) longest prefixes with r ≤ r0 (the cold waves)
     decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
 
-n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model. With W = 1,
-θ5 = θ7 = θ8 = θ9 = 0, L = 0, g = 1, m_min = 0 and β = 0 the extended model is exactly Eq. 1 /
-Eq. 2 (the fit falls back to that when the data show none of the effects; a format-1 fit.json
-loads that way).
+n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model; G_S(m) =
+the measured projections' time of an m-token batch on S SMs (the table's GEMM curve). With
+W = 1, θ5 = θ7 = θ8 = θ9 = θ10 = 0, L = 0, g = 1, m_min = 0 and β = 0 the extended model is
+exactly Eq. 1 / Eq. 2 (the fit falls back to that when the data show none of the effects; a
+format-1 fit.json loads that way). With padded query blocks (SGLang's triton extend) each
+request's n_i in the attention terms counts the longest request's query blocks (below).
 
 Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200,
 SGLang's triton attention backend; "wave" = one round of thread blocks, one per SM):
@@ -52,8 +55,8 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   partition), so it is pooled; a free θ5 per partition overfitted the few r = 32K rows of a
   partition. r0 is computed from the GPU and the model, not fitted: the table's r ∈ {0, 2K,
   8K, 16K, 32K, 64K} only says the cliff lies in (8K, 16K].
-- Prefill, cold prefix reads (θ7·Σr_i over the requests whose prefix fits in L2; all of them
-  when there is no spill term). The first wave over a prefix reads its KV from HBM, the later
+- Prefill, cold prefix reads (θ7·C: the prefixes that fit in L2, all of them when there is no
+  spill term, one per cold wave, see below). The first wave over a prefix reads its KV from HBM, the later
   waves find it in L2. The GPU-time H200 table shows it: one 128-query block per head over 8K
   cached tokens costs ~17 ms (whole model) in its single wave on every partition from 68 to
   132 SMs (n = 128: 24.5-24.8 ms against 7.6-7.8 ms without the prefix), while 4 waves over the
@@ -74,12 +77,41 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   Non-negative θ8, θ9 add slope past each knee, so the line can only bend upwards;
   (m_k, m_k2) is chosen by the fit from GEMM_KNEE_GRID: (512, 1024) on the H200 table,
   (512, 2048) on the H100's.
-- Prefill, smallest batch m_min = MIN_BATCH_TOKENS (128). Below one 128-row tile the
-  measured cost follows no line: 64 new tokens took 99 % of a 128-token prefill's time on 20
-  SMs of the H200 but 70 % on the H100, 74-93 % elsewhere; no fit predicted those rows held
-  out (12-32 % off). Batches below m_min are charged m_min tokens of token-linear work, an
-  upper bound (2-46 % over the measured rows); the fit leaves their rows out and the check
-  reports them as bounds.
+- Prefill, the measured GEMM curve (θ10·G_S(m), θ10 pooled, format 7). cuBLAS picks the
+  projections' kernel by the batch's token count m, and some choices are far off their
+  neighbours': on every partition of both GPUs the four projections of a 448-token batch take
+  1.4-1.5x a 512-token batch's time, and on 20 SMs 96, 160 and 320 tokens take 1.4-2.0x their
+  neighbours (``profiling.gemm_curve``; the whole prefill follows: 448 tokens took 1.41x 512 on
+  84 SMs of the H100). The session-7 line (knees, GEMM waves) missed those rows held out by
+  27-42 % on both tables. G_S is the table's gemm_curve.csv (70 token counts from 32 to 32768,
+  every 32 up to 1024), linear between its points; θ10 is the model-to-microbenchmark ratio,
+  pooled from GEMM_SCALE_GRID and polished by the joint NNLS (0.875 on the H200 table, 0.956 on
+  the H100's); θ3·m keeps the element-wise work and the knees and waves what is left. With a
+  curve every batch size is fitted (m_min = 0), and no launch floor is offered (a table with a
+  curve times the GPU alone). Between the curve's points cuBLAS may jump: ``check`` prints how
+  far each point is from its neighbours' interpolation (median 3 %, up to 80 %).
+- Prefill, smallest batch m_min = MIN_BATCH_TOKENS (128), only without a GEMM curve. Below one
+  128-row tile the measured cost follows no line: 64 new tokens took 99 % of a 128-token
+  prefill's time on 20 SMs of the H200 but 70 % on the H100, 74-93 % elsewhere (the curve
+  shows why: cuBLAS's kernels at 64 tokens). Batches below m_min are charged m_min tokens of
+  token-linear work, an upper bound; the fit leaves their rows out and the check reports them
+  as bounds.
+- Prefill, cold waves (C, format 7). The extend grid is (request, head, query block) with the
+  request fastest and one block per SM per wave, so the first query block of every request and
+  head runs first, in ⌈bs·H/S⌉ waves (H = query heads, 32 here), and requests whose blocks
+  share a wave read their prefixes from HBM at once. Charging every request's cold read (Σr)
+  put 16 requests of 512 tokens over 2048 cached ones 7 % over on 132 SMs (11 % held out on the
+  H100); charging K = min(bs, ⌈bs·H/S⌉) cold reads (the K longest resident prefixes of a mixed
+  batch) fits them and lowered the worst held-out prefill error to 6.3 % on both tables.
+- Prefill, padded query blocks (format 7, ``padded_query_blocks``). SGLang's triton extend
+  kernel launches ⌈longest request's n / 128⌉ query blocks for EVERY request and does not skip
+  the ones past a request's own tokens: each such block sweeps its request's whole prefix and
+  its new tokens with no valid row. A 84-token request over an 8227-token prefix batched with a
+  2474-token one costs as if it had 2560 new tokens (725.7 ms measured on 20 SMs of the H200
+  against 726.4 estimated so; 361 without). Uniform batches (all table rows) have no such
+  blocks, so this is not fitted but set for tables profiled with the triton backend; on 120
+  measured mixed batches (bench/results/prefill_mixed_h200.json) it takes the estimate from 19 %
+  low on average (P90 35 %) to a median error of 1.9 % (P90 4.7 %).
 - Prefill, launch floor L (pooled over partitions). Small prefills are bound by the host
   launching ~10 kernels per layer, not by the GPU: n=128, r=0 takes 11.2-13.7 ms on every
   partition from 36 to 132 SMs, and n=512 takes 12.4 ms on 132 SMs (n=2048: 49.8 ms). The
@@ -136,17 +168,17 @@ Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegressi
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
 relative and latencies span three decades; columns are rescaled to max 1 (conditioning).
 Per partition the θs are fitted on that partition's rows only. The few hyper-parameters (τ,
-κ, L, (m_lo, m_hi), (m_k, m_k2) and θ7 for prefill, β for decode) are shared by all
+κ, L, (m_lo, m_hi), (m_k, m_k2), θ7 and θ10 for prefill, β for decode) are shared by all
 partitions and chosen on the training rows of all partitions by the acceptance criterion
 itself, J = max/10% + mean/3% of the relative errors (grids; coordinate search over (τ, κ),
-L, (m_lo, m_hi), (m_k, m_k2) and θ7; β for each k); max(·) terms are fitted by enumerating
+L, (m_lo, m_hi), (m_k, m_k2), θ7 and θ10; β for each k); max(·) terms are fitted by enumerating
 which rows sit on the floor (on the side of the smallest Σn, resp. the smallest Σr/r_max),
-and L, θ7 and β are then refined by one joint NNLS over all partitions (kept if J improves).
-Profiled batches are uniform, so a CSV row's per-request n, r and r_max are Σn/bs, Σn·r/Σn,
-Σr/bs. On the H200 table (format 6, GPU-time
-rows) the fit picks τ = 4 (the kernel's 128 rows / 32 heads), κ = 0.375, no L, GEMM waves
-(1024, 16384), knees (512, 1024), θ7 = 0.56 µs per cached token, k = 6 blocks per SM and
-β ≈ 3 µs per key-wave token.
+and L, θ7, θ10 and β are then refined by one joint NNLS over all partitions (kept if J
+improves). Profiled batches are uniform, so a CSV row's per-request n, r and r_max are Σn/bs,
+Σn·r/Σn, Σr/bs. On the H200 table (format 7, GPU-time rows, GEMM curve) the fit picks τ = 4
+(the kernel's 128 rows / 32 heads), κ = 0.375, no L, GEMM waves (1024, 4096), knees (1024,
+2048), θ7 = 0.54 µs per cached token, θ10 = 0.875, k = 6 blocks per SM and β ≈ 3 µs per
+key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
 never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
 

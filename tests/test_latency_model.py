@@ -265,7 +265,8 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
                                                         "l2_knee_tokens": 12800, "gemm_device_sms": 132,
                                                         "gemm_waves_lo": 512, "gemm_waves_hi": 16384,
                                                         "gemm_knee_tokens": 1024, "gemm_knee2_tokens": 4096,
-                                                        "min_batch_tokens": 0, "cold_head_blocks": 32}
+                                                        "min_batch_tokens": 0, "cold_head_blocks": 32,
+                                                        "padded_query_blocks": 0}
     assert d["gemm_curve"] is None
     assert d["pooled"]["gemm_waves_tokens"] == [512, 16384] and d["pooled"]["gemm_knee_tokens"] == [1024, 4096]
     m2 = SoloLatencyModel.from_dict(d)
@@ -533,9 +534,11 @@ def test_format_7_carries_the_gemm_curve_and_older_formats_refuse_its_keys():
     with pytest.raises(ValueError, match="gemm_curve must map SM counts"):
         SoloLatencyModel.from_dict({**d, "gemm_curve": {"52": [1, 2]}})
     six = {**d, "format": 6, "prefill": {s: {"theta": v["theta"][:9]} for s, v in d["prefill"].items()}}
-    with pytest.raises(ValueError, match="format 6 has no cold waves.*cold_head_blocks"):
+    with pytest.raises(ValueError, match=r"format 6 has no cold waves or padded query blocks.*'cold_head_blocks', "
+                                         r"'padded_query_blocks'"):
         SoloLatencyModel.from_dict(six)
-    six["prefill_hyper"] = {k: v for k, v in six["prefill_hyper"].items() if k != "cold_head_blocks"}
+    six["prefill_hyper"] = {k: v for k, v in six["prefill_hyper"].items()
+                            if k not in ("cold_head_blocks", "padded_query_blocks")}
     with pytest.raises(ValueError, match="format 6 has no GEMM curve, but names one"):
         SoloLatencyModel.from_dict(six)
     six["gemm_curve"] = None
