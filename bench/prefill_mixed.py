@@ -29,13 +29,15 @@ def batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
     rng = random.Random(seed)
     out = []
     for _ in range(count):
-        out.append([(rng.randint(30, 3000), rng.choice([0, rng.randint(500, 12000)])) for _ in range(rng.randint(2, 8))])
+        out.append([(rng.randint(30, 3000), rng.choice([0, rng.randint(500, 12000)]))
+                    for _ in range(rng.randint(2, 8))])
     return out
 
 
 def summary(errs: list[float]) -> dict:
     a = sorted(abs(e) for e in errs)
-    return {"rows": len(a), "median_abs": round(statistics.median(a), 4), "p90_abs": round(a[int(0.9 * (len(a) - 1))], 4),
+    return {"rows": len(a), "median_abs": round(statistics.median(a), 4),
+            "p90_abs": round(a[int(0.9 * (len(a) - 1))], 4),
             "max_abs": round(a[-1], 4), "within_10pct": round(sum(e <= 0.10 for e in a) / len(a), 3),
             "mean_signed": round(statistics.fmean(errs), 4)}
 

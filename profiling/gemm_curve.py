@@ -4,18 +4,20 @@
         --out contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3
 
 cuBLAS picks its GEMM kernel by the batch's token count M, and some choices are far off
-their neighbours: on every H100 partition the four projections of a 448-token batch take
-1.4-1.5x the time of a 512-token one, and on 20 SMs 320 tokens take 1.6x 384 (bench/results/
-gemm_curve_*.json; a whole 448-token prefill took 1.41x a 512-token one on 84 SMs). No smooth
-function of M follows that, so the estimator's prefill model takes the projections' time from
-this curve (latency_model, θ10) and fits the rest (attention, element-wise work) around it.
+their neighbours: on every partition of the H100 and the H200 the four projections of a
+448-token batch take 1.4-1.5x the time of a 512-token one, and on 20 SMs 320 tokens take 1.6x
+384 (contention_tables/*/gemm_curve.csv; a whole 448-token prefill took 1.41x a 512-token one
+on 84 SMs of the H100). No smooth function of M follows that, so the estimator's prefill model
+takes the projections' time from this curve (latency_model, θ10) and fits the rest
+(attention, element-wise work) around it.
 
 Writes ``gemm_curve.csv`` (prefill_sms, tokens, gemm_ms, spread_pct) into the table directory:
 ``gemm_ms`` is the whole model's projections (qkv, o, gate_up, down of one layer, the median of
 CUDA-event times on the partition's prefill stream, times the layer count). Resumable:
 (prefill_sms, tokens) pairs already in the file are skipped. Each layer call rotates over the
 weights of 4 layers so L2 (50 MiB) never holds them, as in a real forward. ``profiling.run``
-calls this before it loads the model, when the table's curve is incomplete.
+measures the missing points on its harness's prefill streams before its cells (37 s for the
+560 points of an H100 or H200 table).
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     n = measure(torch_layer_timer(cfg, streams, args.repeats), sorted(streams), tokens, layers, out / FILE)
-    print(f"gemm curve: {n} points measured into {out / FILE} ({len(streams)} partitions x {len(tokens)} token counts)")
+    print(f"gemm curve: {n} points measured into {out / FILE} "
+          f"({len(streams)} partitions x {len(tokens)} token counts)")
     return 0
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import logging
 import math
 import shlex
@@ -358,9 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(plan.format(args.time_budget_s, done))
         if G.KIND_SOLO_PREFILL in args.what:
             sms = sorted({c.prefill_sms for c in plan.cells if c.kind == G.KIND_SOLO_PREFILL})
-            left = GC.todo(Path(args.out) / GC.FILE if args.out else Path("/nonexistent"), sms, GC.TOKENS)
-            print(f"  gemm curve: {len(left)} of {len(sms) * len(GC.TOKENS)} points to do, est "
-                  f"{len(left) * GEMM_POINT_S:.0f} s (before the cells, in the same run)")
+            total = len(sms) * len(GC.TOKENS)
+            left = len(GC.todo(Path(args.out) / GC.FILE, sms, GC.TOKENS)) if args.out else total
+            print(f"  gemm curve: {left} of {total} points to do, est {left * GEMM_POINT_S:.0f} s "
+                  f"(before the cells, in the same run)")
         return 0
 
     # ---- GPU run
@@ -448,10 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _gemm_curve(h, args, out: Path, deadline: float) -> None:
     """The projections' time per partition and token count (profiling.gemm_curve), on the
     harness's prefill streams, for the points not yet in the table; cheap (~1 min)."""
-    import json as _json
-
     streams = {c.prefill_sms: h.parts.streams(c)[0] for c in h.parts.all_configs() if c.prefill_sms > 0}
-    cfg = _json.loads(Path(args.model_config).read_text())
+    cfg = json.loads(Path(args.model_config).read_text())
     if not GC.todo(out / GC.FILE, sorted(streams), GC.TOKENS):
         return
     t = time.monotonic()

@@ -40,7 +40,8 @@ class GemmCurves:
     def from_frame(cls, df) -> "GemmCurves":
         """From gemm_curve.csv rows (prefill_sms, tokens, gemm_ms); repeated points: their median."""
         g = df.groupby(["prefill_sms", "tokens"], as_index=False)["gemm_ms"].median()
-        return cls({int(s): (part["tokens"].tolist(), part["gemm_ms"].tolist()) for s, part in g.groupby("prefill_sms")})
+        return cls({int(s): (part["tokens"].tolist(), part["gemm_ms"].tolist())
+                    for s, part in g.groupby("prefill_sms")})
 
     def to_dict(self) -> dict:
         return {str(s): {"tokens": [int(t) for t in tok], "ms": list(ms)}

@@ -56,8 +56,8 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   partition. r0 is computed from the GPU and the model, not fitted: the table's r ∈ {0, 2K,
   8K, 16K, 32K, 64K} only says the cliff lies in (8K, 16K].
 - Prefill, cold prefix reads (θ7·C: the prefixes that fit in L2, all of them when there is no
-  spill term, one per cold wave, see below). The first wave over a prefix reads its KV from HBM, the later
-  waves find it in L2. The GPU-time H200 table shows it: one 128-query block per head over 8K
+  spill term, one per cold wave, see below). The first wave over a prefix reads its KV from
+  HBM, the later waves find it in L2. The GPU-time H200 table shows it: one 128-query block per head over 8K
   cached tokens costs ~17 ms (whole model) in its single wave on every partition from 68 to
   132 SMs (n = 128: 24.5-24.8 ms against 7.6-7.8 ms without the prefix), while 4 waves over the
   same prefix cost ~50 ms on 132 SMs (n = 2048: 97.7 vs 47.6 ms), 12.5 ms per wave. A spilled
@@ -106,7 +106,7 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
 - Prefill, padded query blocks (format 7, ``padded_query_blocks``). SGLang's triton extend
   kernel launches ⌈longest request's n / 128⌉ query blocks for EVERY request and does not skip
   the ones past a request's own tokens: each such block sweeps its request's whole prefix and
-  its new tokens with no valid row. A 84-token request over an 8227-token prefix batched with a
+  its new tokens with no valid row. An 84-token request over an 8227-token prefix batched with a
   2474-token one costs as if it had 2560 new tokens (725.7 ms measured on 20 SMs of the H200
   against 726.4 estimated so; 361 without). Uniform batches (all table rows) have no such
   blocks, so this is not fitted but set for tables profiled with the triton backend; on 120
@@ -798,7 +798,9 @@ class _Pooled:
             # projections' knee m_k and the pooled cold-read cost θ7, again while a round moves
             # any of them (at most three rounds). θ7 starts free per partition (-1); its grid
             # is the median of those fits times COLD_GRID, and from then on it is pooled
-            # whatever J says, since a free θ7 always fits its own rows at least as well.
+            # whatever J says, since a free θ7 always fits its own rows at least as well. With a
+            # GEMM curve its scale θ10 (pooled, starting at 1) closes each round; the launch floor
+            # is not offered then (such tables time the GPU alone).
             curve = any(p.gm.any() for p in view.values())
             floors = _prefill_floors(view) if self.floor and not curve else [0.0]
             h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0, 1.0 if curve else 0.0)
@@ -1222,9 +1224,10 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 7; format 6 (no GEMM curve: θ10 = 0); format 5 (no projection knee: θ8 = 0); formats 2-4 (no cold reads either:
-        θ7 = 0); format 3 (no GEMM waves: g = 1); format 2 without an L2 knee (the same model);
-        format 1 (the paper's θs alone: Eq. 1/2 exactly, logged)."""
+        """Format 7; format 6 (no GEMM curve, cold waves or padding: θ10 = 0); format 5 (no
+        projection knee either: θ8 = 0); formats 2-4 (no cold reads either: θ7 = 0); format 3
+        (no GEMM waves: g = 1); format 2 without an L2 knee (the same model); format 1 (the
+        paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
         if fmt not in (1, 2, 3, 4, 5, 6, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")

@@ -33,7 +33,8 @@ def test_leave_one_out_reports_what_interpolation_would_miss():
 
 
 def test_frames_dicts_and_bad_curves():
-    df = pd.DataFrame({"prefill_sms": [20, 20, 20, 20], "tokens": [64, 128, 128, 128], "gemm_ms": [1.0, 2.0, 3.0, 10.0]})
+    df = pd.DataFrame({"prefill_sms": [20, 20, 20, 20], "tokens": [64, 128, 128, 128],
+                       "gemm_ms": [1.0, 2.0, 3.0, 10.0]})
     c = GemmCurves.from_frame(df)  # a point measured several times: their median
     assert c.points(20) == ([64.0, 128.0], [1.0, 3.0])
     assert GemmCurves.from_dict(CURVES.to_dict()).at(52, 300) == CURVES.at(52, 300)
@@ -93,7 +94,8 @@ def test_table_gemm_curve_is_validated(tmp_path):
     for bad, msg in ((df.drop(columns="gemm_ms"), r"missing column\(s\) \['gemm_ms'\]"),
                      (df.assign(gemm_ms=df.gemm_ms.where(df.index != 3, -1.0)), "negative value in column gemm_ms"),
                      (df[df.prefill_sms != 52], r"no points for prefill_sms \[52\].*profiling.gemm_curve"),
-                     (df[(df.prefill_sms != 84) | (df.tokens == 64)], r"prefill_sms \[84\] have fewer than 2 token counts")):
+                     (df[(df.prefill_sms != 84) | (df.tokens == 64)],
+                      r"prefill_sms \[84\] have fewer than 2 token counts")):
         bad.to_csv(p / "gemm_curve.csv", index=False)
         with pytest.raises(TableError, match="gemm_curve.csv: " + msg):
             read_table(p, require_fit=False)

@@ -524,7 +524,8 @@ def test_format_7_carries_the_gemm_curve_and_older_formats_refuse_its_keys():
     d = json.loads(json.dumps(m.to_dict()))
     assert d["format"] == 7 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
     m2 = SoloLatencyModel.from_dict(d)
-    for sms, reqs in ((52, [PrefillReq(448)]), (60, [PrefillReq(700, 3000), PrefillReq(90)]), (132, [PrefillReq(40000)])):
+    for sms, reqs in ((52, [PrefillReq(448)]), (60, [PrefillReq(700, 3000), PrefillReq(90)]),
+                      (132, [PrefillReq(40000)])):
         assert m2.prefill_ms(sms, reqs) == m.prefill_ms(sms, reqs)
     with pytest.raises(ValueError, match="needs a gemm_curve"):
         SoloLatencyModel.from_dict({**d, "gemm_curve": None})
