@@ -22,7 +22,6 @@ import json
 import random
 import statistics
 import sys
-from dataclasses import replace
 
 
 def batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
@@ -48,8 +47,8 @@ def score(rows: list[dict], table: str) -> dict:
     from sglang_mux.latency_model import PrefillReq, SoloLatencyModel
 
     solo = Estimator.from_table(table).solo
-    unpadded = SoloLatencyModel(solo._prefill.profiled, {}, replace(solo.prefill_hyper, padded_query_blocks=0),
-                                gemm_curve=solo.gemm_curve, _partial=True)
+    d = solo.to_dict()
+    unpadded = SoloLatencyModel.from_dict({**d, "prefill_hyper": {**d["prefill_hyper"], "padded_query_blocks": 0}})
     for r in rows:
         q = [PrefillReq(n, x) for n, x in r["reqs"]]
         r["estimate_ms"] = round(solo.prefill_ms(r["prefill_sms"], q), 4)

@@ -5,7 +5,7 @@
 
 cuBLAS picks its GEMM kernel by the batch's token count M, and some choices are far off
 their neighbours: on every partition of the H100 and the H200 the four projections of a
-448-token batch take 1.4-1.5x the time of a 512-token one, and on 20 SMs 320 tokens take 1.6x
+448-token batch take 1.35-1.51x the time of a 512-token one, and on 20 SMs 320 tokens take 1.6x
 384 (contention_tables/*/gemm_curve.csv; a whole 448-token prefill took 1.41x a 512-token one
 on 84 SMs of the H100). No smooth function of M follows that, so the estimator's prefill model
 takes the projections' time from this curve (latency_model, θ10) and fits the rest
@@ -16,8 +16,8 @@ Writes ``gemm_curve.csv`` (prefill_sms, tokens, gemm_ms, spread_pct) into the ta
 CUDA-event times on the partition's prefill stream, times the layer count). Resumable:
 (prefill_sms, tokens) pairs already in the file are skipped. Each layer call rotates over the
 weights of 4 layers so L2 (50 MiB) never holds them, as in a real forward. ``profiling.run``
-measures the missing points on its harness's prefill streams before its cells (37 s for the
-560 points of an H100 or H200 table).
+measures the missing points on its harness's prefill streams before its cells (the H100
+table's run with only the 560 curve points to do took 160 s, model start-up included).
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ def layer_shapes(cfg: Mapping) -> dict[str, tuple[int, int]]:
     hd = int(cfg.get("head_dim") or h // heads)
     inter = int(cfg["intermediate_size"])
     return {"qkv": (h, (heads + 2 * kv) * hd), "o": (heads * hd, h), "gate_up": (h, 2 * inter), "down": (inter, h)}
+
+
+def prefill_streams(parts) -> dict[int, object]:
+    """{prefill SMs: that partition's prefill stream} of a GreenPartitionSet."""
+    return {c.prefill_sms: parts.streams(c)[0] for c in parts.all_configs() if c.prefill_sms > 0}
 
 
 def done_pairs(path: Path) -> set[tuple[int, int]]:
@@ -144,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sglang_mux.green_ctx import GreenPartitionSet
 
     parts = GreenPartitionSet(0, args.granularity)
-    streams = {c.prefill_sms: parts.streams(c)[0] for c in parts.all_configs() if c.prefill_sms > 0}
+    streams = prefill_streams(parts)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     n = measure(torch_layer_timer(cfg, streams, args.repeats), sorted(streams), tokens, layers, out / FILE)

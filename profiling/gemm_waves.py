@@ -21,15 +21,13 @@ import math
 import statistics
 import sys
 
-from profiling.gemm_curve import layer_shapes
-from sglang_mux.probe import event_times
+from profiling.gemm_curve import layer_shapes, prefill_streams, torch_layer_timer
 
 TOKENS = (128, 512, 1024, 2048, 4096, 8192)
 
 
 def main(argv=None) -> int:
     import torch
-    import torch.nn.functional as F
 
     from sglang_mux.green_ctx import GreenPartitionSet
 
@@ -50,28 +48,15 @@ def main(argv=None) -> int:
     parts = GreenPartitionSet(0, 16)
     total = parts.total_sms
     dev = torch.cuda.get_device_name(0)
-    sets = 4  # rotate over 4 layers' weights: 4 x 436 MiB (8B model) is far above L2
-    weights = [{k: torch.randn(o, i, device="cuda", dtype=torch.bfloat16) * 0.02 for k, (i, o) in shapes.items()}
-               for _ in range(sets)]
-    streams = {c.prefill_sms: parts.streams(c)[0] for c in parts.all_configs() if c.prefill_sms > 0}
-    prefill = sorted(streams.items())
+    streams = prefill_streams(parts)
+    time_layer = torch_layer_timer(cfg, streams, args.repeats)  # weights of 4 layers rotated: far above L2
     rows = []
     for m in tokens:
-        xs = {k: torch.randn(m, i, device="cuda", dtype=torch.bfloat16) for k, (i, _) in shapes.items()}
-        state = {"i": 0}
-
-        def layer():
-            w = weights[state["i"] % sets]
-            state["i"] += 1
-            for k in shapes:
-                F.linear(xs[k], w[k])
-
-        for sms, stream in prefill:
+        for sms in sorted(streams):
             for carve in (None, total - sms) if sms < total and args.carveout else (None,):
                 torch._C._set_sm_carveout_experimental(carve)
                 try:
-                    event_times(stream, layer, 3)  # warm-up (heuristics, workspace)
-                    t = event_times(stream, layer, args.repeats)
+                    t = time_layer(sms, m)  # warm-up (heuristics, workspace), then the repeats
                 finally:
                     torch._C._set_sm_carveout_experimental(None)
                 rows.append({"tokens": m, "prefill_sms": sms, "cublas_sm_target": None if carve is None else sms,

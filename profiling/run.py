@@ -39,7 +39,7 @@ from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
 logger = logging.getLogger("profiling")
 FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
 BUDGET_SAFETY = 1.25  # a cell is started only if its calibrated estimate x this still fits
-GEMM_POINT_S = 0.1  # one gemm-curve point (H100: 560 points in 45 s)
+GEMM_POINT_S = 0.1  # planning estimate of one gemm-curve point (s)
 
 
 class AbortRun(RuntimeError):
@@ -450,14 +450,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _gemm_curve(h, args, out: Path, deadline: float) -> None:
     """The projections' time per partition and token count (profiling.gemm_curve), on the
     harness's prefill streams, for the points not yet in the table; cheap (~1 min)."""
-    streams = {c.prefill_sms: h.parts.streams(c)[0] for c in h.parts.all_configs() if c.prefill_sms > 0}
-    cfg = json.loads(Path(args.model_config).read_text())
-    if not GC.todo(out / GC.FILE, sorted(streams), GC.TOKENS):
+    streams = GC.prefill_streams(h.parts)
+    sms = sorted(streams)
+    if not GC.todo(out / GC.FILE, sms, GC.TOKENS):
         return
+    cfg = json.loads(Path(args.model_config).read_text())
     t = time.monotonic()
-    n = GC.measure(GC.torch_layer_timer(cfg, streams), sorted(streams), GC.TOKENS, int(cfg["num_hidden_layers"]),
+    n = GC.measure(GC.torch_layer_timer(cfg, streams), sms, GC.TOKENS, int(cfg["num_hidden_layers"]),
                    out / GC.FILE, deadline=deadline)
-    left = len(GC.todo(out / GC.FILE, sorted(streams), GC.TOKENS))
+    left = len(GC.todo(out / GC.FILE, sms, GC.TOKENS))
     print(f"gemm curve: {n} points in {time.monotonic() - t:.0f} s" + (f", {left} left" if left else ""))
 
 

@@ -479,7 +479,8 @@ def _report_curve(curve: GemmCurves | None, out) -> None:
         return
     med = sorted(e for e, _, _ in errs)[len(errs) // 2]
     worst = max(errs)
-    print(f"gemm     curve: {len(errs) + 2 * len(curve.sms)} points on {len(curve.sms)} partitions; a point "
+    points = sum(len(curve.points(s)[0]) for s in curve.sms)
+    print(f"gemm     curve: {points} points on {len(curve.sms)} partitions; a point "
           f"interpolated from its neighbours is off by median {med:.1%}, max {worst[0]:.0%} ({int(worst[1])} tokens "
           f"on {worst[2]} SMs): the risk between measured token counts", file=out)
 

@@ -2,7 +2,7 @@
 ``gemm_curve.csv``, made by ``python -m profiling.gemm_curve``; fit.json ``gemm_curve``).
 
 cuBLAS chooses its kernel by the GEMM's M (the batch's tokens), and some choices are much
-slower than a neighbour's (448 tokens: 1.4-1.5x a 512-token batch on every H100 and H200
+slower than a neighbour's (448 tokens: 1.35-1.51x a 512-token batch on every H100 and H200
 partition). The prefill model (latency_model, θ10) multiplies this curve instead of modelling
 the projections. Between measured token counts the curve is linear; past the largest it goes
 on along its last two points; below the smallest it stays at the smallest's time. Between two
@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import bisect
 from typing import Mapping, Sequence
+
+
+def _lerp(t0: float, t1: float, y0: float, y1: float, m: float) -> float:
+    return y0 + (y1 - y0) * (m - t0) / (t1 - t0)
 
 
 class UnprofiledCurve(ValueError):
@@ -66,8 +70,7 @@ class GemmCurves:
             return ms[0]
         if i == len(tok):
             i -= 1  # past the last point: along the last two
-        t0, t1, y0, y1 = tok[i - 1], tok[i], ms[i - 1], ms[i]
-        return y0 + (y1 - y0) * (m - t0) / (t1 - t0)
+        return _lerp(tok[i - 1], tok[i], ms[i - 1], ms[i], m)
 
     def at(self, sms: int, m: float) -> float:
         """Projection time (ms, whole model) of an m-token batch on an ``sms``-SM partition."""
@@ -91,6 +94,5 @@ class GemmCurves:
         tok, ms = self._pts[sms]
         out = []
         for i in range(1, len(tok) - 1):
-            t0, t1, y0, y1 = tok[i - 1], tok[i + 1], ms[i - 1], ms[i + 1]
-            out.append((tok[i], (y0 + (y1 - y0) * (tok[i] - t0) / (t1 - t0)) / ms[i] - 1.0))
+            out.append((tok[i], _lerp(tok[i - 1], tok[i + 1], ms[i - 1], ms[i + 1], tok[i]) / ms[i] - 1.0))
         return out
