@@ -80,7 +80,7 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
 - Prefill, the measured GEMM curve (θ10·G_S(m), θ10 pooled, format 7). cuBLAS picks the
   projections' kernel by the batch's token count m, and some choices are far off their
   neighbours': on every partition of both GPUs the four projections of a 448-token batch take
-  1.4-1.5x a 512-token batch's time, and on 20 SMs 96, 160 and 320 tokens take 1.4-2.0x their
+  1.35-1.51x a 512-token batch's time, and on 20 SMs 96, 160 and 320 tokens take 1.4-2.2x their
   neighbours (``profiling.gemm_curve``; the whole prefill follows: 448 tokens took 1.41x 512 on
   84 SMs of the H100). The session-7 line (knees, GEMM waves) missed those rows held out by
   27-42 % on both tables. G_S is the table's gemm_curve.csv (70 token counts from 32 to 32768,
@@ -107,8 +107,8 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   kernel launches ⌈longest request's n / 128⌉ query blocks for EVERY request and does not skip
   the ones past a request's own tokens: each such block sweeps its request's whole prefix and
   its new tokens with no valid row. An 84-token request over an 8227-token prefix batched with a
-  2474-token one costs as if it had 2560 new tokens (725.7 ms measured on 20 SMs of the H200
-  against 726.4 estimated so; 361 without). Uniform batches (all table rows) have no such
+  2474-token one costs as if it had 2560 new tokens (725.7 ms measured on 20 SMs of the H200;
+  734.5 ms estimated with the padded blocks, 361 ms without). Uniform batches (all table rows) have no such
   blocks, so this is not fitted but set for tables profiled with the triton backend; on 120
   measured mixed batches (bench/results/prefill_mixed_h200.json) it takes the estimate from 19 %
   low on average (P90 35 %) to a median error of 1.9 % (P90 4.7 %).
