@@ -131,6 +131,7 @@ class Harness:
         self._rid = 0
         cfg_path = Path(model_config).resolve()  # absolute: a relative name could be taken for a hub id
         model_dir = cfg_path.parent if cfg_path.name == "config.json" else cfg_path
+        self.model_dir = model_dir
         if not (model_dir / "config.json").is_file():
             raise HarnessError(f"{model_dir}/config.json not found (pass --model-config path/to/config.json)")
         kwargs = dict(
@@ -749,4 +750,19 @@ class Harness:
             # solo prefill rows time the GPU, with the host held ahead (prefill_samples)
             "prefill_timing": "gpu",
             "timings_s": {k: round(v, 2) for k, v in self.timings.items()},
+            **self._decode_occupancy(),
         }
+
+    def _decode_occupancy(self) -> dict:
+        """meta.json's decode_blocks_per_sm (the decode kernel's occupancy, the fit's k); {} with a
+        warning if it cannot be measured: the fit then chooses k from the rows."""
+        import json
+
+        from profiling.decode_kernel import occupancy
+
+        try:
+            occ = occupancy(json.loads((self.model_dir / "config.json").read_text()))
+        except Exception as e:  # noqa: BLE001 - a profile run is too costly to lose to this
+            logger.warning("decode kernel occupancy not measured (%s): the fit will choose k from the rows", e)
+            return {}
+        return {"decode_blocks_per_sm": occ["blocks_per_sm"], "decode_kernel": occ}

@@ -333,7 +333,8 @@ def build_meta(old: dict | None, model: G.ModelSpec, facts: dict, args, cmd: str
         "versions": facts["versions"], "date": _now(), "command": cmd, "granularity": args.granularity,
     })
     prof = {k: facts[k] for k in ("attention_backend", "kv_pool_tokens", "request_slots", "mem_fraction_static",
-                                  "capture_bs", "stream_groups", "prefix_mode", "gpu_memory_gib", "prefill_timing")
+                                  "capture_bs", "stream_groups", "prefix_mode", "gpu_memory_gib", "prefill_timing",
+                                  "decode_blocks_per_sm", "decode_kernel")
             if k in facts}
     prof.update(grid=plan.grid, model_config=str(args.model_config), repeats=asdict(plan.repeats),
                 context_len=model.context_len, harness_timings_s=facts.get("timings_s"))

@@ -53,6 +53,7 @@ import json
 import logging
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -329,9 +330,12 @@ def table_l2_knee(t) -> int:
 
 
 def table_decode_kernel(t):
-    """SGLang's triton decode grid for a table's model on its GPU (latency_model.DecodeHyper)."""
+    """SGLang's triton decode grid for a table's model on its GPU (latency_model.DecodeHyper),
+    with k = the stage-1 kernel's measured occupancy (meta.json ``profiler.decode_blocks_per_sm``,
+    ``profiling.decode_kernel``) where the table has it; without it the fit chooses k."""
     m = t.model_shape
-    return decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count)
+    k = (t.meta.get("profiler") or {}).get("decode_blocks_per_sm") or 0
+    return replace(decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count), blocks_per_sm=int(k))
 
 
 def table_launch_floor(t) -> bool:
@@ -367,6 +371,10 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
         logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
                        "cuBLAS's slow token counts by up to ~40%%; measure it: python -m profiling.gemm_curve "
                        "--model-config CONFIG --out %s", t.path, GEMM_CURVE, t.path)
+    if not table_decode_kernel(t).blocks_per_sm:
+        logger.warning("%s/meta.json has no profiler.decode_blocks_per_sm: the decode fit chooses the blocks per SM "
+                       "from the rows, which a held-out fold can get wrong; measure it: python -m "
+                       "profiling.decode_kernel --model-config CONFIG --table %s", t.path, t.path)
     fit = solo.to_dict()
     for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
                                 ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
@@ -416,7 +424,9 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  else "no GEMM curve, ")
               + "decode "
               + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
-                 f"({pt['decode_blocks_per_sm']} blocks/SM per wave) " if pt['decode_blocks_per_sm'] else
+                 f"({pt['decode_blocks_per_sm']} blocks/SM per wave, "
+                 f"{'measured' if kernel.blocks_per_sm else 'fitted'}"
+                 f"{', split tails' if est.solo.decode_hyper.min_block_kv else ''}) " if pt['decode_blocks_per_sm'] else
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               f"(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):

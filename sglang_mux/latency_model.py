@@ -10,7 +10,8 @@ extended by terms for what the measured table shows and the equations cannot exp
     prefill:  T = θ1·Σn² + θ2·W·Σn·r + θ5·W·Σn·r·[r > r0] + θ7·C + max(L, lin(m))
               lin(m) = θ3·g·m + θ4 + θ8·(m − m_k)+ + θ9·(m − m_k2)+ + θ10·G_S(m),   m = max(Σn, m_min)
               C = the K = min(bs, ⌈bs·H/S⌉) longest prefixes with r ≤ r0 (the cold waves)
-    decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = c·⌈G·blocks / (k·S)⌉  (or r_max, k = 0)
+    decode:   T = max(θ1·Σr, β·K) + θ2·bs + θ3,   K = the keys one of k·S block slots sweeps
+              until the kernel's last block ends (``key_waves``; r_max with k = 0)
 
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model; G_S(m) =
 the measured projections' time of an m-token batch on S SMs (the table's GEMM curve). With
@@ -146,23 +147,37 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   log-linear between (``gemm_share``); (m_lo, m_hi) is chosen by the fit from GEMM_WAVES_GRID
   (off included): (2048, 65536) on the H200 table. There it takes the worst held-out error on
   116 SMs from 24.9% to 10.5% (mean 5.1% to 3.2%) and on 52 SMs from 17.4% to 6.3%.
-- Decode, occupancy floor β·K (β and k pooled over partitions). SGLang's triton decode
+- Decode, occupancy floor β·K (β pooled over partitions, k measured). SGLang's triton decode
   kernel runs one thread block per (request, head group, KV split): G = 8 head groups for
   Llama-3.1-8B (32 query heads in blocks of 4, the GQA group), and a split count it sizes
   from the WHOLE GPU's SM count (132 here, whatever partition the kernel runs on):
-  ⌈132·max(log2(r/64), 1) / (bs·G)⌉ capped at 8 (``get_num_kv_splits_triton``). Each block
-  sweeps c = ⌈r / splits⌉ keys, and blocks run in waves of k per SM, so an iteration that
-  does not saturate bandwidth lasts K = c·⌈G·blocks/(k·S)⌉ "key-waves" (``key_waves``):
-  bs=1, r=130K is 64 blocks of 16,256 keys, one wave on 16 SMs and on 132 (60 and 54 ms),
-  bs=2 is two waves on 16 SMs (106 ms) and still one on 112 (51 ms). The per-block rate
-  does not depend on the partition, so β is one pooled value, and k (blocks per SM per
-  wave) is chosen by the fit from {off, 1 .. 16}: k = 6 on the H200 table. θ1·Σr (bandwidth)
-  takes over once the waves fill the memory system. With k = off the floor is β·r_max (one
-  wave of the longest request: the form before the wave count, kept for other backends and
-  for fit.json files without ``decode_hyper``). A mixed batch at run time is split by
-  SGLang's other rule, min/max context, which CUDA-graph padding (requests of context 1)
-  drives to its cap of 8 splits (``key_waves``). It needs r_max, the longest context in the
-  batch; callers that only know Σr get the uniform-batch value Σr/bs.
+  ⌈132·max(log2(L/64), 1) / (bs·G)⌉ capped at 8 (``get_num_kv_splits_triton``), L = r + 1 keys
+  (the step's own token is cached before it attends). The stage-1 kernel rounds a split's
+  keys up to 32 (MIN_BLOCK_KV), so each request has full splits of c keys and a shorter last
+  one. k blocks fit on an SM at once (k = 6: the kernel's occupancy, measured by
+  ``profiling.decode_kernel`` into meta.json; a table without it lets the fit choose k from
+  {off, 1 .. 16}). The grid launches the request fastest and the split slowest, so every full
+  split starts before any last one, and each block takes the first free slot: K is when the
+  last block ends, in keys swept (``_greedy_keys``). An iteration that does not saturate
+  bandwidth lasts β·K: bs=1, r=130K is 64 blocks of 16,288 keys, one wave on 16 SMs and on 132
+  (60 and 54 ms); bs=2 is two waves on 16 SMs (106 ms) and still one on 112 (51 ms). The
+  per-block rate does not depend on the partition, so β is one pooled value. θ1·Σr
+  (bandwidth) takes over once the waves fill the memory system.
+  The short last split matters where it is what spills past a wave (format 8): 8 requests of
+  r = 2048 are 448 blocks of 288 keys and 64 of 33; on 80 SMs (480 slots) the 32 that wait
+  start when the first 33-key blocks end, so the step takes one wave (5.94 ms; 5.92 on 96 SMs,
+  6.65 on 64 where whole splits wait). At r = 8192 (1056 and 801 keys) the wait costs half a
+  wave, at 32768 (4128 and 3873) nine tenths: 10.13 and 29.25 ms against 8.54/11.48 and
+  18.71/30.80 on 96/64 SMs. Format 7 counted whole waves of ⌈r / splits⌉ keys and missed these
+  rows held out by 10.5 % on the H200 table (the worst decode error of both tables); the H100
+  table shows the same rows (7.49, 11.87, 31.54 ms).
+  With k = off the floor is β·r_max (one wave of the longest request: the form before the
+  wave count, kept for other backends and for fit.json files without ``decode_hyper``). A
+  mixed batch at run time is split by SGLang's other rule, min/max context, which CUDA-graph
+  padding (requests of context 1) drives to its cap of 8 splits; not knowing each request's
+  last split, ``key_waves`` charges every block c keys in whole waves, an upper bound. It
+  needs r_max, the longest context in the batch; callers that only know Σr get the
+  uniform-batch value Σr/bs.
 
 Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
@@ -177,8 +192,8 @@ and L, θ7, θ10 and β are then refined by one joint NNLS over all partitions (
 improves). Profiled batches are uniform, so a CSV row's per-request n, r and r_max are Σn/bs,
 Σn·r/Σn, Σr/bs. On the H200 table (format 7, GPU-time rows, GEMM curve) the fit picks τ = 4
 (the kernel's 128 rows / 32 heads), κ = 0.375, no L, GEMM waves (1024, 4096), knees (1024,
-2048), θ7 = 0.54 µs per cached token, θ10 = 0.875, k = 6 blocks per SM and β ≈ 3 µs per
-key-wave token.
+2048), θ7 = 0.54 µs per cached token, θ10 = 0.875, and for decode (k = 6 measured) β ≈ 3 µs
+per key-wave token.
 ``heldout_errors`` gives the check's cross-validated errors: a partition's held-out rows
 never influence the fit (its θs nor the pooled hyper-parameters) that predicts them.
 
@@ -218,13 +233,13 @@ from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
 
-# 7: + measured GEMM curve (θ10); 6: + token knees (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7);
+# 8: + decode split tail (DecodeHyper.min_block_kv); 7: + measured GEMM curve (θ10); 6: + token knees (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7);
 # 4: + GEMM waves; 3: L2 cliff
-FORMAT = 7
+FORMAT = 8
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
                     "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2", "gemm_curve_ms")
-PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9, 7: 10}  # θ values per prefill partition in each fit.json format
+PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9, 7: 10, 8: 10}  # θ values per prefill partition in each fit.json format
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
@@ -304,13 +319,17 @@ class PrefillHyper:
 class DecodeHyper:
     """Decode hyper-parameters (fit.json ``decode_hyper``): SGLang's triton decode grid.
 
-    ``blocks_per_sm`` (k) is fitted; the other three describe the kernel and come from the
-    model and the GPU (``decode_kernel``). k = 0: no wave count, the floor is β·r_max."""
+    ``blocks_per_sm`` (k) is fitted; the others describe the kernel and come from the model
+    and the GPU (``decode_kernel``). k = 0: no wave count, the floor is β·r_max.
+    ``min_block_kv`` > 0: the kernel's own split rule (format 8, ``_uniform_split``): L = r + 1
+    keys, per-split length rounded up to this many keys, the shorter last split scheduled after
+    the full ones; 0: the format-7 rule (c = ⌈r / splits⌉, whole waves)."""
 
     blocks_per_sm: int = 0  # k: blocks per SM per wave; 0 = off
     head_groups: int = 0  # G: blocks per request and KV split
     max_kv_splits: int = 8  # SGLang's --triton-attention-num-kv-splits (default 8)
     device_sms: int = 0  # the whole GPU's SM count, which SGLang sizes the KV splits by
+    min_block_kv: int = 0  # the stage-1 kernel's MIN_BLOCK_KV (32 in SGLang 0.5.16); 0 = format-7 rule
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -325,41 +344,97 @@ class DecodeHyper:
         return bool(self.head_groups and self.device_sms and self.max_kv_splits)
 
 
-def decode_kernel(num_heads: int, num_kv_heads: int, device_sms: int, max_kv_splits: int = 8) -> DecodeHyper:
+MIN_BLOCK_KV = 32  # SGLang 0.5.16 decode_attention.py _MIN_BLOCK_KV
+
+
+def decode_kernel(num_heads: int, num_kv_heads: int, device_sms: int, max_kv_splits: int = 8,
+                  min_block_kv: int = MIN_BLOCK_KV) -> DecodeHyper:
     """The kernel description (k = 0, for the fit to choose) of a model on a GPU.
 
     G as in SGLang's ``get_num_kv_splits_triton``/``_decode_grouped_att_m_fwd``: one block per
     head without GQA, else one per ⌈heads / min(16, group)⌉ head block."""
     group = max(1, int(num_heads) // max(1, int(num_kv_heads)))
     g = int(num_heads) if group == 1 else -(-int(num_heads) // min(16, group))
-    return DecodeHyper(0, g, int(max_kv_splits), int(device_sms))
+    return DecodeHyper(0, g, int(max_kv_splits), int(device_sms), int(min_block_kv))
 
 
 def _kv_chunk(h: DecodeHyper, bs: int, r: int) -> int:
-    """Keys per block for ``bs`` requests of context ``r`` (SGLang's uniform-batch rule)."""
+    """Keys per block for ``bs`` requests of context ``r`` (the format-7 rule)."""
     ext = int(h.device_sms * max(math.log2(r / 64.0), 1.0))
     splits = min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
     return -(-r // splits)
 
 
-def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: float | None = None) -> float:
-    """K = c·⌈G·blocks / (k·S)⌉: keys one block sweeps times the waves of blocks (module
-    docstring); blocks = min(bs·⌈r_max/c⌉, ⌊Σr/c⌋ + bs) ≥ the real count, exact on a
-    uniform batch.
+def _uniform_split(h: DecodeHyper, bs: int, r: int) -> tuple[int, int, int]:
+    """(c, active splits, keys of the last split) of ``bs`` requests of context ``r``, as
+    SGLang 0.5.16 runs them: the step attends to L = r + 1 keys (its own token's too);
+    ``get_num_kv_splits_triton`` sizes the splits by the whole GPU's SMs (a uniform batch:
+    min = max context, so its first rule gives 1 split); the stage-1 kernel rounds a split's
+    keys up to MIN_BLOCK_KV, so the last active split is shorter and later ones are empty."""
+    n = r + 1
+    ext = int(h.device_sms * max(math.log2(n / 64.0), 1.0))
+    splits = min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
+    splits = -(-n // -(-n // splits))
+    m = h.min_block_kv
+    c = -(-(-(-n // splits)) // m) * m
+    active = -(-n // c)
+    return c, active, n - (active - 1) * c
 
-    Uniform batch (``max_reused`` None or Σr/bs): SGLang's bs rule, c = ⌈r / splits(bs, r)⌉,
-    exactly what the profiled (unpadded) rows ran. Mixed batch: c = ⌈r_max / 8⌉, SGLang's
-    min/max rule at its cap. That is exact for a batch replayed in a CUDA graph of a larger
-    captured size, the usual case at run time: the padding requests have context 1, so
-    min/max ≥ 8. A mixed batch whose size was captured exactly splits less when its contexts
-    are within 8x of each other; what that costs above this estimate is left to the online
-    guard refinement (the estimator does not know the captured sizes)."""
+
+def _greedy_keys(slots: int, n_full: int, c: int, n_last: int, last: int) -> float:
+    """When the last of ``n_full`` blocks of ``c`` keys, then ``n_last`` of ``last`` ≤ c keys,
+    ends (in keys swept), each block taking the first free of ``slots`` slots in launch order.
+
+    The grid is (request, head group, split) with the request fastest and the split slowest,
+    so every full split is launched before any last one. On 80 SMs (480 slots at 6 blocks/SM)
+    eight requests of 2048 keys are 448 blocks of 288 keys and 64 of 33: the 32 last blocks
+    that wait start on the slots the first 32 free and end long before the full ones, so the
+    step takes one wave, as measured (5.94 ms, 5.92 on 96 SMs; two whole waves: 6.65 on 64)."""
+    q, rem = divmod(n_full, slots)
+    t0 = q * c
+    end = t0 + c if rem else t0
+    if n_last <= 0 or last <= 0:
+        return float(end)
+    free = slots - rem  # free at t0; the rem others at t0 + c
+    rounds = -(-c // last)  # starts of the free slots before t0 + c
+    if n_last <= free * rounds:
+        start = t0 + (-(-n_last // free) - 1) * last
+    else:
+        i, pos = divmod(n_last - free * rounds - 1, slots)
+        start = t0 + c + i * last + (0 if pos < rem else rounds * last - c)
+    return float(max(end, start + last))
+
+
+def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: float | None = None) -> float:
+    """K: the keys one slot sweeps until the step's last block ends (module docstring).
+
+    Uniform batch (``max_reused`` None or Σr/bs): SGLang's bs rule, exactly what the profiled
+    (unpadded) rows ran — with ``min_block_kv`` its in-kernel split lengths, scheduled in launch
+    order (``_greedy_keys``); format 7: c·⌈G·blocks / (k·S)⌉, c = ⌈r / splits⌉.
+    Mixed batch: c = ⌈L_max / 8⌉ (rounded up to MIN_BLOCK_KV), SGLang's min/max rule at its
+    cap, which a batch replayed in a CUDA graph of a larger captured size reaches (the padding
+    requests have context 1, so min/max ≥ 8); blocks = min(bs·⌈L_max/c⌉, ⌊ΣL/c⌋ + bs) ≥ the
+    real count, each charged c keys and run in whole waves: an upper bound, since the estimator
+    does not know each request's last split. A mixed batch whose size was captured exactly
+    splits less when its contexts are within 8x of each other; what that costs above this
+    estimate is left to the online guard refinement (the estimator does not know the captured
+    sizes)."""
+    slots = h.blocks_per_sm * sms
+    uniform = max_reused is None or bs * max_reused <= sum_reused * (1 + 1e-9)
     r = max(1, math.ceil(sum_reused / bs if max_reused is None else max_reused))
+    if h.min_block_kv:
+        if uniform:
+            c, active, last = _uniform_split(h, bs, r)
+            return _greedy_keys(slots, h.head_groups * bs * (active - 1), c, h.head_groups * bs, last)
+        n, m = r + 1, h.min_block_kv
+        c = -(-(-(-n // h.max_kv_splits)) // m) * m
+        blocks = min(bs * -(-n // c), int(sum_reused + bs) // c + bs)
+        return float(c * -(-(h.head_groups * blocks) // slots))
     c = _kv_chunk(h, bs, r)
-    if max_reused is not None and bs * max_reused > sum_reused * (1 + 1e-9):
+    if not uniform:
         c = min(c, -(-r // h.max_kv_splits))
     blocks = min(bs * -(-r // c), int(sum_reused) // c + bs)
-    return float(c * -(-(h.head_groups * blocks) // (h.blocks_per_sm * sms)))
+    return float(c * -(-(h.head_groups * blocks) // slots))
 
 
 def gemm_excess(device_sms: int, sms: int) -> float:
@@ -614,14 +689,22 @@ class _DecodeRows:
         return out
 
 
-MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (the smallest this many)
+MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (spread over the distinct values)
 
 
 def _thresholds(vals) -> list:
-    """Candidate floor thresholds: the MAX_FLOOR_CANDIDATES smallest distinct values (rows
-    sit on the floor from the smallest Σr/K up; a profiled table has ~10 candidates per
-    partition, random-context tables one per row, and the (k, β) grid multiplies them)."""
-    return sorted(set(vals.tolist()))[:MAX_FLOOR_CANDIDATES]
+    """Candidate floor thresholds: every distinct value, or MAX_FLOOR_CANDIDATES of them evenly
+    spread in rank, the smallest and the largest included (rows sit on the floor from the
+    smallest Σr/K up). A profiled table has ~20 distinct values per partition, random-context
+    tables one per row, and the (k, β) grid multiplies them. Format 7 tried the 12 smallest: on
+    the H200 table's 132 SMs that left out "every row on the floor", the best fit there with
+    split tails (in-sample max error 5.9 % against 8.4 % for the best of the 12 smallest).
+    Trying all ~20 held out no better than 12 spread, at 1.6x the test suite's fit time."""
+    v = sorted(set(vals.tolist()))
+    if len(v) <= MAX_FLOOR_CANDIDATES:
+        return v
+    n = MAX_FLOOR_CANDIDATES - 1
+    return [v[round(i * (len(v) - 1) / n)] for i in range(n + 1)]
 
 
 def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
@@ -636,9 +719,11 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
         rows._base = _nnls(np.column_stack([sr, bs, one]), y, w)
     base = rows._base
     cands = [None]
-    if beta > 0:  # floored rows: the smallest Σr/K, as far as the floor can reach
-        lim = 2.0 * beta / base[0] if base[0] > 0 else np.inf
-        cands += _thresholds(rho[rho <= lim])
+    if beta > 0:  # floored rows: the smallest Σr/K. Largest threshold first, so that of splits
+        # that fit equally (rows the floor explains exactly as well as θ1·Σr) the fit keeps the one
+        # with the most rows on the floor, rather than θ1 pinned by two of them at the edge.
+        lim = 2.0 * beta / base[0] if base[0] > 0 else np.inf  # as far as the floor can reach
+        cands += _thresholds(rho[rho <= lim])[::-1]
     best = None
     none = np.zeros(len(y), dtype=bool)
     for t in cands:
@@ -824,7 +909,9 @@ class _Pooled:
                 h = best[1]
         else:  # β over a coarse grid for each k, then finer around the best (k, β)
             kernel = next(iter(view.values())).kernel
-            for k in (DECODE_BLOCKS_GRID if kernel.usable else (0,)):
+            # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows
+            ks = (kernel.blocks_per_sm,) if kernel.blocks_per_sm else DECODE_BLOCKS_GRID if kernel.usable else (0,)
+            for k in ks:
                 scan([(k, b) for b in _decode_grid(view, k)])
             k, b = best[1]
             scan([(k, x) for x in _decode_refine(b)])
@@ -834,6 +921,8 @@ class _Pooled:
             j = float(e.max() / MAX_REL + e.mean() / MEAN_REL)
             if j < best[0] - _TIE:
                 best = (j, *polished)
+                if self.kind == "decode":
+                    scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
         _, h, fits = best
         return h, {s: f[0] for s, f in fits.items()}
 
@@ -1208,7 +1297,7 @@ class SoloLatencyModel:
         return cls(pre, dec, hyper, dh, gemm_curve=gemm_curve)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 7, "prefill_hyper": {...}, "decode_hyper": {...},
+        """fit.json's core: {"format": 8, "prefill_hyper": {...}, "decode_hyper": {...},
         "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}, "gemm_curve": {...} or null}."""
         return {
             "format": FORMAT,
@@ -1224,12 +1313,13 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 7; format 6 (no GEMM curve, cold waves or padding: θ10 = 0); format 5 (no
+        """Format 8; format 7 (decode blocks of whole split lengths in whole waves: min_block_kv = 0);
+        format 6 (no GEMM curve, cold waves or padding: θ10 = 0); format 5 (no
         projection knee either: θ8 = 0); formats 2-4 (no cold reads either: θ7 = 0); format 3
         (no GEMM waves: g = 1); format 2 without an L2 knee (the same model); format 1 (the
         paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, 3, 4, 5, 6, FORMAT):
+        if fmt not in (1, 2, 3, 4, 5, 6, 7, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
 
         def thetas(kind, width):
@@ -1264,6 +1354,9 @@ class SoloLatencyModel:
                              f"prefill_hyper names {new7}: a malformed file; refit it")
         if fmt < 7 and d.get("gemm_curve") is not None:
             raise ValueError(f"fit.json format {fmt} has no GEMM curve, but names one: a malformed file; refit it")
+        if fmt < 8 and dh.get("min_block_kv"):
+            raise ValueError(f"fit.json format {fmt} has no decode split tail, but its decode_hyper names "
+                             "min_block_kv: a malformed file; refit it")
         curve = None
         if fmt >= 7 and d.get("gemm_curve") is not None:
             if not isinstance(d["gemm_curve"], Mapping):

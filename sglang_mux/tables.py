@@ -199,6 +199,13 @@ def validate_meta(meta: Any, file: str | Path = META) -> dict:
         raise TableError(file, f"versions lacks key(s) {missing}")
     if not str(meta["gpu_name"]).strip():
         raise TableError(file, "gpu_name is empty")
+    prof = meta.get("profiler", {})
+    if not isinstance(prof, dict):
+        raise TableError(file, "profiler must be an object")
+    k = prof.get("decode_blocks_per_sm")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
+        raise TableError(file, f"profiler.decode_blocks_per_sm must be a positive integer (the decode kernel's "
+                               f"occupancy; measure it: python -m profiling.decode_kernel), got {k!r}")
     return meta
 
 

@@ -249,7 +249,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 7 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
+    assert fit["format"] == 8 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
     assert fit["prefill_hyper"]["cold_head_blocks"] == 32 and fit["gemm_curve"] is None
     assert "no GEMM curve" in out.getvalue() and "gemm     no gemm_curve.csv" in out.getvalue()
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0

@@ -4,12 +4,14 @@ models), non-negativity, partition policy, the occupancy / wave / floor terms, f
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from sglang_mux import latency_model as lm
 from sglang_mux.latency_model import (DecodeHyper, PrefillHyper, PrefillReq, SoloLatencyModel,
                                       UnprofiledPartition, decode_kernel, fit_decode_frame, fit_nonneg,
                                       fit_prefill_frame, heldout_errors, key_waves, l2_knee_tokens,
@@ -122,7 +124,7 @@ LLAMA8B_H200 = decode_kernel(32, 8, 132)  # G = 8 head groups, 8 splits at most,
 
 
 def test_decode_kernel_head_groups_follow_sglang():
-    assert LLAMA8B_H200 == DecodeHyper(0, 8, 8, 132)
+    assert LLAMA8B_H200 == DecodeHyper(0, 8, 8, 132, 32)  # splits rounded to 32 keys, as SGLang 0.5.16
     assert decode_kernel(32, 32, 132).head_groups == 32  # no GQA: one block per head
     assert decode_kernel(64, 8, 132).head_groups == 8  # group 8: blocks of 8 heads
     assert decode_kernel(128, 4, 132).head_groups == 8  # group 32: blocks of min(16, 32) heads
@@ -132,8 +134,69 @@ def test_decode_kernel_head_groups_follow_sglang():
         DecodeHyper(-1, 8, 8, 132)
 
 
+def test_key_waves_follow_sglang_split_lengths():
+    """Format 8, hand-computed from get_num_kv_splits_triton and the stage-1 kernel for
+    Llama-3.1-8B on an H200, k = 6: L = r + 1 keys, splits rounded up to 32 keys, the short
+    last splits launched after the full ones and taking the first free slot."""
+    h = DecodeHyper(6, 8, 8, 132, 32)
+    # bs=8, r=2048: 8 splits of 288 keys (2049 = 7·288 + 33): 448 blocks of 288 and 64 of 33.
+    # 80 SMs = 480 slots: the 32 waiting 33-key blocks follow the first 32 and end by 66 keys.
+    assert key_waves(h, 80, 8, 8 * 2048) == 288  # measured 5.94 ms; 5.92 on 96 SMs
+    assert key_waves(h, 96, 8, 8 * 2048) == 288
+    # 64 SMs = 384 slots: 64 full blocks wait for a whole block, then the 33-key ones run beside them
+    assert key_waves(h, 64, 8, 8 * 2048) == 2 * 288  # measured 6.65 ms
+    # r = 2047: 8 splits of exactly 256 keys, no short one: two whole waves on 80 SMs
+    assert key_waves(h, 80, 8, 8 * 2047) == 2 * 256
+    # r = 8192: 7·1056 + 801; the 32 waiting blocks start at 801 and end at 1602 (0.52 of a wave)
+    assert key_waves(h, 80, 8, 8 * 8192) == 801 + 801
+    assert key_waves(h, 80, 8, 8 * 32768) == 3873 + 3873  # 7·4128 + 3873
+    # bs=16, r=2048 on 112 SMs (672 slots): 6 splits of 352 (5·352 + 289): 640 full blocks and
+    # 32 of the 128 last ones start at 0; 32 more at 289, the last 64 when the full ones end.
+    assert key_waves(h, 112, 16, 16 * 2048) == 352 + 289
+    # bs=256, r=2048: one split of 2049 keys (rounded to 2080 but only 2049 to sweep): 2048
+    # blocks, 792 slots, 3 rounds of 2049
+    assert key_waves(h, 132, 256, 256 * 2048) == 3 * 2049
+    # bs=1, r=130048: 7·16288 + 16033, one wave on 16 SMs; bs=2 is two
+    assert key_waves(h, 16, 1, 130048) == 16288
+    assert key_waves(h, 16, 2, 2 * 130048) == 2 * 16288
+    assert key_waves(h, 132, 256, 256 * 2048, 2048) == key_waves(h, 132, 256, 256 * 2048)
+    # Mixed (42 requests, Σr = 126000, r_max = 7900): ⌈7901/8⌉ = 988 -> 992-key blocks, at most
+    # (126000 + 42) // 992 + 42 = 169 per head group, x8 = 1352 in 288 slots: 5 whole waves
+    assert key_waves(h, 48, 42, 126000, 7900) == 5 * 992
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("gpu", ["h200", "h100"])
+def test_measured_kernel_follows_the_split_tails(gpu):
+    """profiling.decode_kernel's probe (the decode kernel alone, bench/results/decode_tail_*.json):
+    context r against r - 1 on every partition. r - 1 has whole splits (8192 keys = 8 x 1024), r a
+    short last one (8193 = 7 x 1056 + 801). Where that tail is what spills past a wave, the
+    model says r - 1 is much slower (80 SMs: 2048 vs 1602 keys), and the kernel is; where it
+    says r - 1 is not slower, it is not. Short kernels (r ~ 2048, ~0.1 ms a call with spreads up
+    to 130 %) are left out: the probe cannot resolve them."""
+    d = json.loads((ROOT / f"bench/results/decode_tail_{gpu}.json").read_text())
+    assert d["occupancy"]["blocks_per_sm"] == 6
+    h = DecodeHyper(d["occupancy"]["blocks_per_sm"], 8, 8, 132, 32)
+    us = {(r["decode_sms"], r["bs"], r["reused"]): r["us"] for r in d["rows"]}
+    big = 0
+    for (s, bs, r), t in us.items():
+        if r % 2 or r < 8192:
+            continue
+        model = key_waves(h, s, bs, bs * (r - 1)) / key_waves(h, s, bs, bs * r)
+        got = us[(s, bs, r - 1)] / t
+        if model >= 1.1:
+            big += 1
+            assert got >= 1.05, (s, bs, r, got, model)
+        if model <= 1.0:
+            assert got <= 1.03, (s, bs, r, got, model)
+    assert big == 2  # bs = 8 and 16 at r = 8192 on 80 SMs
+
+
 def test_key_waves_count_sglang_decode_blocks():
-    """Hand-computed from get_num_kv_splits_triton for Llama-3.1-8B on an H200, k = 6."""
+    """Format 7 (min_block_kv = 0), hand-computed from get_num_kv_splits_triton for
+    Llama-3.1-8B on an H200, k = 6: whole waves of ⌈r / splits⌉ keys."""
     h = DecodeHyper(6, 8, 8, 132)
     # bs=1, r=130048: 132·log2(2032) = 1450 -> 8 splits of 16256 keys; 64 blocks, one wave on 16 SMs
     assert key_waves(h, 16, 1, 130048) == 16256
@@ -152,22 +215,35 @@ def test_fit_recovers_the_decode_wave_count():
     """A noiseless decode table with k = 6 waves: the fit finds k and predicts every row, also
     held out; without the kernel description it cannot (k stays off)."""
     truth = SoloLatencyModel({}, {s: st.mux_true_decode_theta(s)[:3] + (3.0e-3,) for s in st.DECODE_SMS},
-                             decode_hyper=DecodeHyper(6, 8, 8, 132), _partial=True)
+                             decode_hyper=DecodeHyper(6, 8, 8, 132, 32), _partial=True)
     sd = pd.DataFrame([(s, bs, bs * r, truth.decode_ms(s, bs, bs * r)) for s in st.DECODE_SMS
                        for bs in (1, 2, 4, 8, 16, 32, 64, 128, 256) for r in (2048, 8192, 32768, 130048)
                        if bs * r <= st.KV_CAPACITY_TOKENS],
                       columns=["decode_sms", "bs", "sum_reused", "latency_ms"])
     hyper, th = fit_decode_frame(sd, LLAMA8B_H200)
-    assert hyper == DecodeHyper(6, 8, 8, 132)
+    assert hyper == DecodeHyper(6, 8, 8, 132, 32)
     m = SoloLatencyModel({}, th, decode_hyper=hyper, _partial=True)
     # 1e-4 in sample: a few rows sit where floor and bandwidth terms cross, and the floor-row
     # enumeration settles next to the exact split (k itself is found exactly). Held out, 1.3 %:
     # a fold that holds out the few rows pinning a partition's floor/bandwidth crossing.
     assert np.abs(m.predict_decode_frame(sd) / sd.latency_ms.to_numpy() - 1).max() < 1e-3
     assert max(e.max() for e in heldout_errors("decode", sd, decode_kernel=LLAMA8B_H200).values()) < 0.02
+    # k measured (meta.json's decode_blocks_per_sm): the fit keeps it, even a wrong one
+    assert fit_decode_frame(sd, replace(LLAMA8B_H200, blocks_per_sm=6))[0] == hyper
+    assert fit_decode_frame(sd, replace(LLAMA8B_H200, blocks_per_sm=5))[0].blocks_per_sm == 5
     _, th0 = fit_decode_frame(sd)
     m0 = SoloLatencyModel({}, th0, _partial=True)
     assert np.abs(m0.predict_decode_frame(sd) / sd.latency_ms.to_numpy() - 1).max() > 0.05
+
+
+def test_floor_thresholds_spread_over_all_values():
+    """Every distinct Σr/K up to MAX_FLOOR_CANDIDATES, else that many spread in rank with the
+    largest ("every row on the floor") included: format 7's 12 smallest missed it."""
+    v = np.array([5.0, 1.0, 3.0, 3.0, 2.0])
+    assert lm._thresholds(v) == [1.0, 2.0, 3.0, 5.0]
+    many = np.arange(100.0)
+    got = lm._thresholds(many)
+    assert len(got) == lm.MAX_FLOOR_CANDIDATES and got[0] == 0.0 and got[-1] == 99.0 and got == sorted(set(got))
 
 
 TH_PX = (2.0e-7, 4.0e-7, 4.0e-3, 2.0, 2.0e-7, 12.0)  # θ1..θ4, spill θ5, launch floor L
@@ -261,7 +337,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 7 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+    assert d["format"] == 8 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
                                                         "l2_knee_tokens": 12800, "gemm_device_sms": 132,
                                                         "gemm_waves_lo": 512, "gemm_waves_hi": 16384,
                                                         "gemm_knee_tokens": 1024, "gemm_knee2_tokens": 4096,
@@ -277,8 +353,20 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     # decode_hyper round-trips; a format-2 file without it is the β·r_max floor (k = 0)
     mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132))
     d = json.loads(json.dumps(mk.to_dict()))
-    assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132}
+    assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132,
+                                 "min_block_kv": 0}
     assert SoloLatencyModel.from_dict(d).decode_ms(16, 3, 90000, 80000) == mk.decode_ms(16, 3, 90000, 80000)
+    # format 8's split tail round-trips; a format-7 file has none (whole waves), and may not name it
+    m8 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
+    d8 = json.loads(json.dumps(m8.to_dict()))
+    assert d8["decode_hyper"]["min_block_kv"] == 32
+    assert SoloLatencyModel.from_dict(d8).decode_ms(80, 8, 8 * 8192) == m8.decode_ms(80, 8, 8 * 8192)
+    seven = {**d8, "format": 7, "decode_hyper": {k: v for k, v in d8["decode_hyper"].items() if k != "min_block_kv"}}
+    m7 = SoloLatencyModel.from_dict(seven)
+    assert m7.decode_hyper.min_block_kv == 0
+    assert m7.decode_ms(80, 8, 8 * 8192) > m8.decode_ms(80, 8, 8 * 8192)  # 2 whole waves of 1024 vs 1602 keys
+    with pytest.raises(ValueError, match="format 7 has no decode split tail.*min_block_kv.*refit"):
+        SoloLatencyModel.from_dict({**d8, "format": 7})
     del d["decode_hyper"]
     assert SoloLatencyModel.from_dict(d).decode_hyper == DecodeHyper()
     with pytest.raises(ValueError, match="needs head_groups"):
@@ -301,8 +389,8 @@ def test_reads_format_1_as_the_plain_equations(caplog):
     assert m.decode_ms(16, 1, 100000) == pytest.approx(TH_D[16][0] * 1e5 + TH_D[16][1] + TH_D[16][2])
     with pytest.raises(ValueError, match="format-1 prefill θ for 20 SMs must have 4 values"):
         SoloLatencyModel.from_dict({**d, "prefill": {"20": {"theta": list(TH_PX)}}})
-    with pytest.raises(ValueError, match="format 8 is not supported"):
-        SoloLatencyModel.from_dict({**d, "format": 8})
+    with pytest.raises(ValueError, match="format 9 is not supported"):
+        SoloLatencyModel.from_dict({**d, "format": 9})
 
 
 OLD_HYPER = ("wave_tokens_per_sm", "block_tokens", "l2_knee_tokens")  # prefill_hyper keys of formats 2 and 3
@@ -391,7 +479,7 @@ def test_token_knees():
     assert SoloLatencyModel.from_dict(five).prefill_theta(132) == th[:7] + (0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match=r"format 5 has no token knees or smallest batch.*gemm_knee2_tokens.*refit"):
         SoloLatencyModel.from_dict({**five, "prefill_hyper": d["prefill_hyper"]})
-    with pytest.raises(ValueError, match="format-7 prefill θ for 132 SMs must have 10 values, got 7"):
+    with pytest.raises(ValueError, match="format-8 prefill θ for 132 SMs must have 10 values, got 7"):
         SoloLatencyModel.from_dict({**d, "prefill": five["prefill"]})
     with pytest.raises(ValueError, match="format-5 prefill θ for 132 SMs must have 7 values, got 10"):
         SoloLatencyModel.from_dict({**five, "prefill": d["prefill"]})
@@ -522,7 +610,7 @@ def test_cold_waves_overlap_the_prefix_reads_of_requests_in_one_wave():
 def test_format_7_carries_the_gemm_curve_and_older_formats_refuse_its_keys():
     m = st.mux_curve_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 7 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
+    assert d["format"] == 8 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
     m2 = SoloLatencyModel.from_dict(d)
     for sms, reqs in ((52, [PrefillReq(448)]), (60, [PrefillReq(700, 3000), PrefillReq(90)]),
                       (132, [PrefillReq(40000)])):

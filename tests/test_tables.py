@@ -107,6 +107,10 @@ BAD = {
     "meta key": (lambda p: _edit_meta(p, lambda m: m.pop("granularity")), "meta.json", "missing key"),
     "model key": (lambda p: _edit_meta(p, lambda m: m["model"].pop("head_dim")), "meta.json", "model lacks"),
     "sm_count": (lambda p: _edit_meta(p, lambda m: m.update(sm_count=0)), "meta.json", "positive integer"),
+    "decode occupancy": (lambda p: _edit_meta(p, lambda m: m.setdefault("profiler", {}).update(
+        decode_blocks_per_sm=0)), "meta.json", "decode_blocks_per_sm must be a positive integer"),
+    "profiler shape": (lambda p: _edit_meta(p, lambda m: m.update(profiler=[])), "meta.json",
+                       "profiler must be an object"),
     "fit shape": (lambda p: (p / "fit.json").write_text("[]"), "fit.json", "must be an object"),
     "guard shape": (lambda p: (p / "guard.json").write_text("{}"), "guard.json", "must be an object"),
 }

@@ -28,6 +28,8 @@ def test_startup_facts(h):
     assert len(h.cfgs) == len(h.parts.configs) + 2 and h.capture_bs == [1, 8]
     assert len(h.capture_stats) == len(h.cfgs)  # one decode graph set per stream group
     assert h.kv_pool_tokens > 100_000
+    # the decode kernel's occupancy, the decode fit's k (6 on the H100 and H200: 80 registers a thread)
+    assert f["decode_blocks_per_sm"] == f["decode_kernel"]["blocks_per_sm"] == 6
 
 
 def test_prefill_with_reused_tokens_costs_more(h):
