@@ -141,7 +141,7 @@ def tail_probe(cfg: Mapping, streams: Mapping[int, object], bs_list: Sequence[in
             d = _Decode(cfg, bs, r)
             splits = int(d.splits[0].item())
 
-            def step():
+            def step(d=d):
                 for _ in range(calls):
                     d()
 

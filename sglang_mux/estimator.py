@@ -426,9 +426,10 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
               + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
                  f"({pt['decode_blocks_per_sm']} blocks/SM per wave, "
                  f"{'measured' if kernel.blocks_per_sm else 'fitted'}"
-                 f"{', split tails' if est.solo.decode_hyper.min_block_kv else ''}) " if pt['decode_blocks_per_sm'] else
+                 f"{', split tails' if est.solo.decode_hyper.min_block_kv else ''}) "
+                 if pt['decode_blocks_per_sm'] else
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
-              f"(held-out below: refitted without the rows it predicts)", file=out)
+              "(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
         errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count,
                               launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.model_shape.num_heads)

@@ -190,7 +190,7 @@ L, (m_lo, m_hi), (m_k, m_k2), θ7 and θ10; β for each k); max(·) terms are fi
 which rows sit on the floor (on the side of the smallest Σn, resp. the smallest Σr/r_max),
 and L, θ7, θ10 and β are then refined by one joint NNLS over all partitions (kept if J
 improves). Profiled batches are uniform, so a CSV row's per-request n, r and r_max are Σn/bs,
-Σn·r/Σn, Σr/bs. On the H200 table (format 7, GPU-time rows, GEMM curve) the fit picks τ = 4
+Σn·r/Σn, Σr/bs. On the H200 table (format 8, GPU-time rows, GEMM curve) the fit picks τ = 4
 (the kernel's 128 rows / 32 heads), κ = 0.375, no L, GEMM waves (1024, 4096), knees (1024,
 2048), θ7 = 0.54 µs per cached token, θ10 = 0.875, and for decode (k = 6 measured) β ≈ 3 µs
 per key-wave token.
@@ -233,8 +233,8 @@ from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
 
-# 8: + decode split tail (DecodeHyper.min_block_kv); 7: + measured GEMM curve (θ10); 6: + token knees (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7);
-# 4: + GEMM waves; 3: L2 cliff
+# 8: + decode split tails (DecodeHyper.min_block_kv); 7: + measured GEMM curve (θ10); 6: + token knees
+# (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7); 4: + GEMM waves; 3: L2 cliff
 FORMAT = 8
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
@@ -319,8 +319,9 @@ class PrefillHyper:
 class DecodeHyper:
     """Decode hyper-parameters (fit.json ``decode_hyper``): SGLang's triton decode grid.
 
-    ``blocks_per_sm`` (k) is fitted; the others describe the kernel and come from the model
-    and the GPU (``decode_kernel``). k = 0: no wave count, the floor is β·r_max.
+    ``blocks_per_sm`` (k) is the kernel's measured occupancy (meta.json) or, without it,
+    fitted; the others describe the kernel and come from the model and the GPU
+    (``decode_kernel``). k = 0: no wave count, the floor is β·r_max.
     ``min_block_kv`` > 0: the kernel's own split rule (format 8, ``_uniform_split``): L = r + 1
     keys, per-split length rounded up to this many keys, the shorter last split scheduled after
     the full ones; 0: the format-7 rule (c = ⌈r / splits⌉, whole waves)."""
