@@ -34,17 +34,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from profiling.stats import median, spread_pct
+from sglang_mux.tables import ModelShape
 
 MAX_KV_SPLITS = 8  # SGLang's --triton-attention-num-kv-splits default
 KV_SETS = 4  # KV buffers rotated over, so L2 (50 MiB) does not keep one call's keys for the next
 PROBE_BS = (8, 16)
 PROBE_REUSED = (2048, 8192, 32768)  # each also at r - 1
-
-
-def _shape(cfg: Mapping) -> tuple[int, int, int]:
-    heads = int(cfg["num_attention_heads"])
-    kv = int(cfg.get("num_key_value_heads") or heads)
-    return heads, kv, int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
 
 
 class _Decode:
@@ -55,7 +50,8 @@ class _Decode:
         import triton
         from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
 
-        heads, kv, hd = _shape(cfg)
+        m = ModelShape.from_hf_config(cfg)
+        heads, kv, hd = m.num_heads, m.num_kv_heads, m.head_dim
         n = reused + 1  # the step's own token is written to the cache before attending
         dev = torch.device("cuda")
         self.q = torch.randn(bs, heads, hd, device=dev, dtype=torch.bfloat16)

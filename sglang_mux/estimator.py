@@ -363,15 +363,16 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     from .contention_guard import OUTSIDE_MARGIN
 
     t = read_table(path, require_fit=False)
+    kernel = table_decode_kernel(t)
     solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
-                                decode_kernel=table_decode_kernel(t), device_sms=t.sm_count,
+                                decode_kernel=kernel, device_sms=t.sm_count,
                                 launch_floor=table_launch_floor(t), gemm_curve=table_gemm_curve(t),
                                 heads=t.model_shape.num_heads, padded_query_blocks=table_triton_extend(t))
     if t.gemm_curve is None:
         logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
                        "cuBLAS's slow token counts by up to ~40%%; measure it: python -m profiling.gemm_curve "
                        "--model-config CONFIG --out %s", t.path, GEMM_CURVE, t.path)
-    if not table_decode_kernel(t).blocks_per_sm:
+    if not kernel.blocks_per_sm:
         logger.warning("%s/meta.json has no profiler.decode_blocks_per_sm: the decode fit chooses the blocks per SM "
                        "from the rows, which a held-out fold can get wrong; measure it: python -m "
                        "profiling.decode_kernel --model-config CONFIG --table %s", t.path, t.path)

@@ -359,11 +359,20 @@ def decode_kernel(num_heads: int, num_kv_heads: int, device_sms: int, max_kv_spl
     return DecodeHyper(0, g, int(max_kv_splits), int(device_sms), int(min_block_kv))
 
 
+def _bs_splits(h: DecodeHyper, bs: int, n: int) -> int:
+    """``get_num_kv_splits_triton``'s split count for ``bs`` requests of ``n`` keys each, sized
+    by the whole GPU's SMs."""
+    ext = int(h.device_sms * max(math.log2(n / 64.0), 1.0))
+    return min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
 def _kv_chunk(h: DecodeHyper, bs: int, r: int) -> int:
     """Keys per block for ``bs`` requests of context ``r`` (the format-7 rule)."""
-    ext = int(h.device_sms * max(math.log2(r / 64.0), 1.0))
-    splits = min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
-    return -(-r // splits)
+    return -(-r // _bs_splits(h, bs, r))
 
 
 def _uniform_split(h: DecodeHyper, bs: int, r: int) -> tuple[int, int, int]:
@@ -373,11 +382,8 @@ def _uniform_split(h: DecodeHyper, bs: int, r: int) -> tuple[int, int, int]:
     min = max context, so its first rule gives 1 split); the stage-1 kernel rounds a split's
     keys up to MIN_BLOCK_KV, so the last active split is shorter and later ones are empty."""
     n = r + 1
-    ext = int(h.device_sms * max(math.log2(n / 64.0), 1.0))
-    splits = min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
-    splits = -(-n // -(-n // splits))
-    m = h.min_block_kv
-    c = -(-(-(-n // splits)) // m) * m
+    splits = -(-n // -(-n // _bs_splits(h, bs, n)))  # ⌈n / chunk⌉, chunk = ⌈n / splits⌉
+    c = _round_up(-(-n // splits), h.min_block_kv)
     active = -(-n // c)
     return c, active, n - (active - 1) * c
 
@@ -427,8 +433,8 @@ def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: 
         if uniform:
             c, active, last = _uniform_split(h, bs, r)
             return _greedy_keys(slots, h.head_groups * bs * (active - 1), c, h.head_groups * bs, last)
-        n, m = r + 1, h.min_block_kv
-        c = -(-(-(-n // h.max_kv_splits)) // m) * m
+        n = r + 1
+        c = _round_up(-(-n // h.max_kv_splits), h.min_block_kv)
         blocks = min(bs * -(-n // c), int(sum_reused + bs) // c + bs)
         return float(c * -(-(h.head_groups * blocks) // slots))
     c = _kv_chunk(h, bs, r)

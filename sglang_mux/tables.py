@@ -173,6 +173,10 @@ class Table:
 
 # ----------------------------------------------------------------------------- validation
 
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 def validate_meta(meta: Any, file: str | Path = META) -> dict:
     if not isinstance(meta, dict):
         raise TableError(file, "must be a JSON object")
@@ -180,9 +184,8 @@ def validate_meta(meta: Any, file: str | Path = META) -> dict:
     if missing:
         raise TableError(file, f"missing key(s) {missing}")
     for k in ("sm_count", "granularity"):
-        v = meta[k]
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise TableError(file, f"{k} must be a positive integer, got {v!r}")
+        if not _positive_int(meta[k]):
+            raise TableError(file, f"{k} must be a positive integer, got {meta[k]!r}")
     if not isinstance(meta["model"], dict):
         raise TableError(file, "model must be an object")
     missing = [k for k in MODEL_KEYS if k not in meta["model"]]
@@ -203,7 +206,7 @@ def validate_meta(meta: Any, file: str | Path = META) -> dict:
     if not isinstance(prof, dict):
         raise TableError(file, "profiler must be an object")
     k = prof.get("decode_blocks_per_sm")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k <= 0):
+    if k is not None and not _positive_int(k):
         raise TableError(file, f"profiler.decode_blocks_per_sm must be a positive integer (the decode kernel's "
                                f"occupancy; measure it: python -m profiling.decode_kernel), got {k!r}")
     return meta
