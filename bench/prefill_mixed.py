@@ -1,7 +1,7 @@
 """GPU check: the prefill estimate on mixed batches, which no table row is.
 
     python -m bench.prefill_mixed --model-config launch/models/llama-3.1-8b/config.json \\
-        --table contention_tables/llama-3.1-8b__nvidia-h200 --out bench/results/prefill_mixed_h200.json
+        --table contention_tables/llama-3.1-8b__nvidia-h200__triton --out bench/results/prefill_mixed_h200.json
     python -m bench.prefill_mixed --rescore bench/results/prefill_mixed_h200.json   # CPU: today's estimator
 
 The profiler measures uniform batches (bs requests of n new and r cached tokens each) at chosen

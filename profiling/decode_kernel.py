@@ -1,7 +1,7 @@
 """`python -m profiling.decode_kernel`: SGLang's triton decode-attention kernel, measured.
 
     python -m profiling.decode_kernel --model-config launch/models/llama-3.1-8b/config.json \\
-        --table contention_tables/llama-3.1-8b__nvidia-h200 --probe-out bench/results/decode_tail_h200.json
+        --table contention_tables/llama-3.1-8b__nvidia-h200__triton --probe-out bench/results/decode_tail_h200.json
 
 Two things the decode model (``latency_model.key_waves``) needs from the GPU:
 

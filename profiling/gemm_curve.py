@@ -1,7 +1,7 @@
 """`python -m profiling.gemm_curve`: the prefill projections' time per partition and batch size.
 
     python -m profiling.gemm_curve --model-config launch/models/llama-3.1-8b/config.json \\
-        --out contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3
+        --out contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__triton
 
 cuBLAS picks its GEMM kernel by the batch's token count M, and some choices are far off
 their neighbours: on every partition of the H100 and the H200 the four projections of a

@@ -1,7 +1,7 @@
 """`python -m profiling.run`: profile a model on this GPU into a contention table (resumable).
 
     python -m profiling.run --model-config launch/models/llama-3.1-8b/config.json \\
-        --out contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3 [--what solo_prefill,solo_decode,contention] \\
+        --out contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__triton [--what solo_prefill,solo_decode,contention] \\
         [--time-budget-s 500] [--grid coarse|paper|coarse+solo] [--plan-only]
 
 Writes meta.json, then one CSV row per measured cell (profiling/store.py), stops cleanly before
@@ -283,7 +283,7 @@ def fit_table_dir(out: Path, store: TableStore, check: bool = True) -> bool:
 def _parse(argv):
     ap = argparse.ArgumentParser(prog="python -m profiling.run", description=__doc__.split("\n")[0])
     ap.add_argument("--model-config", required=True, help="HF config.json of the model (dummy weights)")
-    ap.add_argument("--out", help="table dir, e.g. contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3 "
+    ap.add_argument("--out", help="table dir, e.g. contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__triton "
                                   "(default: contention_tables/<model>__<gpu-slug>)")
     ap.add_argument("--what", default=",".join(G.KINDS), help="comma list of solo_prefill,solo_decode,contention")
     ap.add_argument("--grid", choices=G.GRIDS, default="coarse")

@@ -4,8 +4,9 @@ Construction:
 - ``Estimator.from_table(dir)``: Eq. 1/2 fits (fit.json) + grid guard (guard.json);
 - ``Estimator.cold_start(model_shape, probe, total_sms, granularity)``: roofline solo times
   and a constant guard (1.3, MuxWise's max on H100), with a warning saying how to profile;
-- ``Estimator.for_model(config, gpu_name, total_sms, tables_root)``: a matching table, else
-  cold start.
+- ``Estimator.for_model(config, gpu_name, total_sms, tables_root, attention_backend)``: a table
+  of this model shape, GPU and attention backend, else cold start (with a warning naming any
+  table of another backend it would not use).
 
 Online refinement:
 - decode: ``observe_decode`` feeds measured/predicted-solo into the guard, which only rises.
@@ -64,7 +65,7 @@ from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
-                     find_table, read_table, slug, table_dirname, write_json)
+                     find_table, other_backends, read_table, slug, table_dirname, write_json)
 
 __all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
 
@@ -108,10 +109,12 @@ class Estimator:
 
     @classmethod
     def from_table(cls, path: str | Path, *, model_shape=None, gpu_name: str | None = None,
-                   total_sms: int | None = None, granularity: int | None = None) -> "Estimator":
+                   total_sms: int | None = None, granularity: int | None = None,
+                   attention_backend: str | None = None) -> "Estimator":
         """Load a fitted table; the optional arguments make it refuse a mismatching table."""
         path = Path(path)
-        t = read_table(path, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms)
+        t = read_table(path, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms,
+                       attention_backend=attention_backend)
         total = t.sm_count
         gran = int(granularity or t.granularity)
         try:
@@ -136,7 +139,8 @@ class Estimator:
         missing = sorted(set(dec) - set(guard.partitions))
         if missing:
             raise TableError(path / GUARD, f"SM counts {missing} not in the guard{refit}")
-        return cls(solo, guard, t.model_shape.num_layers, total, gran, source=f"table:{path}")
+        return cls(solo, guard, t.model_shape.num_layers, total, gran,
+                   source=f"table:{path} ({t.attention_backend})")
 
     @classmethod
     def cold_start(cls, model_shape, probe: Mapping | None = None, total_sms: int = 132,
@@ -156,26 +160,33 @@ class Estimator:
 
     @classmethod
     def for_model(cls, model_config, gpu_name: str, total_sms: int, tables_root: str | Path,
-                  probe: Mapping | Callable[[], Mapping | None] | None = None, granularity: int = 16,
-                  table_dir: str | Path | None = None) -> "Estimator":
-        """``model_config``: HF config.json path or dict (or a meta-style shape dict).
+                  attention_backend: str, probe: Mapping | Callable[[], Mapping | None] | None = None,
+                  granularity: int = 16, table_dir: str | Path | None = None) -> "Estimator":
+        """``model_config``: HF config.json path or dict (or a meta-style shape dict);
+        ``attention_backend``: the one the server runs (SGLang's resolved choice).
 
         ``table_dir`` (``--mux-contention-table DIR``): use exactly that table; a mismatch
-        with the model, GPU or SM count raises TableError instead of falling back.
-        A found table that is malformed raises too (never a silent cold start).
+        with the model, GPU, SM count or attention backend raises TableError instead of
+        falling back. A found table that is malformed raises too (never a silent cold start).
         """
         shape = ModelShape.coerce(model_config)
+        kw = dict(model_shape=shape, gpu_name=gpu_name, total_sms=total_sms, granularity=granularity,
+                  attention_backend=attention_backend)
         if table_dir is not None:
-            return cls.from_table(table_dir, model_shape=shape, gpu_name=gpu_name, total_sms=total_sms,
-                                  granularity=granularity)
-        found = find_table(tables_root, shape, gpu_name)
+            return cls.from_table(table_dir, **kw)
+        found = find_table(tables_root, shape, gpu_name, attention_backend)
         if found is not None:
-            return cls.from_table(found, model_shape=shape, gpu_name=gpu_name, total_sms=total_sms,
-                                  granularity=granularity)
+            return cls.from_table(found, **kw)
         name = _model_name(model_config, shape)
         cfg = str(model_config) if isinstance(model_config, (str, Path)) else f"<{name} config.json>"
-        hint = (f"python -m profiling.run --model-config {cfg} "
-                f"--out {Path(tables_root) / table_dirname(name, gpu_name)}")
+        hint = (f"python -m profiling.run --model-config {cfg} --attention-backend {attention_backend} "
+                f"--out {Path(tables_root) / table_dirname(name, gpu_name, attention_backend)}")
+        others = other_backends(tables_root, shape, gpu_name, attention_backend)
+        if others:
+            hint += (f" (not used, made with another attention backend: {'; '.join(others)}; "
+                     f"or serve with that --attention-backend)")
+        if not Path(tables_root).is_dir():
+            hint += f" (looked for tables in {tables_root}: no such directory)"
         if callable(probe):  # probe lazily: the GPU is measured only when no table matched
             probe = probe()
         return cls.cold_start(shape, probe, total_sms, granularity, hint=hint)

@@ -20,7 +20,7 @@ exactly Eq. 1 / Eq. 2 (the fit falls back to that when the data show none of the
 format-1 fit.json loads that way). With padded query blocks (SGLang's triton extend) each
 request's n_i in the attention terms counts the longest request's query blocks (below).
 
-Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200,
+Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200__triton,
 SGLang's triton attention backend; "wave" = one round of thread blocks, one per SM):
 
 - Prefill, wave quantization of the extend-attention grid (factor W, hyper-parameter τ).

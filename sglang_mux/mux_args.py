@@ -15,6 +15,9 @@ from sglang_mux.partitions import validate_granularity
 
 ENV_VAR = "SGLANG_MUX_CONFIG"  # carries MuxArgs to the scheduler subprocess (spawned)
 POLICIES = ("dispatcher", "fixed", "batch-size")
+# Attention backends whose decode graphs can be captured per partition and whose prefill runs
+# layer by layer here (measured on the GPU machine: bench/results/); others are refused at start.
+MUX_BACKENDS = ("fa3", "triton")
 
 
 class MuxArgError(ValueError):
@@ -115,6 +118,22 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
     return args, rest
 
 
+def attention_backend(server_args) -> str:
+    """The one attention backend the server runs (SGLang resolves its default, FA3 on Hopper,
+    while parsing); refuses one the mux cannot run and split prefill/decode backends."""
+    base = getattr(server_args, "attention_backend", None)
+    pre = getattr(server_args, "prefill_attention_backend", None) or base
+    dec = getattr(server_args, "decode_attention_backend", None) or base
+    ok = ", ".join(MUX_BACKENDS)
+    if pre != dec:
+        raise MuxArgError(f"prefill attention backend {pre!r} != decode attention backend {dec!r}: the mux runs both "
+                          f"phases with one backend and one contention table; pass one --attention-backend ({ok})")
+    if dec not in MUX_BACKENDS:
+        raise MuxArgError(f"--attention-backend {dec!r} cannot be multiplexed here; use one of {ok} "
+                          f"(fa3 is SGLang's default on H100/H200), or add --disable-mux")
+    return dec
+
+
 def reconcile_sglang_args(server_args, explicit: set[str]) -> list[str]:
     """Make SGLang's arguments compatible with multiplexing; return notes of what was set.
 
@@ -149,5 +168,6 @@ def reconcile_sglang_args(server_args, explicit: set[str]) -> list[str]:
         raise MuxArgError("sglang_mux supports --tp-size 1 and --dp-size 1 (one GPU); add --disable-mux for more")
     if getattr(server_args, "speculative_algorithm", None):
         raise MuxArgError("speculative decoding cannot combine with PD multiplexing; drop --speculative-algorithm")
+    attention_backend(server_args)
     server_args.enable_pdmux = True
     return notes

@@ -74,6 +74,7 @@ def init_mux(self):
 
     from sglang_mux.estimator import Estimator
     from sglang_mux.green_ctx import GreenPartitionSet
+    from sglang_mux.mux_args import attention_backend
     from sglang_mux.patches import install_stream_groups
     from sglang_mux.probe import safe_probe
 
@@ -96,6 +97,7 @@ def init_mux(self):
         gpu_name=torch.cuda.get_device_name(gpu_id),
         total_sms=parts.total_sms,
         tables_root=_tables_root(),
+        attention_backend=attention_backend(self.server_args),
         table_dir=tables,
         granularity=args.sm_granularity,
         probe=lambda: safe_probe(parts),
@@ -113,8 +115,9 @@ def init_mux(self):
     except Exception as e:  # metrics must never stop serving
         logger.warning("sglang_mux metrics disabled: %s", e)
     logger.info(
-        "sglang_mux: %d partitions on %d SMs, policy=%s, TBT SLO %.0f ms, TTFT SLO %.0f ms, estimator: %s",
-        len(cfgs), parts.total_sms, args.policy, args.tbt_slo_ms, args.ttft_slo_ms, estimator.source,
+        "sglang_mux: %d partitions on %d SMs, attention backend %s, policy=%s, TBT SLO %.0f ms, TTFT SLO %.0f ms, "
+        "estimator: %s", len(cfgs), parts.total_sms, attention_backend(self.server_args), args.policy,
+        args.tbt_slo_ms, args.ttft_slo_ms, estimator.source,
     )
 
 

@@ -1,8 +1,10 @@
 """Read, validate and write contention-table directories (`contention_tables/<model>__<gpu>/`).
 
-A table holds one LLM shape profiled on one GPU model (docs/design.md, "Table format"):
+A table holds one LLM shape profiled on one GPU model with one attention backend (docs/design.md,
+"Table format"); its directory is ``<model>__<gpu>__<backend>``:
 
-- ``meta.json``         gpu_name, sm_count, model{...}, versions{...}, date, command, granularity
+- ``meta.json``         gpu_name, sm_count, model{...}, versions{...}, date, command, granularity,
+                        attention_backend
 - ``solo_prefill.csv``  prefill_sms, bs, sum_new_sq, sum_new_reused, sum_new, latency_ms
 - ``solo_decode.csv``   decode_sms, bs, sum_reused, latency_ms
 - ``contention.csv``    decode_sms, prefill_new, prefill_reused, decode_bs,
@@ -13,7 +15,8 @@ A table holds one LLM shape profiled on one GPU model (docs/design.md, "Table fo
 - ``guard.json``        contention-guard grid and cell maxima (written by ``estimator fit``)
 
 Every problem raises :class:`TableError` whose message starts with the offending file's path,
-then says what is wrong — a bad table must never silently become a wrong SLO decision.
+then says what is wrong — a bad table must never silently become a wrong SLO decision. A table
+of another attention backend is one of them: its kernels, hence its timings, are another's.
 Extra CSV columns are allowed (ignored); missing ones are not.
 """
 
@@ -46,7 +49,7 @@ CONTENTION_COLS = [
     "decode_solo_ms", "decode_corun_ms",
 ]
 GEMM_CURVE_COLS = ["prefill_sms", "tokens", "gemm_ms"]
-META_KEYS = ["gpu_name", "sm_count", "model", "versions", "date", "command", "granularity"]
+META_KEYS = ["gpu_name", "sm_count", "model", "versions", "date", "command", "granularity", "attention_backend"]
 MODEL_KEYS = [
     "architecture", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
     "intermediate_size", "vocab_size",
@@ -65,7 +68,7 @@ _CSV_SPECS = {
 
 
 class TableError(ValueError):
-    """A contention table is missing, malformed, or made for another model/GPU."""
+    """A contention table is missing, malformed, or made for another model/GPU/attention backend."""
 
     def __init__(self, file: str | Path, problem: str):
         self.file = str(file)
@@ -81,9 +84,9 @@ def slug(name: str) -> str:
     return s
 
 
-def table_dirname(model_name: str, gpu_name: str) -> str:
-    """``table_dirname("Llama-3.1-8B", "NVIDIA H200") == "llama-3.1-8b__nvidia-h200"``."""
-    return f"{slug(model_name)}__{slug(gpu_name)}"
+def table_dirname(model_name: str, gpu_name: str, attention_backend: str) -> str:
+    """``table_dirname("Llama-3.1-8B", "NVIDIA H200", "fa3") == "llama-3.1-8b__nvidia-h200__fa3"``."""
+    return f"{slug(model_name)}__{slug(gpu_name)}__{slug(attention_backend)}"
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,10 @@ class Table:
     def granularity(self) -> int:
         return int(self.meta["granularity"])
 
+    @property
+    def attention_backend(self) -> str:
+        return self.meta["attention_backend"]
+
 
 # ----------------------------------------------------------------------------- validation
 
@@ -202,9 +209,16 @@ def validate_meta(meta: Any, file: str | Path = META) -> dict:
         raise TableError(file, f"versions lacks key(s) {missing}")
     if not str(meta["gpu_name"]).strip():
         raise TableError(file, "gpu_name is empty")
+    ab = meta["attention_backend"]
+    if not isinstance(ab, str) or not ab.strip():
+        raise TableError(file, f"attention_backend must name SGLang's attention backend the table was profiled "
+                               f"with (e.g. 'fa3', 'triton'), got {ab!r}")
     prof = meta.get("profiler", {})
     if not isinstance(prof, dict):
         raise TableError(file, "profiler must be an object")
+    if prof.get("attention_backend") not in (None, ab):
+        raise TableError(file, f"attention_backend {ab!r} but profiler.attention_backend "
+                               f"{prof['attention_backend']!r}: which one ran is unclear; re-profile")
     k = prof.get("decode_blocks_per_sm")
     if k is not None and not _positive_int(k):
         raise TableError(file, f"profiler.decode_blocks_per_sm must be a positive integer (the decode kernel's "
@@ -272,8 +286,8 @@ def _read_csv(path: Path, name: str) -> pd.DataFrame:
 
 
 def check_match(meta: dict, file: str | Path, *, model_shape=None, gpu_name: str | None = None,
-                total_sms: int | None = None) -> None:
-    """Refuse a table made for another model shape, GPU model, or SM count."""
+                total_sms: int | None = None, attention_backend: str | None = None) -> None:
+    """Refuse a table made for another model shape, GPU model, SM count or attention backend."""
     if gpu_name is not None and slug(meta["gpu_name"]) != slug(gpu_name):
         raise TableError(file, f"table was made on GPU {meta['gpu_name']!r}, not on {gpu_name!r}; "
                                f"profile this GPU (python -m profiling.run ...)")
@@ -284,14 +298,21 @@ def check_match(meta: dict, file: str | Path, *, model_shape=None, gpu_name: str
         diff = ModelShape.from_meta(meta["model"]).mismatches(want)
         if diff:
             raise TableError(file, "table was made for another model (table vs requested: " + "; ".join(diff) + ")")
+    if attention_backend is not None and meta["attention_backend"] != attention_backend:
+        tb = meta["attention_backend"]
+        raise TableError(file, f"table was made with the {tb!r} attention backend and this server runs "
+                               f"{attention_backend!r}: one backend's kernel timings say nothing about another's. "
+                               f"Profile it (python -m profiling.run ... --attention-backend {attention_backend}) "
+                               f"or serve with --attention-backend {tb}")
 
 
 def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = None,
-               total_sms: int | None = None, decode_sms: Iterable[int] = (),
+               total_sms: int | None = None, attention_backend: str | None = None, decode_sms: Iterable[int] = (),
                prefill_sms: Iterable[int] = (), require_fit: bool = True) -> Table:
     """Load and validate a table dir.
 
-    ``model_shape``/``gpu_name``/``total_sms``: refuse a table made for something else.
+    ``model_shape``/``gpu_name``/``total_sms``/``attention_backend``: refuse a table made for
+    something else.
     ``decode_sms``/``prefill_sms``: SM counts that must be profiled (solo CSVs, contention.csv).
     ``require_fit``: load fit.json and guard.json, which must exist; False: ignore them
     (``estimator fit`` reads the raw CSVs only and rewrites both).
@@ -300,7 +321,8 @@ def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = Non
     if not path.is_dir():
         raise TableError(path, "missing table directory")
     meta = validate_meta(_read_json(path / META), path / META)
-    check_match(meta, path / META, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms)
+    check_match(meta, path / META, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms,
+                attention_backend=attention_backend)
     sp = _read_csv(path, SOLO_PREFILL)
     sd = _read_csv(path, SOLO_DECODE)
     ct = _read_csv(path, CONTENTION)
@@ -368,17 +390,36 @@ def write_table(path: str | Path, meta: dict, solo_prefill: pd.DataFrame, solo_d
 
 # ----------------------------------------------------------------------------- lookup
 
-def find_table(root: str | Path, model_shape, gpu_name: str) -> Path | None:
-    """The table dir under ``root`` whose meta.json matches the model shape and GPU, or None.
+def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: str) -> Path | None:
+    """The table dir under ``root`` whose meta.json matches the model shape, GPU and attention
+    backend, or None.
 
     Matching is by meta.json (not by directory name), so a table of a fine-tuned checkpoint
     with the same shape is reused. Several matches: the newest ``date`` wins (logged).
     """
+    hits = [(str(meta.get("date", "")), d) for d, meta in _tables_of(root, model_shape, gpu_name)
+            if meta["attention_backend"] == attention_backend]
+    if not hits:
+        return None
+    hits.sort(key=lambda h: h[0])
+    if len(hits) > 1:
+        logger.info("several contention tables match; using the newest: %s", hits[-1][1])
+    return hits[-1][1]
+
+
+def other_backends(root: str | Path, model_shape, gpu_name: str, attention_backend: str) -> list[str]:
+    """Tables for this model and GPU made with another attention backend (``backend: dir``), for
+    the message that says why none was used."""
+    return [f"{meta['attention_backend']}: {d}" for d, meta in _tables_of(root, model_shape, gpu_name)
+            if meta["attention_backend"] != attention_backend]
+
+
+def _tables_of(root: str | Path, model_shape, gpu_name: str) -> list[tuple[Path, dict]]:
     root = Path(root)
     if not root.is_dir():
-        return None
+        return []
     want = ModelShape.coerce(model_shape)
-    hits = []
+    out = []
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
         try:
             meta = validate_meta(_read_json(d / META), d / META)
@@ -387,10 +428,5 @@ def find_table(root: str | Path, model_shape, gpu_name: str) -> Path | None:
             if (d / META).exists() and "table was made" not in e.problem:
                 logger.warning("skipping contention table %s", e)
             continue
-        hits.append((str(meta.get("date", "")), d))
-    if not hits:
-        return None
-    hits.sort(key=lambda h: h[0])
-    if len(hits) > 1:
-        logger.info("several contention tables match; using the newest: %s", hits[-1][1])
-    return hits[-1][1]
+        out.append((d, meta))
+    return out

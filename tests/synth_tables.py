@@ -160,7 +160,7 @@ def _prefill_rows(rng, sms, n_rows):
     return rows
 
 
-def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", seed=0, noise=0.01,
+def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", seed=0, noise=0.01, attention_backend="triton",
                           guard_max=1.25, fitted: bool = True, solo_model: str = "eq") -> Path:
     """Write a complete synthetic table into ``dir`` (created); returns its Path.
 
@@ -230,7 +230,7 @@ def write_synthetic_table(dir, gpu_name="NVIDIA H200", model="llama-3.1-8b", see
         "versions": {"sglang": "0.5.16", "torch": "2.11.0", "cuda": "12.9"},
         "date": "2025-01-01T00:00:00Z",
         "command": f"tests/synth_tables.py write_synthetic_table(model={model!r}, seed={seed}, noise={noise})",
-        "granularity": GRANULARITY,
+        "granularity": GRANULARITY, "attention_backend": attention_backend,
     }
     if solo_model == "mux-curve":
         meta["profiler"] = {"prefill_timing": "gpu"}

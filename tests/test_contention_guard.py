@@ -40,7 +40,7 @@ def _q(row):  # a row as a lookup query: (d, bs, sum_reused, prefill_new, prefil
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    p = write_synthetic_table(tmp_path_factory.mktemp("g") / "llama-3.1-8b__nvidia-h200")
+    p = write_synthetic_table(tmp_path_factory.mktemp("g") / "llama-3.1-8b__nvidia-h200__triton")
     return read_table(p)
 
 

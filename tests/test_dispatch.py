@@ -413,7 +413,7 @@ def test_integration_real_estimator(tmp_path):
     synth = pytest.importorskip("synth_tables")
     from sglang_mux.estimator import Estimator
 
-    table = synth.write_synthetic_table(tmp_path / "llama-3.1-8b__nvidia-h200")
+    table = synth.write_synthetic_table(tmp_path / "llama-3.1-8b__nvidia-h200__triton")
     est = Estimator.from_table(table)
     d = MuxDispatcher(est, 50, 5000)
     for bs in (1, 16, 64, 128, 256):
@@ -442,7 +442,7 @@ def test_monotone_on_the_shipped_h200_table():
     batch size or context, so best fit over solo x guard is checked on the shipped table."""
     from sglang_mux.estimator import Estimator
 
-    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200")
+    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200__triton")
 
     def d(slo, bs, rr, n, r):
         return MuxDispatcher(est, slo, 5000).plan(

@@ -24,7 +24,7 @@ from sglang_mux.latency_model import key_waves  # noqa: E402
 from sglang_mux.tables import ModelShape  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-NAME = "llama-3.1-8b__nvidia-h200"
+NAME = "llama-3.1-8b__nvidia-h200__triton"
 LLAMA_CFG = ROOT / "launch/models/llama-3.1-8b/config.json"
 
 
@@ -174,18 +174,27 @@ def test_table_estimator_does_not_learn_decode_solo(good):
 
 
 def test_for_model_picks_table_or_cold_start(good, tmp_path):
-    e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, good.parent)
-    assert e.source == f"table:{good}"
-    with pytest.warns(UserWarning, match=r"--model-config .*config.json --out .*llama-3.1-8b__nvidia-h100"):
-        e = Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, good.parent)
+    e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, good.parent, "triton")
+    assert e.source == f"table:{good} (triton)"
+    with pytest.warns(UserWarning, match=r"--model-config .*config.json --attention-backend triton "
+                                         r"--out .*llama-3.1-8b__nvidia-h100__triton"):
+        e = Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, good.parent, "triton")
     assert e.source == "cold-start"
-    with pytest.warns(UserWarning):
-        e = Estimator.for_model(json.loads(LLAMA_CFG.read_text()), "NVIDIA H200", 132, tmp_path / "none")
+    # The table of another backend is not used, and the warning says which one was passed over.
+    with pytest.warns(UserWarning, match=r"--attention-backend fa3 .*__fa3 \(not used, made with another "
+                                         r"attention backend: triton: .*" + good.name):
+        e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, good.parent, "fa3")
+    assert e.source == "cold-start"
+    with pytest.warns(UserWarning, match="looked for tables in .*none: no such directory"):
+        e = Estimator.for_model(json.loads(LLAMA_CFG.read_text()), "NVIDIA H200", 132, tmp_path / "none", "triton")
     assert e.source == "cold-start"
     # An explicit table must match: no silent fallback.
-    assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, tmp_path, table_dir=good).source == f"table:{good}"
+    assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, tmp_path, "triton",
+                               table_dir=good).source == f"table:{good} (triton)"
     with pytest.raises(TableError, match="meta.json: table was made on GPU"):
-        Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, tmp_path, table_dir=good)
+        Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, tmp_path, "triton", table_dir=good)
+    with pytest.raises(TableError, match="meta.json: table was made with the 'triton' attention backend"):
+        Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, tmp_path, "fa3", table_dir=good)
 
 
 def test_roofline_pure_functions():
@@ -384,9 +393,9 @@ def test_probe_runs_only_for_a_cold_start(tmp_path, good):
     table_root = Path(good).parent
     meta = json.loads((Path(good) / "meta.json").read_text())
     est = Estimator.for_model(meta["model"], gpu_name=meta["gpu_name"], total_sms=132,
-                              tables_root=table_root, probe=probe)
+                              tables_root=table_root, attention_backend="triton", probe=probe)
     assert est.source.startswith("table") and calls == []
     with pytest.warns(UserWarning, match="profil"):
         cold = Estimator.for_model(meta["model"], gpu_name="Some Other GPU", total_sms=132,
-                                   tables_root=table_root, probe=probe)
+                                   tables_root=table_root, attention_backend="triton", probe=probe)
     assert cold.source == "cold-start" and calls == [1]

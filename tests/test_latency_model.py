@@ -535,7 +535,7 @@ def test_adding_a_request_never_lowers_the_prefill_estimate():
 
     from sglang_mux.estimator import Estimator
 
-    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200")
+    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200__triton")
     solo = est.solo
     assert solo.gemm_curve is not None
 
@@ -658,7 +658,7 @@ def test_shipped_h200_estimator_on_measured_mixed_batches():
     from bench.prefill_mixed import score
 
     res = json.loads((ROOT / "bench/results/prefill_mixed_h200.json").read_text())
-    s = score(res["rows"], str(ROOT / "contention_tables/llama-3.1-8b__nvidia-h200"))
+    s = score(res["rows"], str(ROOT / "contention_tables/llama-3.1-8b__nvidia-h200__triton"))
     assert s["estimate"]["rows"] == 120 and res["device"] == "NVIDIA H200"
     assert s["estimate"]["median_abs"] <= 0.03 and s["estimate"]["within_10pct"] >= 0.95
     assert abs(s["estimate"]["mean_signed"]) <= 0.02

@@ -9,7 +9,8 @@ from sglang_mux.mux_args import ENV_VAR, MuxArgError, MuxArgs, reconcile_sglang_
 def sglang_defaults(**kw):
     base = dict(pp_size=1, tp_size=1, dp_size=1, chunked_prefill_size=8192, disaggregation_mode="null",
                 enable_mixed_chunk=False, disable_overlap_schedule=False, enable_pdmux=False,
-                speculative_algorithm=None)
+                speculative_algorithm=None, attention_backend="fa3", prefill_attention_backend=None,
+                decode_attention_backend=None)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -73,3 +74,19 @@ def test_multi_gpu_rejected():
 
 def test_explicit_flags_parses_equals_form():
     assert explicit_flags(["--a=1", "--b", "2", "x"]) == {"--a", "--b"}
+
+
+@pytest.mark.parametrize("backend", ["fa3", "triton"])
+def test_muxable_backends_pass(backend):
+    reconcile_sglang_args(sglang_defaults(attention_backend=backend), explicit={"--attention-backend"})
+
+
+def test_other_backend_is_refused_naming_those_that_work():
+    with pytest.raises(MuxArgError, match=r"'torch_native' cannot be multiplexed.*fa3, triton"):
+        reconcile_sglang_args(sglang_defaults(attention_backend="torch_native"), explicit={"--attention-backend"})
+
+
+def test_split_prefill_decode_backends_are_refused():
+    sa = sglang_defaults(attention_backend="fa3", decode_attention_backend="triton")
+    with pytest.raises(MuxArgError, match="prefill attention backend 'fa3' != decode attention backend 'triton'"):
+        reconcile_sglang_args(sa, explicit={"--decode-attention-backend"})

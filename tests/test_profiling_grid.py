@@ -164,7 +164,7 @@ def test_plan_only_cli():
     p = _plan_only("--grid", "paper", "--what", "contention", "--gpu-mem-gib", "139.8")
     assert p.returncode == 0, p.stderr
     assert " 0 cells" in p.stdout.split("solo_decode")[1].splitlines()[0] and "gemm curve" not in p.stdout
-    p = _plan_only("--out", os.path.join(ROOT, "contention_tables", "llama-3.1-8b__nvidia-h200"))
+    p = _plan_only("--out", os.path.join(ROOT, "contention_tables", "llama-3.1-8b__nvidia-h200__triton"))
     assert "gemm curve: 0 of 560 points to do" in p.stdout  # the shipped table has its curve
     p = _plan_only("--what", "nonsense")
     assert p.returncode == 2 and "--what" in p.stderr

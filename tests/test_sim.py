@@ -38,7 +38,7 @@ def est(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def table_dir(est):
-    return est.source.split("table:", 1)[1]
+    return est.source.split("table:", 1)[1].rsplit(" (", 1)[0]
 
 
 def _write(tmp_path, rows):

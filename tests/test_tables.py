@@ -11,11 +11,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from synth_tables import LLAMA_8B, write_synthetic_table  # noqa: E402
 
-from sglang_mux.tables import (ModelShape, TableError, find_table, read_table, slug,  # noqa: E402
-                               table_dirname, write_table)
+from sglang_mux.tables import (ModelShape, TableError, find_table, other_backends, read_table,  # noqa: E402
+                               slug, table_dirname, write_table)
 
 ROOT = Path(__file__).resolve().parents[1]
-NAME = "llama-3.1-8b__nvidia-h200"
+NAME = "llama-3.1-8b__nvidia-h200__triton"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_slugs():
     assert slug("NVIDIA H200") == "nvidia-h200"
     assert slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert slug("Llama-3.1-8B") == "llama-3.1-8b"
-    assert table_dirname("llama-3.1-8b", "NVIDIA H200") == NAME
+    assert table_dirname("llama-3.1-8b", "NVIDIA H200", "triton") == NAME
     with pytest.raises(ValueError):
         slug("  / ")
 
@@ -157,12 +157,40 @@ def test_raw_table_without_fit(good, tmp_path):
 
 def test_find_table(good, tmp_path):
     root = good.parent
-    assert find_table(root, LLAMA_8B, "NVIDIA H200") == good
-    assert find_table(root, ROOT / "launch/models/llama-3.1-8b/config.json", "nvidia-h200") == good
-    assert find_table(root, LLAMA_8B, "NVIDIA H100 80GB HBM3") is None
-    assert find_table(root, ROOT / "launch/models/qwen3-8b/config.json", "NVIDIA H200") is None
-    assert find_table(tmp_path / "nowhere", LLAMA_8B, "NVIDIA H200") is None
+    assert find_table(root, LLAMA_8B, "NVIDIA H200", "triton") == good
+    assert find_table(root, ROOT / "launch/models/llama-3.1-8b/config.json", "nvidia-h200", "triton") == good
+    assert find_table(root, LLAMA_8B, "NVIDIA H100 80GB HBM3", "triton") is None
+    assert find_table(root, ROOT / "launch/models/qwen3-8b/config.json", "NVIDIA H200", "triton") is None
+    assert find_table(tmp_path / "nowhere", LLAMA_8B, "NVIDIA H200", "triton") is None
+    # A table of another attention backend is never picked, but is named for the message.
+    assert find_table(root, LLAMA_8B, "NVIDIA H200", "fa3") is None
+    assert other_backends(root, LLAMA_8B, "NVIDIA H200", "fa3") == [f"triton: {good}"]
+    assert other_backends(root, LLAMA_8B, "NVIDIA H200", "triton") == []
     # A broken neighbour is skipped, not fatal.
     (root / "broken__nvidia-h200").mkdir(exist_ok=True)
     (root / "broken__nvidia-h200" / "meta.json").write_text("{")
-    assert find_table(root, LLAMA_8B, "NVIDIA H200") == good
+    assert find_table(root, LLAMA_8B, "NVIDIA H200", "triton") == good
+
+
+def test_backend_is_part_of_a_table(table):
+    assert read_table(table, attention_backend="triton").attention_backend == "triton"
+    with pytest.raises(TableError, match=r"meta.json: table was made with the 'triton' attention backend and this "
+                                         r"server runs 'fa3'.*--attention-backend fa3.*--attention-backend triton"):
+        read_table(table, attention_backend="fa3")
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda m: m.pop("attention_backend"), r"missing key\(s\) \['attention_backend'\]"),
+    (lambda m: m.update(attention_backend=""), "attention_backend must name"),
+    (lambda m: m.update(profiler={"attention_backend": "fa3"}), "profiler.attention_backend 'fa3'"),
+])
+def test_bad_backend_in_meta(table, edit, msg):
+    _edit_meta(table, edit)
+    with pytest.raises(TableError, match=msg):
+        read_table(table)
+
+
+def test_shipped_tables_name_their_backend():
+    for d in sorted((ROOT / "contention_tables").iterdir()):
+        t = read_table(d)
+        assert d.name.endswith("__" + t.attention_backend), d
