@@ -754,9 +754,13 @@ class Harness:
         }
 
     def _decode_occupancy(self) -> dict:
-        """meta.json's decode_blocks_per_sm (the decode kernel's occupancy, the fit's k); {} with a
-        warning if it cannot be measured: the fit then chooses k from the rows."""
+        """meta.json's decode_blocks_per_sm (the triton decode kernel's occupancy, the fit's k); {}
+        with a warning if it cannot be measured: the fit then chooses k from the rows. Other
+        backends' decode kernels are not that kernel: {}."""
         import json
+
+        if self.attention_backend != "triton":
+            return {}
 
         from profiling.decode_kernel import occupancy
 

@@ -331,6 +331,7 @@ def build_meta(old: dict | None, model: G.ModelSpec, facts: dict, args, cmd: str
     meta.update({
         "gpu_name": facts["gpu_name"], "sm_count": facts["sm_count"], "model": model.shape_dict(),
         "versions": facts["versions"], "date": _now(), "command": cmd, "granularity": args.granularity,
+        "attention_backend": facts["attention_backend"],
     })
     prof = {k: facts[k] for k in ("attention_backend", "kv_pool_tokens", "request_slots", "mem_fraction_static",
                                   "capture_bs", "stream_groups", "prefix_mode", "gpu_memory_gib", "prefill_timing",
@@ -377,11 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"profiling: error: {e}", file=sys.stderr)
         return 2
     facts = h.facts()
-    from sglang_mux.tables import slug
+    from sglang_mux.tables import table_dirname
 
-    out = Path(args.out or f"contention_tables/{slug(model.name)}__{slug(facts['gpu_name'])}")
-    if "__" in out.name and out.name.split("__", 1)[1] != slug(facts["gpu_name"]):
-        logger.warning("--out %s does not end in this GPU's slug %s", out, slug(facts["gpu_name"]))
+    want = table_dirname(model.name, facts["gpu_name"], facts["attention_backend"])
+    out = Path(args.out or f"contention_tables/{want}")
+    if "__" in out.name and out.name.split("__", 1)[1] != want.split("__", 1)[1]:
+        logger.warning("--out %s does not end in this GPU's and backend's %s", out, want.split("__", 1)[1])
     gpu = G.GpuSpec(total_sms=h.total_sms, granularity=args.granularity, mem_gib=facts["gpu_memory_gib"])
     plan = G.make_plan(model, gpu, args.grid, kv_pool_tokens=h.kv_pool_tokens, max_requests=h.max_requests,
                        what=args.what, capture_bs=h.capture_bs, repeats=reps)

@@ -96,7 +96,7 @@ def _write_meta(path, plan):
     TableStore(path).write_meta({
         "gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "model": plan.model.shape_dict(),
         "versions": {"sglang": "0.5.16", "torch": "2.11.0", "cuda": "13.0"}, "date": "2026-01-01T00:00:00+00:00",
-        "command": "test", "granularity": 16})
+        "command": "test", "granularity": 16, "attention_backend": "fa3"})
 
 
 def test_full_run_writes_a_valid_table_and_fits(tmp_path, plan, capsys):
