@@ -34,6 +34,7 @@ from profiling.stats import median, spread_pct
 
 FILE = "gemm_curve.csv"
 COLUMNS = ["prefill_sms", "tokens", "gemm_ms", "spread_pct"]
+HOLD_MS = 20.0  # GPU held ahead of the timed repeats (torch_layer_timer)
 # Every 32 tokens to 1024 (cuBLAS's choices change within tens of tokens there), every 128 to
 # 4096, then coarser: from a few thousand tokens the curve is close to linear.
 TOKENS = tuple(sorted(set(range(32, 1025, 32)) | set(range(1152, 4097, 128))
@@ -104,6 +105,7 @@ def torch_layer_timer(cfg: Mapping, streams: Mapping[int, object], repeats: int 
     import torch
     import torch.nn.functional as F
 
+    from profiling.harness import SLEEP_CYCLES_PER_MS
     from sglang_mux.probe import event_times
 
     shapes = layer_shapes(cfg)
@@ -124,6 +126,11 @@ def torch_layer_timer(cfg: Mapping, streams: Mapping[int, object], repeats: int 
             state["xs"] = {k: torch.randn(m, i, device="cuda", dtype=torch.bfloat16) for k, (i, _) in shapes.items()}
             state["m"] = m
         event_times(streams[sms], layer, warmup)  # cuBLAS heuristics and workspace
+        # Hold the GPU while the host enqueues every repeat: small batches launch slower than
+        # they run, and without the hold the events time the host's gaps (spreads up to 190 %,
+        # single points 2-5x their neighbours on the H100's first FA3 table).
+        with torch.cuda.stream(streams[sms]):
+            torch.cuda._sleep(int(HOLD_MS * SLEEP_CYCLES_PER_MS))
         return event_times(streams[sms], layer, repeats)
 
     return time_layer
