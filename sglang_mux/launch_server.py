@@ -6,11 +6,13 @@ Takes every `sglang.launch_server` argument plus the `--mux-*` ones (mux_args.py
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import logging
 import os
 import sys
 
-from sglang_mux.mux_args import ENV_VAR, MuxArgError, reconcile_sglang_args, split_argv
+from sglang_mux.mux_args import ENV_VAR, MuxArgError, add_mux_args, reconcile_sglang_args, split_argv
 
 logger = logging.getLogger("sglang_mux")
 
@@ -41,9 +43,28 @@ def build_server_args(argv: list[str]):
     return mux, server_args, notes
 
 
+INSTALL_HINT = ("SGLang is not installed: the server needs the serving extra, pinned to sglang==0.5.16 and "
+                "torch==2.11.0: pip install 'sglang_mux[serve]' (in a checkout: pip install -e '.[serve]')")
+
+
+def mux_help() -> str:
+    parser = argparse.ArgumentParser(prog="python -m sglang_mux.launch_server", add_help=False,
+                                     usage="%(prog)s [every sglang.launch_server argument] [--mux-* arguments]")
+    add_mux_args(parser)
+    return parser.format_help()
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="[sglang_mux] %(message)s")
     argv = sys.argv[1:] if argv is None else argv
+    have_sglang = importlib.util.find_spec("sglang") is not None
+    if "-h" in argv or "--help" in argv:
+        print(mux_help())  # ours first: SGLang's own help follows and exits
+        if not have_sglang:
+            print(INSTALL_HINT + "; then --help lists SGLang's own arguments too.")
+            sys.exit(0)
+    elif not have_sglang:
+        sys.exit(f"sglang_mux: error: {INSTALL_HINT}")
     try:
         mux, server_args, notes = build_server_args(argv)
     except MuxArgError as e:

@@ -122,8 +122,13 @@ def init_mux(self):
 
 
 def _tables_root() -> str:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.environ.get("SGLANG_MUX_TABLES", os.path.join(here, "contention_tables"))
+    """$SGLANG_MUX_TABLES, else the checkout's contention_tables/ (an editable install), else the
+    copy installed inside the package (pyproject maps it there)."""
+    if os.environ.get("SGLANG_MUX_TABLES"):
+        return os.environ["SGLANG_MUX_TABLES"]
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.join(os.path.dirname(pkg), "contention_tables")
+    return checkout if os.path.isdir(checkout) else os.path.join(pkg, "contention_tables")
 
 
 def _decode_shape(batch) -> tuple[int, int, int | None]:
