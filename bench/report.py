@@ -246,6 +246,10 @@ def render(s: dict) -> str:
                                  if k not in ("distributions", "input_cap_note")
                                  and v not in (None, "")),
     ]
+    if s.get("unfair"):
+        lines.append(f"**Not a fair comparison: {s['unfair']}.**")
+    elif "attention_backend" in s:
+        lines.append(f"Attention backend: {s['attention_backend']} (every system).")
     per_token = _has_per_token(s)
     mux_line = _mux_line(s)
     if mux_line:

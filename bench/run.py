@@ -279,6 +279,8 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
         distinct = [x for i, x in enumerate(settings) if x not in settings[:i]]
         systems_out[name] = {"goodput_rps": gp["goodput_rps"], "monotone": gp["monotone"],
                              "start": start, "mux": distinct[0] if len(distinct) == 1 else distinct,
+                             "attention_backend": systems.attention_backend_of(
+                                 (start or {}).get("command"), out / f"{name}.log"),
                              "points": points}
     mixed = any(p["workload"] and {k: v for k, v in p["workload"].items() if k not in _RATE_KEYS}
                 != common for s in systems_out.values() for p in s["points"])
@@ -286,8 +288,13 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
     # and host the points were measured on.
     dev = device_name()
     prev = (read_json(out / "summary.json") or {}) if dev is None else {}
+    backends = sorted({v["attention_backend"] or "unknown" for v in systems_out.values()})
+    fairness = {"attention_backend": backends[0] if len(backends) == 1 else backends}
+    if len(backends) > 1:
+        fairness["unfair"] = "systems ran with different attention backends: " + ", ".join(
+            f"{n} {v['attention_backend']}" for n, v in systems_out.items())
     return {
-        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"), **fairness,
         "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
         "device": dev or prev.get("device"), "host": socket.gethostname() if dev else prev.get("host", socket.gethostname()),
         "slo": {"tbt_ms": a.tbt_slo_ms, "ttft_ms": a.ttft_slo_ms, "percentile": 99,
@@ -330,6 +337,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--mem-fraction-static", type=float, default=0.85)
     p.add_argument("--server-args", default="", help="extra server args for every system")
+    p.add_argument("--attention-backend", default=None,
+                   help="attention backend of every SGLang-based system (default: SGLang's own, "
+                        "FA3 on H100/H200); recorded per system in summary.json either way")
     p.add_argument("--no-incremental-streaming", action="store_true",
                    help="do not pass --incremental-streaming-output")
     p.add_argument("--startup-timeout-s", type=float, default=900.0)
@@ -357,6 +367,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--turns", type=int, nargs=2, default=(2, 6), metavar=("MIN", "MAX"))
     g.add_argument("--think-s", type=float, default=3.0)
     a = p.parse_args(argv)
+    given = systems.flag_value(shlex.split(a.server_args), "--attention-backend")
+    if a.attention_backend and given and given != a.attention_backend:
+        p.error(f"--attention-backend {a.attention_backend} but --server-args names {given}: "
+                "every system must run one backend; give it once")
     a.rates = sorted({float(x) for x in a.rates.split(",") if x.strip()})
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()] if a.server_url \
         else systems.expand(a.systems)
@@ -429,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                 extra_args=shlex.split(a.server_args), tbt_slo_ms=a.tbt_slo_ms,
                 ttft_slo_ms=a.mux_ttft_slo_ms, timeline=out / f"{sys_name}.timeline.jsonl",
                 incremental=not a.no_incremental_streaming, tokenizer_path=a.tokenizer_path,
-                ttft_ms_per_token=a.mux_ttft_ms_per_token)
+                ttft_ms_per_token=a.mux_ttft_ms_per_token, attention_backend=a.attention_backend)
             timeline = out / f"{sys_name}.timeline.jsonl" \
                 if cmd and "--mux-timeline" in cmd else None
             mux = systems.mux_settings(cmd)

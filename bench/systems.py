@@ -12,11 +12,11 @@ name                     server
 ``sglang``               ``python -m sglang.launch_server`` with its default scheduler
 ``sglang-chunked-<B>``   ``... --chunked-prefill-size B --enable-mixed-chunk``
 ``sglang-chunked-<B>-nomix`` ``... --chunked-prefill-size B`` (prefill chunks and decode in separate
-                         iterations). With the triton attention backend (the only one on our GPU
-                         host) mixed chunks run the decode rows through the extend kernel, whose
-                         cost grows with the running batch (measured: 33K prefill tok/s with no
-                         running request, 1.1K with 37; SGLang issue #2273), so the best
-                         chunked baseline may be the one without mixing: the sweep runs both
+                         iterations). With the triton attention backend mixed chunks run the
+                         decode rows through the extend kernel, whose cost grows with the running
+                         batch (measured: 33K prefill tok/s with no running request, 1.1K with
+                         37; SGLang issue #2273); with FA3 (the default on Hopper) they work.
+                         The best chunked baseline is the best of both: the sweep runs both
 ``sglang-pdmux``         ``... --enable-pdmux`` (upstream crashes at start in 0.5.16; the
                          runner records the failed start as the result)
 ``stub``                 ``python -m bench.stub_server`` (no GPU: smoke tests of the runner)
@@ -30,9 +30,12 @@ whole output every token, O(n^2) CPU for 8k-token answers, the same overhead for
 system but one that can leak into TBT), ``--skip-tokenizer-init`` when there is no tokenizer
 (``launch/models/*`` hold only ``config.json``; token-id workloads need none, chat does:
 ``bench.run`` then uses ``--tokenizer-path`` or the shipped ``sglang_mux/data/tokenizer``),
-and the caller's extra arguments last (``launch/serve.sh`` adds ``--attention-backend triton
---sampling-backend pytorch --grammar-backend none``; pass them with ``--server-args`` to
-bench the same configuration). Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
+``--attention-backend B`` when ``bench.run --attention-backend B`` is given (else every system
+runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
+(``launch/serve.sh`` adds ``--sampling-backend pytorch --grammar-backend none``; pass them with
+``--server-args`` to bench the same configuration). The backend each system ran with is read
+back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
+recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
 ``mux-nopreempt``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
 ``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
@@ -43,6 +46,7 @@ ablations ``mux-nopreempt`` and ``mux-off`` are run by name.
 """
 from __future__ import annotations
 
+import lzma
 import re
 import sys
 from pathlib import Path
@@ -105,13 +109,46 @@ def common_args(model_path: str, port: int, mem_fraction: float, *,
     return args
 
 
+def flag_value(cmd: Sequence[str] | None, flag: str) -> str | None:
+    """The last value of ``flag`` on a command line (``--f v`` or ``--f=v``), as argparse keeps it."""
+    out, cmd = None, list(cmd or [])
+    for i, x in enumerate(cmd):
+        f, eq, val = x.partition("=")
+        if f == flag and (eq or i + 1 < len(cmd)):
+            out = val if eq else cmd[i + 1]
+    return out
+
+
+_DEFAULT_BACKEND = re.compile(r"Attention backend not specified\. Use (\S+) backend by default")
+
+
+def attention_backend_of(cmd: Sequence[str] | None, log: str | Path | None = None) -> str | None:
+    """The attention backend a server ran with: its ``--attention-backend``, else the default
+    SGLang logged choosing (``<system>.log``, or its ``.xz``), else None (unknown)."""
+    b = flag_value(cmd, "--attention-backend")
+    if b or log is None:
+        return b
+    log = Path(log)
+    xz = log.with_name(log.name + ".xz")
+    if log.is_file():
+        text = log.read_text(errors="replace")
+    elif xz.is_file():
+        text = lzma.decompress(xz.read_bytes()).decode(errors="replace")
+    else:
+        return None
+    m = _DEFAULT_BACKEND.search(text)
+    return m.group(1) if m else None
+
+
 def server_command(system: str, model_path: str, port: int, *, mem_fraction: float = 0.85,
                    extra_args: Sequence[str] = (), tbt_slo_ms: float | None = None,
                    ttft_slo_ms: float | None = None, timeline: str | Path | None = None,
                    incremental: bool = True, tokenizer_path: str | None = None,
-                   ttft_ms_per_token: float | None = None,
+                   ttft_ms_per_token: float | None = None, attention_backend: str | None = None,
                    python: str = sys.executable) -> list[str]:
     k = kind(system)
+    if attention_backend and k != "stub":
+        extra_args = ["--attention-backend", attention_backend, *extra_args]
     if system == "mux-off":     # exactly `sglang`'s arguments (its extras last) + --disable-mux
         sg = server_command("sglang", model_path, port, mem_fraction=mem_fraction,
                             incremental=incremental, tokenizer_path=tokenizer_path, python=python)
