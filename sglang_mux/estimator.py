@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
+from .fa3_kernels import Fa3Grid
 from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
 from .gemm_curve import GemmCurves
 from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
@@ -358,7 +359,15 @@ def table_launch_floor(t) -> bool:
 def table_triton_extend(t) -> bool:
     """Whether the table was profiled with SGLang's triton attention, whose extend kernel
     gives every request of a batch the longest request's query blocks."""
-    return (t.meta.get("profiler") or {}).get("attention_backend") == "triton"
+    return t.attention_backend == "triton"
+
+
+def table_fa3(t) -> Fa3Grid | None:
+    """FA3's prefill grid for a table profiled with SGLang's fa3 backend (fa3_kernels), else None."""
+    if t.attention_backend != "fa3":
+        return None
+    m = t.model_shape
+    return Fa3Grid(m.num_heads, m.num_kv_heads, t.sm_count)
 
 
 def table_gemm_curve(t) -> GemmCurves | None:
@@ -378,7 +387,8 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
                                 decode_kernel=kernel, device_sms=t.sm_count,
                                 launch_floor=table_launch_floor(t), gemm_curve=table_gemm_curve(t),
-                                heads=t.model_shape.num_heads, padded_query_blocks=table_triton_extend(t))
+                                heads=t.model_shape.num_heads, padded_query_blocks=table_triton_extend(t),
+                                fa3=table_fa3(t))
     if t.gemm_curve is None:
         logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
                        "cuBLAS's slow token counts by up to ~40%%; measure it: python -m profiling.gemm_curve "
@@ -444,7 +454,8 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
               "(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
         errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count,
-                              launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.model_shape.num_heads)
+                              launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.model_shape.num_heads,
+                              fa3=table_fa3(t))
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:
                 ok = False

@@ -179,6 +179,20 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   needs r_max, the longest context in the batch; callers that only know Σr get the
   uniform-batch value Σr/bs.
 
+FA3 (tables with ``attention_backend`` fa3; ``PrefillHyper.split_kv_device_sms``, format 9). FA3's
+prefill grid is not triton's: it packs the query heads of a KV head into a tile (B = 128 / g
+tokens, g = H / H_kv) and splits the keys of a batch with too few tiles to fill the whole GPU,
+sized for the device's 132 SMs whatever the partition (``fa3_kernels``, where the rule and
+the rows that show it are). Its attention terms are the same W·Σn·r form with s× the blocks,
+each sweeping r / s keys: ⌈s·Σ⌈n/B⌉·B / (τ·S)⌉·τ·S·r / s, τ = 128 / H = 4 (one tile's tokens
+per SM, fixed, not chosen), and triton's padded query blocks do not apply. Everything else
+(θ fits, GEMM curve, knees, cold reads) is shared. With the triton grid the H100 FA3 table's
+prefill missed rows held out by 12.7 / 14.3 / 28.2 % on 100 / 116 / 132 SMs (a short query over
+32K or 64K cached tokens: split 4 ways, one wave on 132 SMs, two on 116); with FA3's grid every
+partition of both FA3 tables passes (max 2.0-8.8 %, mean 0.7-2.3 %). FA3's decode is fitted
+with the decode model above, k chosen from the rows (3 and 16 blocks per SM on the two tables),
+and passes; its own split rule (the same heuristic, one query tile per KV head) is not modelled.
+
 Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
 relative and latencies span three decades; columns are rescaled to max 1 (conditioning).
@@ -229,17 +243,18 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
+from .fa3_kernels import Fa3Grid
 from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
 
-# 8: + decode split tails (DecodeHyper.min_block_kv); 7: + measured GEMM curve (θ10); 6: + token knees
+# 9: + FA3's prefill grid (PrefillHyper.split_kv_device_sms, kv_heads); 8: + decode split tails (DecodeHyper.min_block_kv); 7: + measured GEMM curve (θ10); 6: + token knees
 # (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7); 4: + GEMM waves; 3: L2 cliff
-FORMAT = 8
+FORMAT = 9
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
                     "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2", "gemm_curve_ms")
-PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9, 7: 10, 8: 10}  # θ values per prefill partition in each fit.json format
+PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9, 7: 10, 8: 10, 9: 10}  # θ values per prefill partition in each fit.json format
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
@@ -298,6 +313,8 @@ class PrefillHyper:
     min_batch_tokens: int = 0  # token-linear work of a smaller batch is charged as this many tokens; 0 = off
     cold_head_blocks: int = 0  # H: extend-attention blocks per request and query block (query heads); 0 = off
     padded_query_blocks: int = 0  # 1: every request runs the longest request's query blocks (triton extend grid)
+    split_kv_device_sms: int = 0  # D: FA3's grid (packed GQA tiles, split-KV sized for D SMs); 0 = off (triton)
+    kv_heads: int = 0  # H_kv: KV heads, FA3's tiles per request and query block
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -309,6 +326,16 @@ class PrefillHyper:
             raise ValueError("prefill gemm_waves_lo > 0 needs gemm_device_sms > 0 and gemm_waves_hi >= gemm_waves_lo")
         if self.gemm_knee2_tokens and not 0 < self.gemm_knee_tokens < self.gemm_knee2_tokens:
             raise ValueError("prefill gemm_knee2_tokens > 0 needs 0 < gemm_knee_tokens < gemm_knee2_tokens")
+        if self.split_kv_device_sms and not (self.kv_heads and self.cold_head_blocks and not self.padded_query_blocks):
+            raise ValueError("prefill split_kv_device_sms > 0 (FA3) needs kv_heads > 0, cold_head_blocks > 0 "
+                             "(the query heads) and no padded_query_blocks (triton's)")
+
+    @property
+    def fa3(self) -> Fa3Grid | None:
+        """FA3's prefill grid (fa3_kernels), None for the triton grid."""
+        if not self.split_kv_device_sms:
+            return None
+        return Fa3Grid(self.cold_head_blocks, self.kv_heads, self.split_kv_device_sms)
 
     @property
     def gemm_waves(self) -> tuple[int, int]:
@@ -537,7 +564,8 @@ class _PrefillRows:
     """Design of one partition's solo_prefill rows (uniform batches) for any τ."""
 
     def __init__(self, df, sms: int, knee: int, block: int = BLOCK_TOKENS, device_sms: int = 0,
-                 min_tokens: int = 0, curve: GemmCurves | None = None, heads: int = 0):
+                 min_tokens: int = 0, curve: GemmCurves | None = None, heads: int = 0,
+                 fa3: Fa3Grid | None = None):
         import numpy as np
 
         self.sms = int(sms)
@@ -558,6 +586,12 @@ class _PrefillRows:
         self.sr = np.array([cold_waves(int(b), heads, self.sms) for b in bs], dtype=float) * r
         self.sr_res = np.where(r > knee, 0.0, self.sr) if knee > 0 else self.sr
         self.nh = self.n_sum * self.h
+        if fa3 is not None:  # FA3: packed-GQA tiles, keys split to fill the whole GPU (fa3_kernels)
+            block = fa3.block_tokens
+            n = self.n_sum / bs
+            self.s = np.array([fa3.splits(int(b), int(q), int(q + rr)) for b, q, rr in zip(bs, n, r)], dtype=float)
+        else:
+            self.s = None
         self.block_tok = bs * np.ceil(self.n_sum / bs / block) * block  # query tokens rounded to blocks
         self._cols: dict[int, object] = {}
         self._lins: dict[tuple, object] = {}
@@ -568,7 +602,11 @@ class _PrefillRows:
 
         X = self._cols.get(tau)
         if X is None:
-            if tau > 0:
+            if tau > 0 and self.s is not None:  # FA3: s× the blocks, each sweeping r / s keys
+                cap = float(tau * self.sms)
+                span = np.ceil(self.s * self.block_tok / cap - 1e-9) * cap
+                a1, a2 = span * self.r / self.s, span * self.h / self.s
+            elif tau > 0:
                 cap = float(tau * self.sms)
                 w = np.ceil(self.block_tok / cap - 1e-9) * cap / self.n_sum
                 a1 = np.maximum(w * self.nr, cap * self.r)
@@ -618,6 +656,7 @@ class _PrefillRows:
         out.sms, out.q = self.sms, self.q
         for k in ("y", "n_sum", "n_lin", "gm", "sq", "nr", "r", "h", "nh", "block_tok", "sr", "sr_res"):
             setattr(out, k, getattr(self, k)[idx])
+        out.s = self.s[idx] if self.s is not None else None
         out._cols, out._lins = {}, {}
         return out
 
@@ -845,8 +884,9 @@ class _Pooled:
     cross-validation (one partition's fold out at a time) refits only that partition."""
 
     def __init__(self, kind: str, parts: Mapping[int, object], knee: int = 0, gemm: bool = False,
-                 floor: bool = True):
+                 floor: bool = True, taus: Sequence[int] = WAVE_TOKENS_GRID):
         self.kind = kind
+        self.taus = tuple(taus)
         self.floor = floor
         self.knee = knee
         self.gemm = gemm
@@ -897,7 +937,7 @@ class _Pooled:
             floors = _prefill_floors(view) if self.floor and not curve else [0.0]
             h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0, 1.0 if curve else 0.0)
             for _ in range(3):
-                scan([(tau, k, *h[2:]) for tau in WAVE_TOKENS_GRID for k in (SPILL_GRID if self.knee else (0.0,))])
+                scan([(tau, k, *h[2:]) for tau in self.taus for k in (SPILL_GRID if self.knee else (0.0,))])
                 scan([(*best[1][:2], f, *best[1][3:]) for f in floors])
                 if self.gemm:
                     scan([(*best[1][:3], *g, *best[1][5:]) for g in GEMM_WAVES_GRID])
@@ -934,15 +974,25 @@ class _Pooled:
         return h, {s: f[0] for s, f in fits.items()}
 
 
-def _prefill_parts(df, knee: int, device_sms: int = 0, curve: GemmCurves | None = None, heads: int = 0):
-    return {int(s): _PrefillRows(g, int(s), knee, BLOCK_TOKENS, device_sms, curve=curve, heads=heads)
+def _prefill_parts(df, knee: int, device_sms: int = 0, curve: GemmCurves | None = None, heads: int = 0,
+                   fa3: Fa3Grid | None = None):
+    return {int(s): _PrefillRows(g, int(s), knee, BLOCK_TOKENS, device_sms, curve=curve, heads=heads, fa3=fa3)
             for s, g in df.groupby("prefill_sms")}
 
 
-def _prefill_hyper(hyper, knee: int, device_sms: int, min_tokens: int, heads: int) -> PrefillHyper:
+def _prefill_pooled(parts, knee: int, device_sms: int, launch_floor: bool, fa3: Fa3Grid | None) -> "_Pooled":
+    # FA3's τ is its tile's (fa3_kernels), not chosen from the rows
+    taus = (fa3.tokens_per_sm,) if fa3 is not None else WAVE_TOKENS_GRID
+    return _Pooled("prefill", parts, knee, bool(device_sms), launch_floor, taus=taus)
+
+
+def _prefill_hyper(hyper, knee: int, device_sms: int, min_tokens: int, heads: int,
+                   fa3: Fa3Grid | None = None) -> PrefillHyper:
     tau, kappa, _, lo, hi, (m, m2), _, _ = hyper
-    return PrefillHyper(int(tau), BLOCK_TOKENS, int(knee) if kappa else 0, int(device_sms) if lo else 0,
-                        int(lo), int(hi), int(m), int(m2), int(min_tokens), int(heads))
+    return PrefillHyper(int(tau), fa3.block_tokens if fa3 is not None else BLOCK_TOKENS, int(knee) if kappa else 0,
+                        int(device_sms) if lo else 0, int(lo), int(hi), int(m), int(m2), int(min_tokens), int(heads),
+                        split_kv_device_sms=fa3.device_sms if fa3 is not None else 0,
+                        kv_heads=fa3.kv_heads if fa3 is not None else 0)
 
 
 def min_batch_tokens(curve: GemmCurves | None) -> int:
@@ -956,17 +1006,18 @@ def _decode_parts(df, kernel: DecodeHyper | None = None):
 
 
 def fit_prefill_frame(df, l2_knee: int = 0, device_sms: int = 0, launch_floor: bool = True,
-                      gemm_curve: GemmCurves | None = None,
-                      heads: int = 0) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
+                      gemm_curve: GemmCurves | None = None, heads: int = 0,
+                      fa3: Fa3Grid | None = None) -> tuple[PrefillHyper, dict[int, tuple[float, ...]]]:
     """(hyper-parameters, {prefill_sms: θ}) from solo_prefill.csv rows (all partitions);
     ``device_sms`` (the GPU's SM count) lets the fit choose GEMM waves, 0 = not;
     ``launch_floor``: offer the host's launch floor L (False for rows that time the GPU alone);
     ``gemm_curve``: the table's measured projection times (θ10's column; None: θ10 = 0);
-    ``heads``: the model's query heads, for the cold waves (0: every prefix is read cold apart)."""
+    ``heads``: the model's query heads, for the cold waves (0: every prefix is read cold apart);
+    ``fa3``: the attention grid is FA3's (fa3_kernels), else triton's."""
     nmin = min_batch_tokens(gemm_curve)
-    parts = _prefill_parts(prefill_domain(df, nmin)[0], l2_knee, device_sms, gemm_curve, heads)
-    hyper, th = _Pooled("prefill", parts, l2_knee, bool(device_sms), launch_floor).select()
-    return _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads), th
+    parts = _prefill_parts(prefill_domain(df, nmin)[0], l2_knee, device_sms, gemm_curve, heads, fa3)
+    hyper, th = _prefill_pooled(parts, l2_knee, device_sms, launch_floor, fa3).select()
+    return _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads, fa3), th
 
 
 def prefill_domain(df, min_tokens: int = MIN_BATCH_TOKENS):
@@ -986,7 +1037,7 @@ def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper
 def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
                    decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
                    launch_floor: bool = True, gemm_curve: GemmCurves | None = None,
-                   heads: int = 0) -> dict[int, object]:
+                   heads: int = 0, fa3: Fa3Grid | None = None) -> dict[int, object]:
     """{sms: relative errors of that partition's rows, each predicted without having seen it}.
 
     k-fold per partition (the rows of a partition in a seeded random order, every k-th row
@@ -1001,9 +1052,10 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
     if kind == "prefill":
         df = prefill_domain(df, nmin)[0]  # batches below the smallest modelled one are bounds, not fitted
     kernel = decode_kernel or DecodeHyper()
-    parts = _prefill_parts(df, l2_knee, device_sms, gemm_curve, heads) if kind == "prefill" \
+    parts = _prefill_parts(df, l2_knee, device_sms, gemm_curve, heads, fa3) if kind == "prefill" \
         else _decode_parts(df, kernel)
-    pooled = _Pooled(kind, parts, l2_knee, bool(device_sms), launch_floor)
+    pooled = _prefill_pooled(parts, l2_knee, device_sms, launch_floor, fa3) if kind == "prefill" \
+        else _Pooled(kind, parts)
     out = {}
     for s, rows in parts.items():
         n = len(rows.y)
@@ -1014,7 +1066,7 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
             test = order[f::k]
             train = np.setdiff1d(order, test)
             hyper, th = pooled.select({s: rows.take(train)})
-            hp = _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads) if kind == "prefill" else None
+            hp = _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads, fa3) if kind == "prefill" else None
             dh = replace(kernel, blocks_per_sm=int(hyper[0])) if kind == "decode" else None
             m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},
                                  prefill_hyper=hp, decode_hyper=dh, gemm_curve=gemm_curve, _partial=True)
@@ -1103,6 +1155,7 @@ class SoloLatencyModel:
         self._nmin = self.prefill_hyper.min_batch_tokens
         self._heads = self.prefill_hyper.cold_head_blocks
         self._pad_q = self.prefill_hyper.padded_query_blocks
+        self._fa3 = self.prefill_hyper.fa3
         self.decode_hyper = decode_hyper or DecodeHyper()
         self._waves_on = self.decode_hyper.blocks_per_sm > 0
 
@@ -1155,7 +1208,16 @@ class SoloLatencyModel:
         if n <= 0:
             return 0.0
         cap = self._tau * prefill_sms  # query tokens per wave (0: no wave quantization)
-        if not cap:
+        if cap and self._fa3 is not None:  # FA3: s× the blocks, each sweeping r / s keys (fa3_kernels)
+            s = self._fa3.splits(len(reqs), max(q.n for q in reqs), max(q.n + q.r for q in reqs))
+            if r_lo == r_hi:
+                span = -(-(s * bt) // cap) * cap
+                a1 = span * r_hi / s
+                a2 = a1 if r_hi > knee else 0.0
+            else:
+                a1, a2 = self._waves([(r, tok * s) for r, tok in blocks], cap, knee)
+                a1, a2 = a1 / s, a2 / s
+        elif not cap:
             a1, a2 = nr, nh
         elif r_lo == r_hi:  # one prefix length (e.g. no cache hits): every wave is alike
             span = -(-bt // cap) * cap
@@ -1219,8 +1281,9 @@ class SoloLatencyModel:
         cap = self._tau * prefill_sms
         if cap:  # uniform: ⌈bs·k·B / cap⌉ waves, each as long as one block (k·B tokens per request)
             k_tok = -(-(sum_new / bs) // self._blk) * self._blk
-            span = -(-(bs * k_tok) // cap) * cap
-            a1, a2 = span * r, span * spill
+            s = self._fa3.splits(bs, int(sum_new / bs), int(sum_new / bs + r)) if self._fa3 is not None else 1
+            span = -(-(s * bs * k_tok) // cap) * cap
+            a1, a2 = span * r / s, span * spill / s
         else:
             a1, a2 = sum_new_reused, sum_new * spill
         lin = self._lin(t, prefill_sms, sum_new)
@@ -1255,7 +1318,7 @@ class SoloLatencyModel:
         for s, idx in pos.items():
             t = self._prefill(int(s))
             rows = _PrefillRows(df.iloc[idx], int(s), self._knee, self._blk, self.prefill_hyper.gemm_device_sms,
-                                self._nmin, self.gemm_curve if t[9] else None, self._heads)
+                                self._nmin, self.gemm_curve if t[9] else None, self._heads, self._fa3)
             a = rows.attn(self._tau)
             lin = rows.lin((self._gemm_lo, self._gemm_hi), (self._mk, self._mk2)) @ (t[2], t[3], t[7], t[8]) \
                 + t[9] * rows.gm
@@ -1290,15 +1353,16 @@ class SoloLatencyModel:
     def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0,
             decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
             launch_floor: bool = True, gemm_curve: GemmCurves | None = None,
-            heads: int = 0, padded_query_blocks: bool = False) -> "SoloLatencyModel":
+            heads: int = 0, padded_query_blocks: bool = False, fa3: Fa3Grid | None = None) -> "SoloLatencyModel":
         """Fit from the two solo CSV frames; ``l2_knee`` = r0 (0: no L2-spill term);
         ``decode_kernel`` (``decode_kernel()``) lets the decode fit count waves;
         ``device_sms`` (the GPU's SM count) lets the prefill fit choose GEMM waves;
         ``gemm_curve``: the table's measured projection times (θ10); ``heads``: query heads
         (the cold waves); ``padded_query_blocks``: the attention kernel pads every request to
         the longest one's query blocks (SGLang's triton extend). The profiled batches are
-        uniform, so this cannot be fitted; it only changes mixed batches."""
-        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms, launch_floor, gemm_curve, heads)
+        uniform, so this cannot be fitted; it only changes mixed batches. ``fa3``: the prefill
+        attention runs FA3's grid (fa3_kernels), else triton's."""
+        hyper, pre = fit_prefill_frame(solo_prefill, l2_knee, device_sms, launch_floor, gemm_curve, heads, fa3)
         hyper = replace(hyper, padded_query_blocks=int(bool(padded_query_blocks)))
         dh, dec = fit_decode_frame(solo_decode, decode_kernel)
         return cls(pre, dec, hyper, dh, gemm_curve=gemm_curve)
@@ -1326,7 +1390,7 @@ class SoloLatencyModel:
         (no GEMM waves: g = 1); format 2 without an L2 knee (the same model); format 1 (the
         paper's θs alone: Eq. 1/2 exactly, logged)."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, 3, 4, 5, 6, 7, FORMAT):
+        if fmt not in (1, 2, 3, 4, 5, 6, 7, 8, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
 
         def thetas(kind, width):
@@ -1361,6 +1425,10 @@ class SoloLatencyModel:
                              f"prefill_hyper names {new7}: a malformed file; refit it")
         if fmt < 7 and d.get("gemm_curve") is not None:
             raise ValueError(f"fit.json format {fmt} has no GEMM curve, but names one: a malformed file; refit it")
+        new9 = sorted(k for k in hp if k in ("split_kv_device_sms", "kv_heads"))
+        if fmt < 9 and new9:
+            raise ValueError(f"fit.json format {fmt} has no FA3 grid, but its prefill_hyper names {new9}: "
+                             "a malformed file; refit it")
         if fmt < 8 and dh.get("min_block_kv"):
             raise ValueError(f"fit.json format {fmt} has no decode split tail, but its decode_hyper names "
                              "min_block_kv: a malformed file; refit it")
