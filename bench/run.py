@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import client, metrics, report, systems, workloads
+from . import client, metrics, report, search, systems, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_TOKENIZER = ROOT / "sglang_mux/data/tokenizer"
@@ -277,7 +277,13 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
         settings = [p["mux"] for p in points] or \
             [systems.mux_settings((start or {}).get("command"))]
         distinct = [x for i, x in enumerate(settings) if x not in settings[:i]]
-        systems_out[name] = {"goodput_rps": gp["goodput_rps"], "monotone": gp["monotone"],
+        if getattr(a, "search", None):
+            lo_pass, hi_fail = search.bracket({p["rate"]: p["pass"] for p in points})
+            found = {"lo": a.search[0], "hi": a.search[1], "tol": a.search_tol,
+                     "goodput_interval": [lo_pass, hi_fail]}
+        else:
+            found = None
+        systems_out[name] = {"goodput_rps": gp["goodput_rps"], "monotone": gp["monotone"], "search": found,
                              "start": start, "mux": distinct[0] if len(distinct) == 1 else distinct,
                              "attention_backend": systems.attention_backend_of(
                                  (start or {}).get("command"), out / f"{name}.log"),
@@ -314,7 +320,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", required=True, help="comma list; 'all', 'sglang-chunked-*'")
     p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS)
-    p.add_argument("--rates", required=True, help="comma list, requests/s (chat: sessions/s)")
+    p.add_argument("--rates", default="", help="comma list, requests/s (chat: sessions/s)")
+    p.add_argument("--search", default=None, metavar="LO,HI",
+                   help="instead of --rates: bisect each system's goodput between LO and HI "
+                        "(bench/search.py), one server per system, resumable")
+    p.add_argument("--search-tol", type=float, default=0.05,
+                   help="stop when the goodput interval's middle is within +- this fraction of its ends")
     p.add_argument("--duration-s", type=float, default=120.0,
                    help="arrival span per point: round(rate*duration) requests")
     p.add_argument("--out", required=True, type=Path)
@@ -372,6 +383,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--attention-backend {a.attention_backend} but --server-args names {given}: "
                 "every system must run one backend; give it once")
     a.rates = sorted({float(x) for x in a.rates.split(",") if x.strip()})
+    if a.search:
+        try:
+            lo, hi = (float(x) for x in a.search.split(","))
+            search.next_rate({}, lo, hi, a.search_tol)
+        except ValueError as e:
+            p.error(f"--search takes LO,HI with 0 < LO < HI ({e})")
+        if a.rates:
+            p.error("give --rates or --search, not both")
+        a.search = (lo, hi)
+    elif not a.rates:
+        p.error("give --rates (a comma list) or --search LO,HI")
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()] if a.server_url \
         else systems.expand(a.systems)
     if a.server_url and len(a.systems) != 1:
@@ -415,14 +437,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for sys_name in a.systems:
             done = existing_points(out).get(sys_name, {})
-            pending = [r for r in a.rates if r not in done]
+            results = {r: point_passes(pth, a) for r, pth in done.items()} if a.search else None
+
+            def searched():  # the next rate of the bisection, as a one-item list (or none)
+                r = search.next_rate(results, *a.search, a.search_tol)
+                return [] if r is None else [r]
+            pending = searched() if a.search else [r for r in a.rates if r not in done]
             start_path = out / f"{sys_name}__start.json"
             start_rec = read_json(start_path)
             if (start_rec and start_rec.get("ok") is False and not a.retry_failed_start
                     and not a.server_url):
                 log(f"{sys_name}: recorded failed start ({start_rec.get('reason')}); skipping")
                 continue
-            if not a.no_stop_on_fail:
+            if not a.no_stop_on_fail and not a.search:
                 failed = [r for r, pth in sorted(done.items()) if not point_passes(pth, a)]
                 if failed:
                     skipped = [r for r in pending if r > failed[0]]
@@ -505,14 +532,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ok, reason = warmup(url, kind, a.warmup, a.vocab)
                 log(f"{url}: warmup {reason}")
-            for i, r in enumerate(pending):
-                wl = wls[r]
+            for i, r in enumerate(pending):  # a search appends its next rate as it goes
+                wl = wls[r] if r in wls else wls.setdefault(r, build_workload(a, r))
                 if not budget.fits(point_cost(a, wl) + (STOP_S if server else 0)):
                     log(f"budget: {budget.left():.0f} s left < {point_cost(a, wl):.0f} s for "
                         f"{sys_name} @ {fmt_rate(r)}; stopping")
                     notes["budget_stopped"] = True
                     break
-                if i > 0 and not a.no_stop_on_fail and \
+                if i > 0 and not a.no_stop_on_fail and not a.search and \
                         not point_passes(point_file(out, sys_name, pending[i - 1]), a):
                     log(f"{sys_name}: rate {fmt_rate(pending[i - 1])} failed; skipping higher")
                     break
@@ -542,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{sys_name} @ {fmt_rate(r)}: {'PASS' if ok else 'FAIL'}: P99 TTFT "
                     f"{f(s['ttft_ms']['p99'])} ms, P99 TBT {f(s['tbt_ms']['p99'], 1)} ms, "
                     f"failed {s['n_failed']}/{s['n']}" + (f" ({'; '.join(why)})" if why else ""))
+                if a.search:
+                    results[r] = ok
+                    pending += searched()
             if server:
                 server.stop()
                 server = None

@@ -16,8 +16,8 @@ extended by terms for what the measured table shows and the equations cannot exp
 n_i = new tokens, r_i = reused (cached) tokens of request i; T in ms, whole model; G_S(m) =
 the measured projections' time of an m-token batch on S SMs (the table's GEMM curve). With
 W = 1, θ5 = θ7 = θ8 = θ9 = θ10 = 0, L = 0, g = 1, m_min = 0 and β = 0 the extended model is
-exactly Eq. 1 / Eq. 2 (the fit falls back to that when the data show none of the effects; a
-format-1 fit.json loads that way). With padded query blocks (SGLang's triton extend) each
+exactly Eq. 1 / Eq. 2 (the fit falls back to that when the data show none of the effects; θ
+tuples of the paper's width are read that way). With padded query blocks (SGLang's triton extend) each
 request's n_i in the attention terms counts the longest request's query blocks (below).
 
 Why each addition (measured on the H200 table contention_tables/llama-3.1-8b__nvidia-h200__triton,
@@ -254,7 +254,6 @@ FORMAT = 9
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
                     "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2", "gemm_curve_ms")
-PREFILL_WIDTHS = {2: 6, 3: 6, 4: 6, 5: 7, 6: 9, 7: 10, 8: 10, 9: 10}  # θ values per prefill partition in each fit.json format
 DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
@@ -1081,10 +1080,9 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
 
 def _pad(th, width: int, paper: int, kind: str, s) -> tuple[float, ...]:
     th = tuple(float(t) for t in th)
-    if len(th) == paper:  # the paper's equation alone (format 1): no extension terms
-        th = th + (0.0,) * (width - paper)
-    elif kind == "prefill" and len(th) in (PREFILL_WIDTHS[4], PREFILL_WIDTHS[5], PREFILL_WIDTHS[6]):
-        # formats 2-4: no θ7 (cold reads); 2-5: no θ8, θ9 (knees); 2-6: no θ10 (GEMM curve)
+    if len(th) == paper or (kind == "prefill" and len(th) in (6, 7, 9)):
+        # the paper's equation alone, or the terms up to the launch floor / cold reads / knees:
+        # the later extension terms off
         th = th + (0.0,) * (width - len(th))
     if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
         raise ValueError(f"{kind} θ for {s} SMs must be {paper} or {width} finite non-negative floats, got {th}")
@@ -1368,7 +1366,7 @@ class SoloLatencyModel:
         return cls(pre, dec, hyper, dh, gemm_curve=gemm_curve)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 8, "prefill_hyper": {...}, "decode_hyper": {...},
+        """fit.json's core: {"format": 9, "prefill_hyper": {...}, "decode_hyper": {...},
         "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}, "gemm_curve": {...} or null}."""
         return {
             "format": FORMAT,
@@ -1384,62 +1382,33 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 8; format 7 (decode blocks of whole split lengths in whole waves: min_block_kv = 0);
-        format 6 (no GEMM curve, cold waves or padding: θ10 = 0); format 5 (no
-        projection knee either: θ8 = 0); formats 2-4 (no cold reads either: θ7 = 0); format 3
-        (no GEMM waves: g = 1); format 2 without an L2 knee (the same model); format 1 (the
-        paper's θs alone: Eq. 1/2 exactly, logged)."""
+        """Format 9, or format 8 (the same without FA3's grid). Older files (formats 1-7) are
+        refused with the command that refits them: no shipped table has one."""
         fmt = d.get("format", 1)
-        if fmt not in (1, 2, 3, 4, 5, 6, 7, 8, FORMAT):
-            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 1 to {FORMAT})")
+        if fmt not in (8, FORMAT):
+            raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 8 and {FORMAT}); "
+                             f"refit the table: python -m sglang_mux.estimator fit DIR")
 
         def thetas(kind, width):
             out = {}
             for s, v in d[kind].items():
                 th = v["theta"] if isinstance(v, Mapping) else v
-                if fmt == 1 and len(th) != width:
-                    raise ValueError(f"format-1 {kind} θ for {s} SMs must have {width} values, got {len(th)}")
-                if kind == "prefill" and fmt >= 5 and len(th) != PREFILL_WIDTHS[fmt]:
-                    raise ValueError(f"format-{fmt} prefill θ for {s} SMs must have {PREFILL_WIDTHS[fmt]} values, "
-                                     f"got {len(th)}")
+                if kind == "prefill" and len(th) != width:
+                    raise ValueError(f"format-{fmt} prefill θ for {s} SMs must have {width} values, got {len(th)}")
                 out[int(s)] = th
             return out
 
-        if fmt == 1:
-            logger.warning("fit.json format 1 (Eq. 1/2 only, no occupancy/L2/launch terms); "
-                           "refit it: python -m sglang_mux.estimator fit DIR")
-            return cls(thetas("prefill", PAPER_PREFILL), thetas("decode", PAPER_DECODE))
         hp, dh = d.get("prefill_hyper") or {}, d.get("decode_hyper") or {}  # no decode_hyper: floor β·r_max
         if not isinstance(hp, Mapping) or not isinstance(dh, Mapping):
             raise ValueError("prefill_hyper and decode_hyper must be objects")
-        if fmt < 4 and any(k.startswith("gemm_") for k in hp):
-            raise ValueError(f"fit.json format {fmt} has no GEMM-wave terms, but its prefill_hyper names "
-                             f"{sorted(k for k in hp if k.startswith('gemm_'))}: a malformed file; refit it")
-        new6 = sorted(k for k in hp if k.startswith("gemm_knee") or k == "min_batch_tokens")
-        if fmt < 6 and new6:
-            raise ValueError(f"fit.json format {fmt} has no token knees or smallest batch, but its prefill_hyper "
-                             f"names {new6}: a malformed file; refit it")
-        new7 = sorted(k for k in hp if k in ("cold_head_blocks", "padded_query_blocks"))
-        if fmt < 7 and new7:
-            raise ValueError(f"fit.json format {fmt} has no cold waves or padded query blocks, but its "
-                             f"prefill_hyper names {new7}: a malformed file; refit it")
-        if fmt < 7 and d.get("gemm_curve") is not None:
-            raise ValueError(f"fit.json format {fmt} has no GEMM curve, but names one: a malformed file; refit it")
         new9 = sorted(k for k in hp if k in ("split_kv_device_sms", "kv_heads"))
         if fmt < 9 and new9:
             raise ValueError(f"fit.json format {fmt} has no FA3 grid, but its prefill_hyper names {new9}: "
                              "a malformed file; refit it")
-        if fmt < 8 and dh.get("min_block_kv"):
-            raise ValueError(f"fit.json format {fmt} has no decode split tail, but its decode_hyper names "
-                             "min_block_kv: a malformed file; refit it")
         curve = None
-        if fmt >= 7 and d.get("gemm_curve") is not None:
+        if d.get("gemm_curve") is not None:
             if not isinstance(d["gemm_curve"], Mapping):
                 raise ValueError("gemm_curve must be an object or null")
             curve = GemmCurves.from_dict(d["gemm_curve"])
-        if fmt == 2 and (hp.get("l2_knee_tokens") or 0) > 0:
-            # its θ5 was fitted to keys past the knee only; read as a cliff it would overestimate
-            raise ValueError("fit.json format 2 charges the L2 spill to keys past the knee only; this "
-                             "version charges all keys of a spilled prefix (format 3) and needs a refit")
         return cls(thetas("prefill", PREFILL_WIDTH), thetas("decode", DECODE_WIDTH), PrefillHyper(**hp),
                    DecodeHyper(**dh), gemm_curve=curve)

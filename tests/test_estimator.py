@@ -258,7 +258,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 8 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
+    assert fit["format"] == 9 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
     assert fit["prefill_hyper"]["cold_head_blocks"] == 32 and fit["gemm_curve"] is None
     assert "no GEMM curve" in out.getvalue() and "gemm     no gemm_curve.csv" in out.getvalue()
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
@@ -301,31 +301,22 @@ def test_check_on_a_table_with_a_gemm_curve(tmp_path):
     assert "gemm     curve: 120 points on 8 partitions" in text
     est = Estimator.from_table(p)
     assert est.prefill_ms(84, [PrefillReq(448)]) > est.prefill_ms(84, [PrefillReq(512)])  # the slow count
-    del meta["profiler"]["attention_backend"]
+    meta["attention_backend"] = meta["profiler"]["attention_backend"] = "fa3"  # FA3's grid, no padding
     (p / "meta.json").write_text(json.dumps(meta))
     fit_table(p)
-    assert json.loads((p / "fit.json").read_text())["prefill_hyper"]["padded_query_blocks"] == 0
+    hp = json.loads((p / "fit.json").read_text())["prefill_hyper"]
+    assert (hp["padded_query_blocks"], hp["split_kv_device_sms"], hp["kv_heads"], hp["block_tokens"]) == (0, 132, 8, 32)
 
 
-def test_old_format_fit_json(table, caplog):
-    """format 1 (Eq. 1/2 only) still loads, as those equations; an unknown format is a
-    TableError that says how to rewrite it."""
+def test_old_format_fit_json(table):
+    """A fit.json of a format no shipped table uses (1-7) or of an unknown one is a TableError
+    that says how to rewrite it."""
     fit = json.loads((table / "fit.json").read_text())
-    old = {"format": 1, "prefill_features": ["sum_new_sq", "sum_new_reused", "sum_new", "one"],
-           "decode_features": ["sum_reused", "bs", "one"],
-           "prefill": {s: {"theta": v["theta"][:4]} for s, v in fit["prefill"].items()},
-           "decode": {s: {"theta": v["theta"][:3]} for s, v in fit["decode"].items()}}
-    (table / "fit.json").write_text(json.dumps(old))
-    with caplog.at_level("WARNING"):
-        est = Estimator.from_table(table)
-    assert "python -m sglang_mux.estimator fit" in caplog.text
-    t = old["prefill"]["84"]["theta"]
-    assert est.prefill_ms(84, [PrefillReq(3000, 1000)]) == pytest.approx(t[0] * 9e6 + t[1] * 3e6 + t[2] * 3000 + t[3])
-    t = old["decode"]["48"]["theta"]
-    assert est.decode_solo_ms(48, 1, 100000, 100000) == pytest.approx(t[0] * 1e5 + t[1] + t[2])
-    (table / "fit.json").write_text(json.dumps({**old, "format": 9}))
-    with pytest.raises(TableError, match=r"fit.json: bad coefficients .*format 9.*python -m sglang_mux.estimator fit"):
-        Estimator.from_table(table)
+    for fmt in (1, 7, 10):
+        (table / "fit.json").write_text(json.dumps({**fit, "format": fmt}))
+        with pytest.raises(TableError, match=rf"fit.json: bad coefficients .*format {fmt}.*python -m "
+                                             rf"sglang_mux.estimator fit"):
+            Estimator.from_table(table)
     # a decode wave count without the kernel it counts on names the file and the fix
     (table / "fit.json").write_text(json.dumps({**fit, "decode_hyper": {"blocks_per_sm": 6}}))
     with pytest.raises(TableError, match=r"fit.json: bad coefficients .*needs head_groups.*estimator fit"):

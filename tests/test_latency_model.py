@@ -337,12 +337,13 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 8 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+    assert d["format"] == 9 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
                                                         "l2_knee_tokens": 12800, "gemm_device_sms": 132,
                                                         "gemm_waves_lo": 512, "gemm_waves_hi": 16384,
                                                         "gemm_knee_tokens": 1024, "gemm_knee2_tokens": 4096,
                                                         "min_batch_tokens": 0, "cold_head_blocks": 32,
-                                                        "padded_query_blocks": 0}
+                                                        "padded_query_blocks": 0, "split_kv_device_sms": 0,
+                                                        "kv_heads": 0}
     assert d["gemm_curve"] is None
     assert d["pooled"]["gemm_waves_tokens"] == [512, 16384] and d["pooled"]["gemm_knee_tokens"] == [1024, 4096]
     m2 = SoloLatencyModel.from_dict(d)
@@ -350,23 +351,19 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_ms(52, reqs) == m.prefill_ms(52, reqs) and m2.prefill_ms(52, reqs[:1]) == m.prefill_ms(
         52, reqs[:1]) and m2.decode_ms(48, 3, 90000, 80000) == m.decode_ms(
         48, 3, 90000, 80000)
-    # decode_hyper round-trips; a format-2 file without it is the β·r_max floor (k = 0)
+    # decode_hyper round-trips; a file without it is the β·r_max floor (k = 0)
     mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132))
     d = json.loads(json.dumps(mk.to_dict()))
     assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132,
                                  "min_block_kv": 0}
     assert SoloLatencyModel.from_dict(d).decode_ms(16, 3, 90000, 80000) == mk.decode_ms(16, 3, 90000, 80000)
-    # format 8's split tail round-trips; a format-7 file has none (whole waves), and may not name it
+    # the split tail round-trips
     m8 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
     d8 = json.loads(json.dumps(m8.to_dict()))
     assert d8["decode_hyper"]["min_block_kv"] == 32
     assert SoloLatencyModel.from_dict(d8).decode_ms(80, 8, 8 * 8192) == m8.decode_ms(80, 8, 8 * 8192)
-    seven = {**d8, "format": 7, "decode_hyper": {k: v for k, v in d8["decode_hyper"].items() if k != "min_block_kv"}}
-    m7 = SoloLatencyModel.from_dict(seven)
-    assert m7.decode_hyper.min_block_kv == 0
+    m7 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 0))
     assert m7.decode_ms(80, 8, 8 * 8192) > m8.decode_ms(80, 8, 8 * 8192)  # 2 whole waves of 1024 vs 1602 keys
-    with pytest.raises(ValueError, match="format 7 has no decode split tail.*min_block_kv.*refit"):
-        SoloLatencyModel.from_dict({**d8, "format": 7})
     del d["decode_hyper"]
     assert SoloLatencyModel.from_dict(d).decode_hyper == DecodeHyper()
     with pytest.raises(ValueError, match="needs head_groups"):
@@ -379,53 +376,18 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
         SoloLatencyModel({20: (float("nan"), 0.0, 0.0, 0.0)}, TH_D)
 
 
-def test_reads_format_1_as_the_plain_equations(caplog):
-    d = {"format": 1, "prefill": {"20": {"theta": list(TH_P[20])}}, "decode": {"16": {"theta": list(TH_D[16])}}}
-    with caplog.at_level("WARNING"):
-        m = SoloLatencyModel.from_dict(d)
-    assert "estimator fit" in caplog.text
-    t = TH_P[20]
-    assert m.prefill_ms(20, [PrefillReq(1000, 500)]) == pytest.approx(t[0] * 1e6 + t[1] * 5e5 + t[2] * 1000 + t[3])
-    assert m.decode_ms(16, 1, 100000) == pytest.approx(TH_D[16][0] * 1e5 + TH_D[16][1] + TH_D[16][2])
-    with pytest.raises(ValueError, match="format-1 prefill θ for 20 SMs must have 4 values"):
-        SoloLatencyModel.from_dict({**d, "prefill": {"20": {"theta": list(TH_PX)}}})
-    with pytest.raises(ValueError, match="format 9 is not supported"):
-        SoloLatencyModel.from_dict({**d, "format": 9})
+@pytest.mark.parametrize("fmt", [1, 2, 5, 7, 10])
+def test_formats_no_shipped_table_uses_are_refused_with_the_refit_command(fmt):
+    d = json.loads(json.dumps(st.mux_truth_model().to_dict()))
+    with pytest.raises(ValueError, match=rf"format {fmt} is not supported .*python -m sglang_mux.estimator fit"):
+        SoloLatencyModel.from_dict({**d, "format": fmt})
+    # format 8 is format 9 without FA3's grid (the triton tables' files)
+    eight = {**d, "format": 8, "prefill_hyper": {k: v for k, v in d["prefill_hyper"].items()
+                                                 if k not in ("split_kv_device_sms", "kv_heads")}}
+    assert SoloLatencyModel.from_dict(eight).prefill_hyper == SoloLatencyModel.from_dict(d).prefill_hyper
+    with pytest.raises(ValueError, match="format 8 has no FA3 grid"):
+        SoloLatencyModel.from_dict({**d, "format": 8})
 
-
-OLD_HYPER = ("wave_tokens_per_sm", "block_tokens", "l2_knee_tokens")  # prefill_hyper keys of formats 2 and 3
-
-
-def test_format_2_loads_without_a_knee_and_asks_for_a_refit_with_one():
-    """Format 2 charged the spill to keys past the knee only: with no knee it is the same model,
-    with one its θ5 would be misread, so it is refused with the command that refits it."""
-    m = st.mux_truth_model()
-    m = SoloLatencyModel(m._prefill.profiled, m._decode.profiled, PrefillHyper(4, 128, 12800), m.decode_hyper)
-    d = {**json.loads(json.dumps(m.to_dict())), "format": 2}
-    d["prefill_hyper"] = {k: v for k, v in d["prefill_hyper"].items() if k in OLD_HYPER}
-    with pytest.raises(ValueError, match=r"format 2 .*keys past the knee.*needs a refit"):
-        SoloLatencyModel.from_dict(d)
-    d["prefill_hyper"] = {**d["prefill_hyper"], "l2_knee_tokens": 0}
-    m2 = SoloLatencyModel.from_dict(d)
-    assert m2.prefill_ms(52, [PrefillReq(700, 30000)]) == SoloLatencyModel(
-        m._prefill.profiled, m._decode.profiled, PrefillHyper(4, 128, 0), m.decode_hyper).prefill_ms(
-        52, [PrefillReq(700, 30000)])
-
-
-def test_format_3_loads_without_gemm_waves_and_refuses_gemm_keys():
-    """Format 3 had no GEMM-wave term: it loads with it off; gemm_* keys in it are a broken file."""
-    m = st.mux_truth_model()
-    d = {**json.loads(json.dumps(m.to_dict())), "format": 3}
-    with pytest.raises(ValueError, match=r"format 3 has no GEMM-wave terms.*refit"):
-        SoloLatencyModel.from_dict(d)
-    d["prefill_hyper"] = {k: v for k, v in d["prefill_hyper"].items() if k in OLD_HYPER}
-    m3 = SoloLatencyModel.from_dict(d)
-    assert m3.prefill_hyper == PrefillHyper(4, 128, 12800)
-    t = m.prefill_theta(116)
-    # 512 new tokens on 116 SMs: with the GEMM waves, 2 waves of a 132-block grid (g = 2·116/132)
-    sq = t[0] * 512 ** 2
-    assert m.prefill_ms(116, [PrefillReq(512)]) == pytest.approx(sq + max(t[2] * 512 * 2 * 116 / 132 + t[3], t[5]))
-    assert m3.prefill_ms(116, [PrefillReq(512)]) == pytest.approx(sq + max(t[2] * 512 + t[3], t[5]))
 
 
 def test_gemm_waves_factor():
@@ -461,7 +423,7 @@ def test_gemm_waves_factor():
 
 def test_token_knees():
     """θ8, θ9 charge the batch's tokens past m_k and m_k2 (the token-linear work is convex
-    piecewise linear in Σn); format 5 reads as no knees and may not name them."""
+    piecewise linear in Σn)."""
     hp = PrefillHyper(gemm_knee_tokens=512, gemm_knee2_tokens=2048)
     th = (0.0, 0.0, 0.01, 2.0, 0.0, 0.0, 0.0, 0.005, 0.002)
     m = SoloLatencyModel({132: th}, {16: TH_D[16]}, hp)
@@ -475,14 +437,8 @@ def test_token_knees():
     with pytest.raises(ValueError, match="gemm_knee2_tokens > 0 needs"):
         PrefillHyper(gemm_knee_tokens=1024, gemm_knee2_tokens=512)
     d = json.loads(json.dumps(m.to_dict()))
-    five = {**d, "format": 5, "prefill_hyper": {}, "prefill": {"132": {"theta": list(th[:7])}}}
-    assert SoloLatencyModel.from_dict(five).prefill_theta(132) == th[:7] + (0.0, 0.0, 0.0)
-    with pytest.raises(ValueError, match=r"format 5 has no token knees or smallest batch.*gemm_knee2_tokens.*refit"):
-        SoloLatencyModel.from_dict({**five, "prefill_hyper": d["prefill_hyper"]})
-    with pytest.raises(ValueError, match="format-8 prefill θ for 132 SMs must have 10 values, got 7"):
-        SoloLatencyModel.from_dict({**d, "prefill": five["prefill"]})
-    with pytest.raises(ValueError, match="format-5 prefill θ for 132 SMs must have 7 values, got 10"):
-        SoloLatencyModel.from_dict({**five, "prefill": d["prefill"]})
+    with pytest.raises(ValueError, match="format-9 prefill θ for 132 SMs must have 10 values, got 7"):
+        SoloLatencyModel.from_dict({**d, "prefill": {"132": {"theta": list(th[:7])}}})
 
 
 def test_small_batches_are_charged_as_the_smallest_fitted_one():
@@ -607,10 +563,10 @@ def test_cold_waves_overlap_the_prefix_reads_of_requests_in_one_wave():
     assert m.predict_prefill_frame(df)[0] == pytest.approx(m.prefill_ms(132, one))
 
 
-def test_format_7_carries_the_gemm_curve_and_older_formats_refuse_its_keys():
+def test_fit_json_carries_the_gemm_curve():
     m = st.mux_curve_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 8 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
+    assert d["format"] == 9 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
     m2 = SoloLatencyModel.from_dict(d)
     for sms, reqs in ((52, [PrefillReq(448)]), (60, [PrefillReq(700, 3000), PrefillReq(90)]),
                       (132, [PrefillReq(40000)])):
@@ -622,16 +578,6 @@ def test_format_7_carries_the_gemm_curve_and_older_formats_refuse_its_keys():
         SoloLatencyModel.from_dict({**d, "gemm_curve": part})
     with pytest.raises(ValueError, match="gemm_curve must map SM counts"):
         SoloLatencyModel.from_dict({**d, "gemm_curve": {"52": [1, 2]}})
-    six = {**d, "format": 6, "prefill": {s: {"theta": v["theta"][:9]} for s, v in d["prefill"].items()}}
-    with pytest.raises(ValueError, match=r"format 6 has no cold waves or padded query blocks.*'cold_head_blocks', "
-                                         r"'padded_query_blocks'"):
-        SoloLatencyModel.from_dict(six)
-    six["prefill_hyper"] = {k: v for k, v in six["prefill_hyper"].items()
-                            if k not in ("cold_head_blocks", "padded_query_blocks")}
-    with pytest.raises(ValueError, match="format 6 has no GEMM curve, but names one"):
-        SoloLatencyModel.from_dict(six)
-    six["gemm_curve"] = None
-    assert SoloLatencyModel.from_dict(six).prefill_theta(52)[9] == 0.0  # loads: no curve term
 
 
 def test_padded_query_blocks_charge_a_short_request_the_longest_ones_blocks():
