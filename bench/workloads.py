@@ -3,7 +3,7 @@
 Every workload is deterministic given its options (seeded); ``Workload.options`` holds all
 of them so a result can say exactly which slice, scale and cap it used.
 
-Trace replay (Mooncake FAST'25, ``/work/shared/traces/README.md``)
+Trace replay (Mooncake FAST'25, ``../shared/traces/README.md`` beside the checkout)
     Each ``hash_id`` becomes a fixed 512-token block whose token ids come from an RNG seeded
     by (hash_id, salt), drawn from a token range ``vocab`` (default ``[1000, 100000)``: below
     the special-token ranges of Llama-3 (>= 128000) and Qwen3 (>= 151643); ``token_range``
@@ -62,6 +62,7 @@ import json
 import math
 import zlib
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -71,8 +72,14 @@ BLOCK = 512
 VOCAB_LO, VOCAB_HI = 1000, 100_000
 VOCAB = (VOCAB_LO, VOCAB_HI)
 DATA_DIR = Path(__file__).parent / "data"
-# Full traces (read when present); the project ships slices under bench/data/.
-SHARED_TRACES = Path("/work/shared/traces")
+
+
+def shared_traces() -> Path:
+    """Where the full traces are read when present: $SGLANG_MUX_TRACES, else shared/traces
+    beside the checkout; the project ships slices under bench/data/ for machines with neither."""
+    return Path(os.environ.get("SGLANG_MUX_TRACES") or Path(__file__).resolve().parents[2] / "shared" / "traces")
+
+
 TRACES = {
     "conversation": ("mooncake_conversation.jsonl", "conversation_first1000.jsonl"),
     "mooncake-synthetic": ("mooncake_synthetic.jsonl", "synthetic_first500.jsonl"),
@@ -240,7 +247,8 @@ def trace_path(name: str, path: str | Path | None = None) -> Path:
     if path:
         return Path(path)
     full, sliced = TRACES[name]
-    return SHARED_TRACES / full if (SHARED_TRACES / full).exists() else DATA_DIR / sliced
+    shared = shared_traces()
+    return shared / full if (shared / full).exists() else DATA_DIR / sliced
 
 
 def load_trace(name: str = "conversation", path: str | Path | None = None) -> list[dict]:

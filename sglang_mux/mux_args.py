@@ -37,6 +37,7 @@ class MuxArgs:
     policy: str = "dispatcher"
     fixed_decode_sms: int = 64
     timeline: str | None = None
+    timeline_max_mb: float = 256.0
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -46,6 +47,8 @@ class MuxArgs:
             raise MuxArgError(f"--mux-ttft-slo-ms must be > 0 (got {self.ttft_slo_ms})")
         if self.ttft_ms_per_token < 0:
             raise MuxArgError(f"--mux-ttft-ms-per-token must be >= 0 (got {self.ttft_ms_per_token})")
+        if not self.timeline_max_mb > 0:
+            raise MuxArgError(f"--mux-timeline-max-mb must be > 0 (got {self.timeline_max_mb})")
         if self.policy not in POLICIES:
             raise MuxArgError(f"--mux-policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         if self.contention_table != "auto" and not os.path.isdir(self.contention_table):
@@ -95,6 +98,8 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mux-fixed-decode-sms", type=int, default=d.fixed_decode_sms,
                    help="decode SMs with --mux-policy fixed")
     g.add_argument("--mux-timeline", default=None, help="append every dispatch decision to this JSONL file")
+    g.add_argument("--mux-timeline-max-mb", type=float, default=d.timeline_max_mb,
+                   help="past this size the timeline moves to FILE.1 and a new one begins")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -113,6 +118,7 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         policy=ns.mux_policy,
         fixed_decode_sms=ns.mux_fixed_decode_sms,
         timeline=ns.mux_timeline,
+        timeline_max_mb=ns.mux_timeline_max_mb,
         disable_mux=ns.disable_mux,
     )
     return args, rest

@@ -135,19 +135,29 @@ class MuxMetrics:
 
 
 class TimelineWriter:
-    """Appends one JSON line per decision; line-buffered so a crash loses at most one line."""
+    """Appends one JSON line per decision; line-buffered so a crash loses at most one line.
 
-    def __init__(self, path: str | os.PathLike, mode: str = "a"):
+    ``max_bytes``: past it the file is renamed to ``<path>.1`` (replacing the previous one) and
+    a new one begins, so a long run keeps at most about twice that on disk (a decision is
+    ~200 bytes: 256 MiB holds ~1.3 million of them, hours at full rate)."""
+
+    def __init__(self, path: str | os.PathLike, mode: str = "a", max_bytes: int | None = None):
         self.path = os.fspath(path)
+        self.max_bytes = max_bytes
         d = os.path.dirname(self.path)
         if d:
             os.makedirs(d, exist_ok=True)
+        self._open(mode)
+
+    def _open(self, mode: str) -> None:
         self._f = open(self.path, mode, buffering=1, encoding="utf-8")
-        if "a" in mode and self._f.tell() > 0:  # a torn last line must not swallow our first one
+        self._size = self._f.tell()
+        if "a" in mode and self._size > 0:  # a torn last line must not swallow our first one
             with open(self.path, "rb") as f:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":
                     self._f.write("\n")
+                    self._size += 1
 
     def write(self, plan=None, *, now: float | None = None, **fields: Any) -> None:
         """Record `plan`'s fields at time `now` (default: wall clock); `fields` add or override
@@ -159,7 +169,13 @@ class TimelineWriter:
                        prefill_layers=plan.prefill_layers, new_prefill=len(plan.new_prefill_rids),
                        preempt=plan.preempt, reason=plan.reason)
         rec.update(fields)
-        self._f.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
+        line = json.dumps(rec, separators=(",", ":"), default=str) + "\n"  # ASCII: chars = bytes
+        if self.max_bytes and self._size and self._size + len(line) > self.max_bytes:
+            self._f.close()
+            os.replace(self.path, self.path + ".1")
+            self._open("w")
+        self._f.write(line)
+        self._size += len(line)
 
     def close(self) -> None:
         if not self._f.closed:

@@ -111,7 +111,8 @@ def init_mux(self):
 
         self._mux.metrics = mux_metrics.MuxMetrics()
         if args.timeline:
-            self._mux.timeline = mux_metrics.TimelineWriter(args.timeline)
+            self._mux.timeline = mux_metrics.TimelineWriter(args.timeline,
+                                                            max_bytes=int(args.timeline_max_mb * 2**20))
     except Exception as e:  # metrics must never stop serving
         logger.warning("sglang_mux metrics disabled: %s", e)
     logger.info(

@@ -1,4 +1,6 @@
 """bench.workloads: trace blocks, reuse, caps, rate scaling, Poisson, Table-1 synthetic, chat."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -36,7 +38,7 @@ def test_prefix_sharing_reproduces_trace_reuse():
 
 
 def test_full_trace_reuse_matches_readme():
-    if not (W.SHARED_TRACES / "mooncake_conversation.jsonl").exists():
+    if not (W.shared_traces() / "mooncake_conversation.jsonl").exists():
         pytest.skip("full trace not present")
     rows = W.load_trace("conversation")
     assert W.hash_block_reuse(rows, full_blocks_only=False) == pytest.approx(0.366, abs=0.001)
@@ -125,3 +127,12 @@ def test_token_range_follows_the_model():
     wl = W.build("conversation", rate=1.0, duration_s=5, vocab=(lo, hi))
     assert all(r.input_ids.min() >= lo and r.input_ids.max() < hi for r in wl.requests)
     assert W.model_vocab_size(W.DATA_DIR.parent.parent / "launch/models/qwen3-8b") == 151936
+
+
+def test_full_traces_are_found_beside_the_checkout_or_where_the_env_says(monkeypatch, tmp_path):
+    assert W.shared_traces() == Path(W.__file__).resolve().parents[2] / "shared" / "traces"
+    monkeypatch.setenv("SGLANG_MUX_TRACES", str(tmp_path))
+    assert W.shared_traces() == tmp_path
+    assert W.trace_path("conversation") == W.DATA_DIR / "conversation_first1000.jsonl"  # no full trace there
+    (tmp_path / "mooncake_conversation.jsonl").write_text("")
+    assert W.trace_path("conversation") == tmp_path / "mooncake_conversation.jsonl"

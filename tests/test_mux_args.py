@@ -20,6 +20,7 @@ def test_split_keeps_sglang_args_untouched():
                             "--mux-policy", "fixed", "--mux-fixed-decode-sms", "48", "--port", "1"])
     assert rest == ["--model-path", "m", "--port", "1"]
     assert (mux.tbt_slo_ms, mux.preemption, mux.policy, mux.fixed_decode_sms) == (40.0, False, "fixed", 48)
+    assert split_argv(["--mux-timeline-max-mb", "8"])[0].timeline_max_mb == 8.0
 
 
 def test_env_round_trip(monkeypatch):
@@ -35,6 +36,7 @@ def test_env_round_trip(monkeypatch):
     (dict(sm_granularity=12), "granularity"),
     (dict(contention_table="/nonexistent/x"), "not a directory"),
     (dict(policy="fixed", fixed_decode_sms=40), "multiple"),
+    (dict(timeline_max_mb=0), "--mux-timeline-max-mb"),
 ])
 def test_invalid_args_are_explained(kw, msg):
     with pytest.raises(MuxArgError, match=msg):

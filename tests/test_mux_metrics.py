@@ -80,3 +80,19 @@ def test_timeline_roundtrip(tmp_path):
         tl.write(_plan(), now=2.0)
     assert len(load_timeline(path)) == 4
     json.loads(path.read_text().splitlines()[0])  # each line is plain JSON
+
+
+def test_timeline_is_rotated_at_its_size_cap(tmp_path):
+    """A long run keeps at most about twice the cap on disk: the full file moves to .1."""
+    path = tmp_path / "tl.jsonl"
+    line = len(json.dumps({"time": 1.0, "i": 0}, separators=(",", ":"))) + 1
+    with TimelineWriter(path, max_bytes=10 * line) as tl:
+        for i in range(25):
+            tl.write(now=1.0, i=i % 10)
+    old, new = load_timeline(str(path) + ".1"), load_timeline(path)
+    assert len(old) == 10 and len(new) == 5 and path.stat().st_size <= 10 * line
+    assert list(new["i"]) == [0, 1, 2, 3, 4]  # the newest decisions are in the live file
+    # a writer reopening a file already at the cap rotates before its first line
+    with TimelineWriter(path, max_bytes=5 * line) as tl:
+        tl.write(now=2.0, i=9)
+    assert len(load_timeline(path)) == 1 and len(load_timeline(str(path) + ".1")) == 5
