@@ -433,7 +433,9 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
     knee, kernel, curve = table_l2_knee(t), table_decode_kernel(t), table_gemm_curve(t)
     if isinstance(est.solo, SoloLatencyModel):
         pt = est.solo.pooled_terms()
-        print(f"fit.json: waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
+        fa3 = est.solo.prefill_hyper.fa3
+        print("fit.json: " + (f"FA3 grid (packed GQA, split-KV for {fa3.device_sms} SMs), " if fa3 else "")
+              + f"waves {pt['wave_tokens_per_sm'] or 'off'} tok/SM, L2 knee {pt['l2_knee_tokens'] or 'off'} "
               f"(spill x{1 + pt['l2_spill_ratio']:.3g}), "
               + (f"launch floor {pt['launch_floor_ms']:.2f} ms, " if pt['launch_floor_ms'] else
                  "no launch floor (" + ("rows time the GPU alone), " if not table_launch_floor(t) else "none fits), "))

@@ -248,8 +248,9 @@ from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
 
-# 9: + FA3's prefill grid (PrefillHyper.split_kv_device_sms, kv_heads); 8: + decode split tails (DecodeHyper.min_block_kv); 7: + measured GEMM curve (θ10); 6: + token knees
-# (θ8, θ9), smallest batch; 5: + cold prefix reads (θ7); 4: + GEMM waves; 3: L2 cliff
+# 9: + FA3's prefill grid (PrefillHyper.split_kv_device_sms, kv_heads); 8: + decode split tails
+# (DecodeHyper.min_block_kv). Only 8 and 9 are read; earlier formats added, in order: the measured
+# GEMM curve (7), token knees and the smallest batch (6), cold prefix reads (5), GEMM waves (4).
 FORMAT = 9
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
