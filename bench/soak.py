@@ -1,0 +1,205 @@
+"""Soak a running server: load for a long time, sample what could creep, lose no request.
+
+    python -m bench.soak --server-url http://127.0.0.1:30000 --server-pid PID --rate 3 \\
+        --piece-s 540 --out bench/results/soak_x [--timeline FILE] [--chat-share 0.5]
+
+One invocation is one piece (at most ``--piece-s``; a device command is at most 10 minutes):
+a soak of 30 minutes is four pieces against one server kept alive between them (started
+detached, e.g. ``setsid``), each appending to ``samples.jsonl`` and ``pieces.jsonl`` in
+``--out``; ``python -m bench.soak --report OUT`` sums them up.
+
+Load: the Mooncake conversation trace (Poisson at ``rate × (1 − chat-share)`` req/s) and
+multi-turn chat sessions (``rate × chat-share`` sessions/s) at once, each piece with its own
+salt so the radix cache sees new prompts. Every ``--sample-s`` seconds: GPU memory in use
+(nvidia-smi), the server's process tree RSS and open file descriptors (/proc), the timeline
+file's size (with its rotated ``.1``), and the server's running and queued requests (its
+/metrics, with --enable-metrics). Every request sent ends as completed or errored in the
+client's records (bench/client.py never drops one); ``lost`` counts those that did neither.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import client, workloads
+
+SAMPLES, PIECES = "samples.jsonl", "pieces.jsonl"
+
+
+def proc_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux /proc), those still alive."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        if not Path(f"/proc/{p}").exists():
+            continue
+        out.append(p)
+        for t in Path(f"/proc/{p}/task").glob("*/children"):
+            todo += [int(c) for c in t.read_text().split()]
+    return out
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def gpu_mem_mib() -> float | None:
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=10)
+        return sum(float(x) for x in r.stdout.split()) if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def _queue(url: str) -> dict:
+    text = client.scrape_metrics(url, prefix="sglang:") or ""
+    got = {}
+    for line in text.splitlines():
+        for key in ("num_running_reqs", "num_queue_reqs"):
+            if line.startswith(f"sglang:{key}"):
+                got[key] = got.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return got
+
+
+def sample(url: str, pid: int | None, timeline: Path | None) -> dict:
+    s: dict = {"time": time.time(), "gpu_mem_mib": gpu_mem_mib()}
+    if pid:
+        pids = proc_tree(pid)
+        s.update(rss_mib=round(sum(_rss_mib(p) for p in pids), 1),
+                 fds=sum(len(os.listdir(f"/proc/{p}/fd")) for p in pids), processes=len(pids))
+    if timeline:
+        s["timeline_bytes"] = sum(f.stat().st_size for f in (timeline, Path(f"{timeline}.1")) if f.exists())
+    s.update(_queue(url))
+    return s
+
+
+def outcome(records: list[dict]) -> dict:
+    """sent = completed + errored + lost (a record with neither ok nor an error)."""
+    ok = sum(1 for r in records if r.get("ok"))
+    err = sum(1 for r in records if not r.get("ok") and r.get("error"))
+    return {"sent": len(records), "completed": ok, "errored": err, "lost": len(records) - ok - err}
+
+
+def piece_workloads(rate: float, seconds: float, chat_share: float, piece: int, vocab,
+                    think_s: float = 3.0) -> list:
+    salt = f"soak-piece={piece}"
+    wls = []
+    if chat_share < 1:
+        r = rate * (1 - chat_share)
+        wls.append(workloads.build("conversation", rate=r, duration_s=seconds, arrival="poisson", seed=piece,
+                                   salt=salt, input_cap=8000, vocab=vocab))
+    if chat_share > 0:
+        n = max(1, round(rate * chat_share * seconds))
+        wls.append(workloads.chat_workload(n_sessions=n, rate=rate * chat_share, seed=piece, salt=salt,
+                                           think_s=think_s))
+    return wls
+
+
+def run_piece(url: str, out: Path, *, rate: float, seconds: float, pid: int | None = None,
+              timeline: Path | None = None, chat_share: float = 0.5, sample_s: float = 10.0,
+              drain_s: float = 60.0, vocab=workloads.VOCAB, think_s: float = 3.0) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    piece = sum(1 for _ in (out / PIECES).open()) if (out / PIECES).exists() else 0
+    wls = piece_workloads(rate, seconds, chat_share, piece, vocab, think_s)
+    stop = threading.Event()
+
+    def sampler():
+        with (out / SAMPLES).open("a") as f:
+            while True:
+                f.write(json.dumps({"piece": piece, **sample(url, pid, timeline)}) + "\n")
+                f.flush()
+                if stop.wait(sample_s):
+                    return
+
+    results: list = [None] * len(wls)
+
+    def load(i, wl):
+        results[i] = client.run_workload(url, wl, wl.span_s + drain_s, progress=False)[0]
+
+    t0 = time.time()
+    th_s = threading.Thread(target=sampler, daemon=True)
+    th_s.start()
+    loads = [threading.Thread(target=load, args=(i, wl)) for i, wl in enumerate(wls)]
+    for t in loads:
+        t.start()
+    for t in loads:
+        t.join()
+    stop.set()
+    th_s.join()
+    recs = [r for rs in results for r in (rs or [])]
+    rec = {"piece": piece, "start": t0, "wall_s": round(time.time() - t0, 1), "rate": rate,
+           "chat_share": chat_share, "workloads": [wl.options for wl in wls], **outcome(recs),
+           "errors": sorted({str(r.get("error")).split(":")[0] for r in recs if r.get("error")})}
+    with (out / PIECES).open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    return rec
+
+
+def _slope_per_min(ts, ys) -> float | None:
+    pts = [(t, y) for t, y in zip(ts, ys) if y is not None]
+    if len(pts) < 3:
+        return None
+    t, y = np.array(pts, dtype=float).T
+    return float(np.polyfit((t - t[0]) / 60.0, y, 1)[0])
+
+
+def report(out: Path, warmup_s: float = 60.0) -> dict:
+    """Totals over the pieces; each sampled quantity's range and linear slope per minute after
+    the first ``warmup_s`` of the soak (flat memory: a slope near 0)."""
+    pieces = [json.loads(x) for x in (out / PIECES).read_text().splitlines() if x.strip()]
+    samples = [json.loads(x) for x in (out / SAMPLES).read_text().splitlines() if x.strip()]
+    t0 = min((s["time"] for s in samples), default=0.0)
+    late = [s for s in samples if s["time"] - t0 >= warmup_s]
+    res = {k: sum(p[k] for p in pieces) for k in ("sent", "completed", "errored", "lost")}
+    res.update(pieces=len(pieces), minutes=round(sum(p["wall_s"] for p in pieces) / 60, 1), samples=len(samples))
+    for key in ("gpu_mem_mib", "rss_mib", "fds", "timeline_bytes", "num_running_reqs", "num_queue_reqs"):
+        ys = [s.get(key) for s in late]
+        vals = [y for y in ys if y is not None]
+        if vals:
+            res[key] = {"min": min(vals), "max": max(vals),
+                        "slope_per_min": _slope_per_min([s["time"] for s in late], ys)}
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--report", action="store_true", help="only sum up the pieces in --out")
+    ap.add_argument("--server-url", default="http://127.0.0.1:30000")
+    ap.add_argument("--server-pid", type=int, default=None, help="the server's main process (RSS, fds)")
+    ap.add_argument("--timeline", type=Path, default=None, help="the server's --mux-timeline file")
+    ap.add_argument("--rate", type=float, default=3.0, help="requests + sessions per second")
+    ap.add_argument("--chat-share", type=float, default=0.5)
+    ap.add_argument("--piece-s", type=float, default=480.0, help="arrival span of this piece")
+    ap.add_argument("--drain-s", type=float, default=60.0)
+    ap.add_argument("--sample-s", type=float, default=10.0)
+    ap.add_argument("--warmup-s", type=float, default=60.0)
+    ap.add_argument("--vocab-size", type=int, default=128256)
+    a = ap.parse_args(argv)
+    if not a.report:
+        if not 0 <= a.chat_share <= 1 or a.rate <= 0 or a.piece_s <= 0:
+            ap.error("--rate and --piece-s must be > 0 and --chat-share within [0, 1]")
+        if not client.health(a.server_url):
+            ap.error(f"no server answers /health at {a.server_url}: start it first (detached, so it outlives a piece)")
+        rec = run_piece(a.server_url, a.out, rate=a.rate, seconds=a.piece_s, pid=a.server_pid,
+                        timeline=a.timeline, chat_share=a.chat_share, sample_s=a.sample_s, drain_s=a.drain_s,
+                        vocab=workloads.token_range(a.vocab_size))
+        print(json.dumps({k: rec[k] for k in ("piece", "sent", "completed", "errored", "lost", "errors")}))
+    print(json.dumps(report(a.out, a.warmup_s), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
