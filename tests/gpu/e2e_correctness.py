@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -29,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_util import Server, post, tail  # noqa: E402
 
-COMMON = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+COMMON = ["--sampling-backend", "pytorch", "--grammar-backend", "none",
           "--mem-fraction-static", "0.75", "--disable-overlap-schedule", "--chunked-prefill-size", "-1"]
 
 
@@ -175,13 +176,16 @@ def main():
     ap.add_argument("--burst", action="store_true", help="add the preemption burst (module docstring)")
     ap.add_argument("--mux-args", default="", help="extra arguments for the mux server only")
     ap.add_argument("--common-args", default="", help="extra arguments for both servers (e.g. --cuda-graph-max-bs 16)")
+    ap.add_argument("--attention-backend", default=None,
+                    help="both servers' backend (default: SGLang's own, FA3 on H100/H200; the mux log names it)")
     args = ap.parse_args()
     cfg = json.load(open(os.path.join(args.model_dir, "config.json")))
     vocab = cfg["vocab_size"]
     singles, sessions = workload(vocab)
     if args.burst:
         singles += burst(vocab, start_s=0.15 * len(singles) + 1.0)
-    base = ["--model-path", args.model_dir] + COMMON + args.common_args.split()
+    backend = ["--attention-backend", args.attention_backend] if args.attention_backend else []
+    base = ["--model-path", args.model_dir] + COMMON + backend + args.common_args.split()
     timeline = os.path.join(args.logdir, "mux_timeline.jsonl")
     if os.path.exists(timeline):
         os.remove(timeline)
@@ -213,6 +217,9 @@ def main():
                 result["mux_metrics"] = scrape_mux_metrics(srv.url)
                 result["bad_input"] = bad_input_checks(srv.url, vocab, cfg.get("max_position_embeddings", 40960))
                 result["mux_log_tail"] = tail(srv.log_path, 15)
+                with open(srv.log_path, errors="replace") as f:  # what the server says it runs
+                    said = re.search(r"sglang_mux: .*attention backend (\S+),.*estimator: (.*)", f.read())
+                result["mux_attention_backend"], result["mux_estimator"] = said.groups() if said else (None, None)
         except Exception as e:
             result[f"{label}_error"] = str(e)[-3000:]
             print(result[f"{label}_error"], flush=True)
