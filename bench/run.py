@@ -533,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
                 ok, reason = warmup(url, kind, a.warmup, a.vocab)
                 log(f"{url}: warmup {reason}")
             for i, r in enumerate(pending):  # a search appends its next rate as it goes
-                wl = wls[r] if r in wls else wls.setdefault(r, build_workload(a, r))
+                if r not in wls:
+                    wls[r] = build_workload(a, r)
+                wl = wls[r]
                 if not budget.fits(point_cost(a, wl) + (STOP_S if server else 0)):
                     log(f"budget: {budget.left():.0f} s left < {point_cost(a, wl):.0f} s for "
                         f"{sys_name} @ {fmt_rate(r)}; stopping")

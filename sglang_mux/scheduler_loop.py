@@ -79,6 +79,7 @@ def init_mux(self):
     from sglang_mux.probe import safe_probe
 
     args = MuxArgs.from_env()
+    backend = attention_backend(self.server_args)
     gpu_id = getattr(self, "gpu_id", None)
     if gpu_id is None:
         gpu_id = self.ps.gpu_id
@@ -97,7 +98,7 @@ def init_mux(self):
         gpu_name=torch.cuda.get_device_name(gpu_id),
         total_sms=parts.total_sms,
         tables_root=_tables_root(),
-        attention_backend=attention_backend(self.server_args),
+        attention_backend=backend,
         table_dir=tables,
         granularity=args.sm_granularity,
         probe=lambda: safe_probe(parts),
@@ -117,7 +118,7 @@ def init_mux(self):
         logger.warning("sglang_mux metrics disabled: %s", e)
     logger.info(
         "sglang_mux: %d partitions on %d SMs, attention backend %s, policy=%s, TBT SLO %.0f ms, TTFT SLO %.0f ms, "
-        "estimator: %s", len(cfgs), parts.total_sms, attention_backend(self.server_args), args.policy,
+        "estimator: %s", len(cfgs), parts.total_sms, backend, args.policy,
         args.tbt_slo_ms, args.ttft_slo_ms, estimator.source,
     )
 
