@@ -39,6 +39,7 @@ import argparse
 import ctypes
 import datetime as dt
 import json
+import lzma
 import math
 import os
 import re
@@ -222,11 +223,13 @@ def file_size(path: Path) -> int:
 
 def timeline_records(path: Path, span: list[int] | None) -> list[dict] | None:
     """The decisions in bytes [start, end) of a dispatcher timeline (one point's); None when
-    there is no timeline. A torn line at either end is skipped."""
-    if not span or not path.exists():
+    there is no timeline. A torn line at either end is skipped. A timeline kept compressed
+    (``<path>.xz``, as results are stored) is read through; the offsets are the plain file's."""
+    xz = path.with_name(path.name + ".xz")
+    if not span or not (path.exists() or xz.exists()):
         return None
     start, end = span
-    with open(path, "rb") as f:
+    with (open(path, "rb") if path.exists() else lzma.open(xz, "rb")) as f:
         f.seek(start or 0)
         chunk = f.read(max(0, (end or 0) - (start or 0))).decode(errors="replace")
     out = []

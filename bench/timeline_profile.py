@@ -80,6 +80,38 @@ def _counters(path: Path) -> dict[str, float] | None:
     return None if samples is None else {k: v for k, v in samples.items() if k in PREFILL_KEYS}
 
 
+RATIO_HIST = "sglang_mux:prefill_latency_ratio"
+
+
+def _ratio_buckets(path: Path) -> dict[float, float]:
+    """{upper bound: cumulative count} of the prefill measured/estimated histogram of a scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if not path.exists():
+        return {}
+    for fam in text_string_to_metric_families(path.read_text()):
+        if fam.name == RATIO_HIST:
+            return {float(s.labels["le"]): s.value for s in fam.samples if s.name.endswith("_bucket")}
+    return {}
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """Prometheus's histogram_quantile: linear inside the bucket holding the q-th observation
+    (the lowest bucket starts at 0; one past the last finite bound answers that bound)."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank, lo, below = q * buckets[bounds[-1]], 0.0, 0.0
+    for b in bounds:
+        c = buckets[b]
+        if c >= rank:
+            if b == float("inf"):
+                return lo
+            return lo + (b - lo) * (rank - below) / (c - below) if c > below else b
+        lo, below = b, c
+    return None
+
+
 def _tl_range(run_dir: Path, system: str, rate: float):
     p = runmod.point_file(run_dir, system, rate, ".meta.json")
     try:
@@ -116,9 +148,16 @@ def prefill_stream(run_dir: Path, system: str, rate: float) -> dict | None:
     if any(v < 0 for v in d.values()):  # the server restarted between the points
         d = {k: now.get(k, 0.0) for k in PREFILL_KEYS}
     busy, idle, rs, rn = (d[k] for k in PREFILL_KEYS)
+    hist = _ratio_buckets(runmod.point_file(run_dir, system, rate, ".metrics.prom"))
+    if hist and prev is not None and base:
+        before = _ratio_buckets(runmod.point_file(run_dir, system, prev, ".metrics.prom"))
+        if all(hist[b] >= before.get(b, 0.0) for b in hist):  # same server: this point's share
+            hist = {b: c - before.get(b, 0.0) for b, c in hist.items()}
+    p50 = histogram_quantile(0.5, hist) if hist else None
     return {"busy_s": round(busy, 3), "idle_s": round(idle, 3),
             "idle_share": round(idle / (busy + idle), 4) if busy + idle > 0 else None,
-            "measured_over_estimate_mean": round(rs / rn, 4) if rn > 0 else None}
+            "measured_over_estimate_mean": round(rs / rn, 4) if rn > 0 else None,
+            "measured_over_estimate_p50": None if p50 is None else round(p50, 4)}
 
 
 def render(p: dict) -> str:
@@ -141,10 +180,10 @@ def render(p: dict) -> str:
     ps = p.get("prefill_stream")
     if ps:
         share = "—" if ps["idle_share"] is None else f"{100 * ps['idle_share']:.1f} %"
-        est = ps["measured_over_estimate_mean"]
+        est, med = ps["measured_over_estimate_mean"], ps.get("measured_over_estimate_p50")
         lines.append(f"prefill stream: {ps['busy_s']:.1f} s of chunks, {ps['idle_s']:.2f} s idle between "
                      f"chunks of a batch ({share}); measured / estimated prefill, mean "
-                     f"{'—' if est is None else f'{est:.3f}'}")
+                     f"{'—' if est is None else f'{est:.3f}'}, median {'—' if med is None else f'{med:.3f}'}")
     return "\n".join(lines)
 
 

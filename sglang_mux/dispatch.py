@@ -10,7 +10,8 @@ batch completes. The rules of `MuxDispatcher.plan`, in order:
    as the batch being formed, so a decision costs O(batch), not O(queue).
 2. Partition ("best-fit"): decode gets the FEWEST SMs among `estimator.decode_sms_options` whose
    worst-case latency (solo x contention guard, given the co-running prefill's new/reused
-   tokens) meets the TBT SLO; prefill gets the rest. Only one phase has work -> it gets the
+   tokens) meets the TBT SLO less the loop's host time per iteration
+   (`Snapshot.decode_host_ms`); prefill gets the rest. Only one phase has work -> it gets the
    whole GPU ("decode-only" = (total, 0), "prefill-only" = (0, total)).
 3. N_PL = ceil(T_d * N_T / T_P), clamped to [1, layers remaining]; T_d = worst-case decode ms on
    the chosen partition, T_P = solo ms of the whole prefill batch on the prefill partition.
@@ -121,6 +122,9 @@ class Snapshot:
     active_prefill: PrefillBatchState | None = None
     paused_prefill: PrefillBatchState | None = None  # preempted batch waiting to resume
     waiting: Sequence[WaitingReq] = ()  # in arrival order
+    # Host time the loop adds to every decode iteration (a token's gap = GPU time + this): the
+    # TBT budget of a partition choice is the SLO minus it (DecodeHostTime measures it).
+    decode_host_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,32 @@ class Plan:
                 "t_decode_worst_ms": self.t_decode_worst_ms, "t_prefill_ms": self.t_prefill_ms,
                 "prefill_layers": self.prefill_layers, "new_prefill_rids": list(self.new_prefill_rids),
                 "preempt": self.preempt, "reason": self.reason}
+
+
+class DecodeHostTime:
+    """The host time between decode iterations that a token's gap pays on top of the GPU's:
+    the ``quantile`` of the last ``window`` observations (wall time between two consecutive
+    decode completions minus the later one's GPU time). A high quantile, as the SLO is a P99;
+    recomputed every ``refresh`` observations to keep the loop's cost flat."""
+
+    def __init__(self, window: int = 256, quantile: float = 0.9, refresh: int = 32):
+        if window <= 0 or refresh <= 0 or not 0.0 <= quantile <= 1.0:
+            raise ValueError("window and refresh must be positive and quantile in [0, 1]")
+        self.window, self.quantile, self.refresh = int(window), float(quantile), int(refresh)
+        self._gaps: list[float] = []
+        self._seen = 0
+        self.value_ms = 0.0
+
+    def observe(self, wall_ms: float, gpu_ms: float) -> None:
+        if not (wall_ms >= 0.0 and gpu_ms >= 0.0):
+            return
+        self._gaps.append(max(0.0, wall_ms - gpu_ms))
+        if len(self._gaps) > self.window:
+            del self._gaps[0]
+        self._seen += 1
+        if self._seen % self.refresh == 0 or self._seen <= self.refresh:
+            g = sorted(self._gaps)
+            self.value_ms = g[min(len(g) - 1, int(self.quantile * len(g)))]
 
 
 class Policy(Protocol):
@@ -317,10 +347,11 @@ class MuxDispatcher(_BasePolicy):
     def _mux(self, snap: Snapshot, b: _Batch, preempt: bool = False) -> Plan:
         bs, sr, mr = snap.decode_bs, snap.decode_sum_reused, snap.decode_max_reused
         worst = self.est.decode_worst_ms
+        budget = self.tbt_budget_ms(snap)
         t = 0.0
         for d in self.options:  # ascending: the first that meets the SLO is the best fit
             t = worst(d, bs, sr, b.new_tokens, b.reused_tokens, max_reused=mr)
-            if t <= self.tbt_slo_ms:
+            if t <= budget:
                 return self._plan(d, t, b, PREEMPT_PREFIX + BEST_FIT if preempt else BEST_FIT, preempt)
         # Overload: t is the worst case on the largest multiplexed decode partition.
         d = self.options[-1]
@@ -331,6 +362,11 @@ class MuxDispatcher(_BasePolicy):
             return self._decode_only(snap, OVERLOAD_DECODE_FIRST)  # new batch not started: no rids
         reason = PREEMPT_PREFIX + OVERLOAD_MAX_DECODE if preempt else OVERLOAD_MAX_DECODE
         return Plan(d, self.total - d, t, t_p, self._n_pl(t, t_p, b), b.new_rids, preempt, reason)
+
+    def tbt_budget_ms(self, snap: Snapshot) -> float:
+        """GPU time a decode iteration may take: the TBT SLO less the loop's host time, which
+        never takes more than half of it (a host that slow is a stall, not a cost to plan for)."""
+        return self.tbt_slo_ms - min(max(snap.decode_host_ms, 0.0), 0.5 * self.tbt_slo_ms)
 
     def plan(self, snap: Snapshot) -> Plan:
         plan = super().plan(snap)

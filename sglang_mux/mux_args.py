@@ -38,6 +38,7 @@ class MuxArgs:
     fixed_decode_sms: int = 64
     timeline: str | None = None
     timeline_max_mb: float = 256.0
+    tbt_host_budget: bool = True
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -100,6 +101,8 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mux-timeline", default=None, help="append every dispatch decision to this JSONL file")
     g.add_argument("--mux-timeline-max-mb", type=float, default=d.timeline_max_mb,
                    help="past this size the timeline moves to FILE.1 and a new one begins")
+    g.add_argument("--mux-tbt-host-budget", action=argparse.BooleanOptionalAction, default=d.tbt_host_budget,
+                   help="plan decode partitions for the TBT SLO less the loop's measured host time per iteration")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -119,6 +122,7 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         fixed_decode_sms=ns.mux_fixed_decode_sms,
         timeline=ns.mux_timeline,
         timeline_max_mb=ns.mux_timeline_max_mb,
+        tbt_host_budget=ns.mux_tbt_host_budget,
         disable_mux=ns.disable_mux,
     )
     return args, rest

@@ -52,6 +52,8 @@ class MuxState:
     paused: _PrefillRun | None = None
     arrival: dict = field(default_factory=dict)
     idle_unmeasurable: bool = False  # elapsed_time across prefill streams failed once: stop trying
+    host_time: object = None  # dispatch.DecodeHostTime, None with --no-mux-tbt-host-budget
+    last_decode_done: float | None = None  # perf_counter after the last decode's result (None: gap broken)
 
 
 def _build_policy(args: MuxArgs, estimator):
@@ -72,6 +74,7 @@ def init_mux(self):
     import torch
     from sglang.srt.multiplex import pdmux_context
 
+    from sglang_mux.dispatch import DecodeHostTime
     from sglang_mux.estimator import Estimator
     from sglang_mux.green_ctx import GreenPartitionSet
     from sglang_mux.mux_args import attention_backend
@@ -106,6 +109,7 @@ def init_mux(self):
     self._mux = MuxState(
         args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
         policy=_build_policy(args, estimator), estimator=estimator,
+        host_time=DecodeHostTime() if args.tbt_host_budget else None,
     )
     try:
         from sglang_mux import mux_metrics
@@ -180,6 +184,7 @@ def _snapshot(self, now: float):
     return Snapshot(
         now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, decode_max_reused=max_reused, active_prefill=act,
         paused_prefill=m.paused.state if m.paused else None, waiting=waiting,
+        decode_host_ms=m.host_time.value_ms if m.host_time is not None else 0.0,
     )
 
 
@@ -385,6 +390,7 @@ def mux_event_loop(self):
             if m.metrics:
                 m.metrics.on_plan(plan, decide_us)
             if not has_decode and not has_prefill:
+                m.last_decode_done = None
                 self.on_idle()
                 continue
             cfg = _config_for(m, plan, has_decode, has_prefill)
@@ -420,6 +426,10 @@ def mux_event_loop(self):
                     decode_stream.synchronize()
                     self.process_batch_result(decode_batch, decode_result)
                 ms = d_start.elapsed_time(d_end)
+                done = time.perf_counter()
+                if m.host_time is not None and m.last_decode_done is not None:
+                    m.host_time.observe((done - m.last_decode_done) * 1e3, ms)
+                m.last_decode_done = done
                 bs, sum_reused = snap.decode_bs, snap.decode_sum_reused
                 co = run is not None and run.inflight and cfg.is_multiplexed
                 p_new = sum(r.n for r in run.state.reqs) if co else 0
@@ -432,8 +442,11 @@ def mux_event_loop(self):
                         m.metrics.on_guard_refinement()
                 if m.timeline:
                     m.timeline.write(plan, now=now, decode_bs=bs, measured_decode_ms=ms,
-                                     decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms)
-            elif has_prefill:
+                                     decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
+                                     decode_host_ms=snap.decode_host_ms)
+            else:
+                m.last_decode_done = None  # no decode this step: the next gap is not a token's
+            if decode_batch is None and has_prefill:
                 # Prefill alone: nothing else to launch until its event fires or a request comes.
                 time.sleep(0.0002)
             self.last_batch = decode_batch

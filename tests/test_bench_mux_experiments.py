@@ -44,6 +44,13 @@ def test_mux_off_is_sglang_plus_disable_mux(kw):
     assert systems.mux_settings(off) is None and systems.mux_settings(sg) is None
 
 
+def test_mux_nohost_turns_only_the_host_budget_off():
+    mux, _ = split_argv(systems.server_command("mux-nohost", MODEL, 1, tbt_slo_ms=50)[3:])
+    assert systems.kind("mux-nohost") == "mux"
+    assert (mux.tbt_host_budget, mux.preemption, mux.policy, mux.tbt_slo_ms) == (False, True, "dispatcher", 50.0)
+    assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].tbt_host_budget is True
+
+
 def test_mux_nopreempt_and_ttft_per_token():
     cmd = systems.server_command("mux-nopreempt", MODEL, 1, tbt_slo_ms=50, ttft_slo_ms=800,
                                  ttft_ms_per_token=0.25, extra_args=["--x", "1"])

@@ -57,7 +57,7 @@ def test_prefill_stream_counters_are_per_point(tmp_path):
     (run / "mux__4.metrics.prom").write_text(prom.format(b=40.0, i=1.5, s=53.0, n=50))
     ps = TP.prefill_stream(run, "mux", 4)           # minus the 2 req/s point's counters
     assert ps == {"busy_s": 30.0, "idle_s": 0.5, "idle_share": pytest.approx(0.5 / 30.5, abs=1e-4),
-                  "measured_over_estimate_mean": 1.1}
+                  "measured_over_estimate_mean": 1.1, "measured_over_estimate_p50": None}
     assert TP.prefill_stream(run, "mux", 2)["busy_s"] == 10.0
     assert TP.prefill_stream(run, "mux", 8) is None  # no scrape for that point
     p = TP.profile(TP.point_timeline(run, "mux", 4))
@@ -80,3 +80,32 @@ def test_prefill_stream_base_is_the_previous_point_of_the_same_server(tmp_path):
     assert TP.prefill_stream(run, "mux", 3.5)["busy_s"] == 45.0    # first point of its server
     assert TP.prefill_stream(run, "mux", 3.75)["busy_s"] == 50.0   # minus 3.5, not minus 4
     assert TP.prefill_stream(run, "mux", 4)["busy_s"] == 50.0      # minus 3
+
+
+def test_prefill_ratio_median_from_the_histogram(tmp_path):
+    run = write_point(tmp_path, [rec(0.0, 48, 84, 4, 40.0, 36.0)])
+    prom = ("# TYPE sglang_mux:prefill_latency_ratio histogram\n"
+            "sglang_mux:prefill_latency_ratio_bucket{{le=\"0.9\"}} {a}\n"
+            "sglang_mux:prefill_latency_ratio_bucket{{le=\"1.0\"}} {b}\n"
+            "sglang_mux:prefill_latency_ratio_bucket{{le=\"1.1\"}} {c}\n"
+            "sglang_mux:prefill_latency_ratio_bucket{{le=\"+Inf\"}} {c}\n"
+            "sglang_mux:prefill_latency_ratio_sum {s}\nsglang_mux:prefill_latency_ratio_count {c}\n"
+            "sglang_mux:prefill_busy_seconds_total 1\nsglang_mux:prefill_idle_seconds_total 0\n")
+    (run / "mux__2.metrics.prom").write_text(prom.format(a=10, b=10, c=10, s=8.0))
+    (run / "mux__4.metrics.prom").write_text(prom.format(a=10, b=20, c=50, s=50.0))
+    # this point's own 40 observations: 10 in (0.9, 1.0], 30 in (1.0, 1.1]; the 20th is 1/3 into the second
+    assert TP.prefill_stream(run, "mux", 4)["measured_over_estimate_p50"] == pytest.approx(1.0 + 0.1 / 3, abs=1e-4)
+    assert TP.histogram_quantile(0.5, {0.9: 0.0, 1.0: 4.0, float("inf"): 4.0}) == pytest.approx(0.95)
+    assert TP.histogram_quantile(0.99, {1.0: 1.0, float("inf"): 10.0}) == 1.0  # past the last bound
+    assert TP.histogram_quantile(0.5, {1.0: 0.0}) is None
+
+
+def test_a_compressed_timeline_reads_as_the_plain_one(tmp_path):
+    import lzma
+    rows = [rec(0.00, 48, 84, 40, 40.0, 36.0), rec(0.04, 48, 84, 40, 40.0, 38.0)]
+    run = write_point(tmp_path, rows, before=[rec(-5.0, 16, 116, 1, 5.0, 50.0)])
+    plain = TP.point_timeline(run, "mux", 4)
+    tl = run / "mux.timeline.jsonl"
+    (run / "mux.timeline.jsonl.xz").write_bytes(lzma.compress(tl.read_bytes()))
+    tl.unlink()
+    assert TP.point_timeline(run, "mux", 4).equals(plain) and len(plain) == 2

@@ -76,6 +76,42 @@ def test_best_fit_exact_table():
     assert p.decode_sms == 64
 
 
+def test_best_fit_budgets_the_loops_host_time():
+    est = TableEstimator({16: 80.0, 32: 60.0, 48: 50.0, 64: 40.0, 80: 30.0, 96: 20.0, 112: 10.0}, 1000.0)
+    d = MuxDispatcher(est, tbt_slo_ms=50, ttft_slo_ms=5000)
+
+    def plan(host_ms):
+        return d.plan(Snapshot(100.0, 8, 800, waiting=(w("a", 1000),), decode_host_ms=host_ms))
+
+    assert plan(0.0).decode_sms == 48  # 50 <= 50
+    assert plan(0.1).decode_sms == 64  # 50 > 49.9: the next partition up
+    assert plan(10.0).decode_sms == 64 and plan(10.0).t_decode_worst_ms == 40.0
+    assert plan(10.1).decode_sms == 80
+    # A host stall is not planned for: at most half the SLO is taken (budget 25 ms: 20 ms fits).
+    assert plan(500.0).decode_sms == 96 and d.tbt_budget_ms(Snapshot(0.0, 1, 0, decode_host_ms=500.0)) == 25.0
+    assert plan(-3.0).decode_sms == 48  # a negative reading is no host time
+
+
+def test_decode_host_time_is_a_windowed_quantile():
+    h = D.DecodeHostTime(window=10, quantile=0.9, refresh=5)
+    assert h.value_ms == 0.0
+    for gap in range(1, 11):  # wall = 20 + gap ms over 20 ms of GPU: gaps 1..10
+        h.observe(20.0 + gap, 20.0)
+    assert h.value_ms == 10.0  # sorted 1..10, index int(0.9 * 10) = 9
+    h.observe(15.0, 20.0)  # the GPU outlasted the wall reading: no host time, not a negative one
+    for _ in range(4):
+        h.observe(21.0, 20.0)  # the window keeps the last 10: 6..10, 0, 1, 1, 1, 1
+    assert sorted(h._gaps) == [0.0, 1.0, 1.0, 1.0, 1.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+    assert h.value_ms == 10.0
+    for _ in range(10):
+        h.observe(21.0, 20.0)
+    assert h.value_ms == 1.0
+    h.observe(float("nan"), 20.0)  # ignored
+    assert len(h._gaps) == 10
+    with pytest.raises(ValueError):
+        D.DecodeHostTime(window=0)
+
+
 def test_best_fit_is_fewest_meeting_sms():
     est = FakeEstimator()
     for bs in range(1, 300, 3):

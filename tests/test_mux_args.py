@@ -21,6 +21,8 @@ def test_split_keeps_sglang_args_untouched():
     assert rest == ["--model-path", "m", "--port", "1"]
     assert (mux.tbt_slo_ms, mux.preemption, mux.policy, mux.fixed_decode_sms) == (40.0, False, "fixed", 48)
     assert split_argv(["--mux-timeline-max-mb", "8"])[0].timeline_max_mb == 8.0
+    assert split_argv([])[0].tbt_host_budget is True
+    assert split_argv(["--no-mux-tbt-host-budget"])[0].tbt_host_budget is False
 
 
 def test_env_round_trip(monkeypatch):
