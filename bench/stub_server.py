@@ -1,7 +1,8 @@
 """An aiohttp stand-in for an SGLang server: tests and the client's own capacity.
 
-Routes: ``/generate`` (SGLang native, streaming and not), ``/v1/chat/completions``
-(streaming and not), ``/health``, ``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/metrics``.
+Routes: ``/generate`` (SGLang native, streaming and not; ``/abort_request`` ends a stream with
+finish_reason abort), ``/v1/chat/completions``
+(streaming and not; a body that is not a JSON object gets SGLang's 400 with a message), ``/health``, ``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/metrics``.
 Each request waits ``ttft`` then emits ``max_new_tokens`` tokens, ``chunk_tokens`` per SSE
 chunk, one chunk every ``chunk_tokens * tbt`` (on an absolute schedule, so sleeps do not
 drift). The streamed format follows SGLang: /generate chunks are ``data: {"text",
@@ -69,6 +70,7 @@ class Stub:
         self.cfg, self.count, self.flushes = cfg, 0, 0
         self.cache = PrefixCache(cfg.cache_block)
         self.chat_cache = PrefixCache(1)
+        self.aborted: set = set()
 
     def _fault(self) -> str | None:
         self.count += 1
@@ -95,8 +97,21 @@ class Stub:
             yield done
 
     # ------------------------------------------------------------------ /generate
+    @staticmethod
+    async def _body(request: web.Request):
+        """The JSON object of a request, or the 400 SGLang answers a body that is not one."""
+        try:
+            body = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError) as e:
+            return None, web.json_response({"error": {"message": f"invalid JSON body: {e}"}}, status=400)
+        if not isinstance(body, dict):
+            return None, web.json_response({"error": {"message": "the body must be a JSON object"}}, status=400)
+        return body, None
+
     async def generate(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
+        body, bad = await self._body(request)
+        if bad is not None:
+            return bad
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16))
         ids = body.get("input_ids")
@@ -125,13 +140,27 @@ class Stub:
             return web.json_response(out(n, True))
         resp = await self._sse(request)
         async for done in self._tokens(n):
+            if rid in self.aborted:  # as SGLang ends an aborted request's stream
+                ev = out(done, True)
+                ev["meta_info"]["finish_reason"] = {"type": "abort"}
+                await resp.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+                break
             await resp.write(b"data: " + json.dumps(out(done, done >= n)).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
+    async def abort(self, request: web.Request) -> web.Response:
+        body, bad = await self._body(request)
+        if bad is not None:
+            return bad
+        self.aborted.add(body.get("rid"))
+        return web.Response(text="")
+
     # ------------------------------------------------------------------ chat
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
+        body, bad = await self._body(request)
+        if bad is not None:
+            return bad
         n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         words = []
         for m in body.get("messages", []):
@@ -226,6 +255,7 @@ def make_app(cfg: StubConfig | None = None) -> web.Application:
     app[STUB_KEY] = stub
     app.router.add_post("/generate", stub.generate)
     app.router.add_post("/v1/chat/completions", stub.chat)
+    app.router.add_post("/abort_request", stub.abort)
     app.router.add_get("/health", stub.health)
     app.router.add_get("/metrics", stub.metrics)
     app.router.add_get("/get_model_info", stub.model_info)

@@ -1,0 +1,341 @@
+"""Faults injected into a running server under load, each counted; nothing lost, the server
+alive after (issue 19).
+
+    python -m bench.faults --server-url http://127.0.0.1:30000 --repeat 20 --rate 3 \\
+        --context-len 131072 --out bench/results/faults_x.json [--sigterm-pid PID]
+
+Background load: the Mooncake conversation trace at ``--rate`` (bench.client: every request
+ends completed or errored, ``lost`` counts those that did neither). Over it, every fault
+``--repeat`` times from ``--workers`` threads, each with its outcome counted:
+
+- ``disconnect_prefill``: a ``--long-tokens`` prompt, streamed, closed before its first token
+  (while its prefill runs, layer-wise under the mux);
+- ``disconnect_decode``: a streamed request closed after its 4th token;
+- ``disconnect_preempted``: a long prompt, short ones right behind it (a mux server started with
+  a length-aware TTFT SLO preempts the long batch for them), the long one closed while they run;
+- ``abort_running``: a streamed request with a known rid, aborted through ``/abort_request``
+  after its first token: its stream must end (or fail), not hang;
+- ``prompt_past_context``: ``--context-len`` + 64 token ids: must be a 4xx;
+- ``max_new_tokens_past_context``: a short prompt asking for 10 x the context: a 4xx, or an
+  answer that stops at the context;
+- ``kv_exhaustion``: ``--kv-burst`` long prompts at once, more than the KV pool holds: each
+  completes or errors (SGLang retracts running requests to make room).
+
+Afterwards: /health, a valid request, and the server's running and queued requests (its
+/metrics, with --enable-metrics) back to 0 once the load is gone (an aborted request left
+behind would hold its KV forever). ``--sigterm-pid``: last, streamed requests in flight and
+SIGTERM to the server: how each in-flight request ended and how long the process took to exit.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import datetime as dt
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+
+from . import client, workloads
+
+FAULTS = ("disconnect_prefill", "disconnect_decode", "disconnect_preempted", "abort_running",
+          "prompt_past_context", "max_new_tokens_past_context", "kv_exhaustion")
+
+
+class Server:
+    """The few raw HTTP calls a fault needs (http.client: the socket is ours to close)."""
+
+    def __init__(self, base: str, timeout_s: float = 300.0):
+        u = urllib.parse.urlsplit(base)
+        self.host, self.port, self.timeout_s = u.hostname, u.port, timeout_s
+        self.rng = random.Random(0)
+        self.lock = threading.Lock()
+
+    def ids(self, n: int) -> list[int]:
+        with self.lock:
+            return [self.rng.randrange(300, 30000) for _ in range(n)]
+
+    def post(self, path: str, body: dict) -> tuple[int | None, dict | str]:
+        try:
+            c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            data = r.read()
+            c.close()
+        except (OSError, http.client.HTTPException) as e:
+            return None, repr(e)
+        try:
+            return r.status, json.loads(data)
+        except ValueError:
+            return r.status, data.decode(errors="replace")[:300]
+
+    def stream(self, body: dict):
+        """(connection, response) of a streamed /generate; the caller reads and closes."""
+        c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        c.request("POST", "/generate", body=json.dumps({**body, "stream": True}),
+                  headers={"Content-Type": "application/json"})
+        return c, c.getresponse()
+
+
+def _events(resp):
+    """Parsed ``data:`` events of an SSE response until [DONE] or the end."""
+    for raw in resp:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        try:
+            yield json.loads(data)
+        except ValueError:
+            continue
+
+
+def _close(conn) -> None:
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):
+        pass
+    conn.close()
+
+
+def _sp(n: int) -> dict:
+    return {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}
+
+
+def disconnect_prefill(s: Server, long_tokens: int, **_) -> str:
+    c, r = s.stream({"input_ids": s.ids(long_tokens), "sampling_params": _sp(64)})
+    if r.status != 200:
+        _close(c)
+        return f"status-{r.status}"
+    c.sock.settimeout(0.05)  # close well before a long prompt's first token
+    try:
+        got = next(_events(r), None)
+    except (TimeoutError, OSError):
+        got = None
+    _close(c)
+    return "closed-before-first-token" if got is None else "closed-after-first-token"
+
+
+def disconnect_decode(s: Server, **_) -> str:
+    c, r = s.stream({"input_ids": s.ids(64), "sampling_params": _sp(256)})
+    if r.status != 200:
+        _close(c)
+        return f"status-{r.status}"
+    n = 0
+    for _ev in _events(r):
+        n += 1
+        if n >= 4:
+            break
+    _close(c)
+    return "closed-in-decode" if n >= 4 else "ended-early"
+
+
+def disconnect_preempted(s: Server, long_tokens: int, **_) -> str:
+    c, r = s.stream({"input_ids": s.ids(long_tokens), "sampling_params": _sp(16)})
+    if r.status != 200:
+        _close(c)
+        return f"status-{r.status}"
+    with cf.ThreadPoolExecutor(4) as ex:  # short ones behind it, while its prefill runs
+        shorts = [ex.submit(s.post, "/generate", {"input_ids": s.ids(32), "sampling_params": _sp(4)})
+                  for _ in range(4)]
+        time.sleep(0.02)
+        _close(c)
+        ok = sum(1 for f in shorts if f.result()[0] == 200)
+    return "closed; shorts served" if ok == 4 else f"closed; {4 - ok} shorts failed"
+
+
+def abort_running(s: Server, **_) -> str:
+    rid = "fault-" + uuid.uuid4().hex
+    c, r = s.stream({"input_ids": s.ids(64), "sampling_params": _sp(2048), "rid": rid})
+    if r.status != 200:
+        _close(c)
+        return f"status-{r.status}"
+    ev = _events(r)
+    first = next(ev, None)
+    if first is None:
+        _close(c)
+        return "ended-before-first-token"
+    st, _ = s.post("/abort_request", {"rid": rid})
+    n, last = 0, first
+    t0 = time.time()
+    try:
+        for last in ev:
+            n += 1
+    except (OSError, http.client.HTTPException):
+        _close(c)
+        return "stream-failed-after-abort"
+    _close(c)
+    fin = ((last or {}).get("meta_info") or {}).get("finish_reason") or {}
+    kind = fin.get("type") if isinstance(fin, dict) else str(fin)
+    if st != 200:
+        return f"abort-status-{st}"
+    return f"ended:{kind}" if time.time() - t0 < s.timeout_s else "hung"
+
+
+def prompt_past_context(s: Server, context_len: int, **_) -> str:
+    st, body = s.post("/generate", {"input_ids": s.ids(context_len + 64), "sampling_params": _sp(4)})
+    return "4xx" if st is not None and 400 <= st < 500 else f"status-{st}"
+
+
+def max_new_tokens_past_context(s: Server, context_len: int, **_) -> str:
+    st, body = s.post("/generate", {"input_ids": s.ids(16), "sampling_params": _sp(10 * context_len)})
+    if st is not None and 400 <= st < 500:
+        return "4xx"
+    if st == 200 and isinstance(body, dict):
+        m = body.get("meta_info") or {}
+        done = int(m.get("completion_tokens") or 0) + int(m.get("prompt_tokens") or 0)
+        return "stopped-at-context" if done <= context_len else "ran-past-context"
+    return f"status-{st}"
+
+
+def kv_exhaustion(s: Server, long_tokens: int, kv_burst: int, **_) -> str:
+    with cf.ThreadPoolExecutor(kv_burst) as ex:
+        res = list(ex.map(lambda _: s.post("/generate", {"input_ids": s.ids(long_tokens),
+                                                         "sampling_params": _sp(256)}), range(kv_burst)))
+    ok = sum(1 for st, _ in res if st == 200)
+    err = sum(1 for st, _ in res if st is not None and st != 200)
+    lost = kv_burst - ok - err
+    return f"completed {ok}, errored {err}" + (f", no answer {lost}" if lost else "")
+
+
+def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int = 131072,
+               long_tokens: int = 16384, kv_burst: int = 40, faults=FAULTS, timeout_s: float = 300.0) -> dict:
+    """Every fault ``repeat`` times, interleaved; {fault: {outcome: count}} and each run's seconds."""
+    s = Server(base, timeout_s)
+    fn = {f: globals()[f] for f in faults}
+    plan = [f for _ in range(repeat) for f in faults]
+    kw = dict(context_len=context_len, long_tokens=long_tokens, kv_burst=kv_burst)
+
+    def one(f):
+        t0 = time.time()
+        try:
+            out = fn[f](s, **kw)
+        except (OSError, http.client.HTTPException) as e:
+            out = f"client-error:{type(e).__name__}"
+        return f, out, time.time() - t0
+
+    counts: dict[str, dict[str, int]] = {f: {} for f in faults}
+    secs: dict[str, float] = {f: 0.0 for f in faults}
+    with cf.ThreadPoolExecutor(workers) as ex:
+        for f, out, dt_s in ex.map(one, plan):
+            counts[f][out] = counts[f].get(out, 0) + 1
+            secs[f] = max(secs[f], dt_s)
+    return {"counts": counts, "max_seconds": {f: round(v, 2) for f, v in secs.items()}}
+
+
+def settle(base: str, wait_s: float = 60.0) -> dict:
+    """Once the load is gone: /health, one valid request, and the server's running + queued
+    requests down to 0 within ``wait_s`` (None when it serves no /metrics)."""
+    s = Server(base, 60.0)
+    st, body = s.post("/generate", {"input_ids": s.ids(16), "sampling_params": _sp(8)})
+    left = None
+    t0 = time.time()
+    while time.time() - t0 < wait_s:
+        text = client.scrape_metrics(base, prefix="sglang:")
+        if not text:
+            break
+        left = sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+                   if ln.startswith(("sglang:num_running_reqs", "sglang:num_queue_reqs")))
+        if left == 0:
+            break
+        time.sleep(1.0)
+    return {"healthy": client.health(base), "valid_request_ok": st == 200,
+            "running_plus_queued_after": left}
+
+
+def sigterm(base: str, pid: int, inflight: int = 16, exit_bound_s: float = 60.0) -> dict:
+    """``inflight`` streamed requests running, then SIGTERM: how each ended, how long to exit."""
+    s = Server(base, exit_bound_s + 30)
+
+    def req(_):
+        try:
+            c, r = s.stream({"input_ids": s.ids(256), "sampling_params": _sp(512)})
+            last = None
+            for last in _events(r):
+                pass
+            _close(c)
+            fin = ((last or {}).get("meta_info") or {}).get("finish_reason")
+            return "completed" if fin else "stream-ended-unfinished"
+        except (OSError, http.client.HTTPException) as e:
+            return f"error:{type(e).__name__}"
+
+    with cf.ThreadPoolExecutor(inflight) as ex:
+        futs = [ex.submit(req, i) for i in range(inflight)]
+        time.sleep(2.0)
+        t0 = time.time()
+        os.kill(pid, signal.SIGTERM)
+        while time.time() - t0 < exit_bound_s and os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.2)
+        exited = not os.path.exists(f"/proc/{pid}")
+        outs = [f.result() for f in futs]
+    counts: dict[str, int] = {}
+    for o in outs:
+        counts[o] = counts.get(o, 0) + 1
+    return {"inflight": inflight, "outcomes": counts, "exited": exited,
+            "exit_s": round(time.time() - t0, 1) if exited else None, "bound_s": exit_bound_s}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__.splitlines()[0])
+    p.add_argument("--server-url", default="http://127.0.0.1:30000")
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--rate", type=float, default=2.0, help="background conversation load, req/s (0: none)")
+    p.add_argument("--load-s", type=float, default=240.0, help="span of the background load")
+    p.add_argument("--context-len", type=int, default=131072)
+    p.add_argument("--long-tokens", type=int, default=16384)
+    p.add_argument("--kv-burst", type=int, default=40,
+                   help="long prompts sent at once (40 x 16K tokens overfill an 8B model's pool on an 80 GB GPU)")
+    p.add_argument("--faults", default=",".join(FAULTS))
+    p.add_argument("--sigterm-pid", type=int, default=None, help="last: SIGTERM this server process under load")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    faults = tuple(x for x in a.faults.split(",") if x)  # "" with --sigterm-pid: only that
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown or a.repeat <= 0 or a.workers <= 0 or not (faults or a.sigterm_pid):
+        p.error(f"--faults from {', '.join(FAULTS)} (unknown: {unknown}; none needs --sigterm-pid); "
+                "--repeat and --workers > 0")
+    if not client.health(a.server_url):
+        sys.exit(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
+    t0 = time.time()
+    load: dict = {}
+    th = None
+    if a.rate > 0:
+        wl = workloads.build("conversation", rate=a.rate, duration_s=a.load_s, arrival="poisson", seed=7,
+                             input_cap=min(a.context_len - 1024, 32000), salt="faults")
+
+        def bg():
+            recs = client.run_workload(a.server_url, wl, wl.span_s + 120, progress=False)[0]
+            ok = sum(1 for r in recs if r.get("ok"))
+            err = sum(1 for r in recs if not r.get("ok") and r.get("error"))
+            load.update(sent=len(recs), completed=ok, errored=err, lost=len(recs) - ok - err)
+
+        th = threading.Thread(target=bg)
+        th.start()
+    res = run_faults(a.server_url, a.repeat, a.workers, a.context_len, a.long_tokens, a.kv_burst, faults)
+    if th is not None:
+        th.join()
+    res.update(load=load, after=settle(a.server_url))
+    if a.sigterm_pid:
+        res["sigterm"] = sigterm(a.server_url, a.sigterm_pid)
+    res = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "command": " ".join(["python -m bench.faults", *(argv if argv is not None else sys.argv[1:])]),
+           "wall_s": round(time.time() - t0, 1), **res}
+    text = json.dumps(res, indent=1)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

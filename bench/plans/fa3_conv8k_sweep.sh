@@ -1,0 +1,38 @@
+#!/bin/bash
+# Issue 16's capped-conversation comparison on ONE GPU host: the mux against every chunked budget
+# (256-2048, with and without mixed chunks) and plain SGLang, all on SGLang's default attention
+# backend (FA3 on H100/H200; bench.run records it per system), Mooncake conversation <= 8000
+# tokens, Poisson seed 0, 45 s per rate. Every system climbs RATES and stops at its first failure.
+# Resumable: run it again (each call within one <= 10-minute device command) until every system is
+# in the report; finished points and recorded failed starts are skipped. Keep OUT in /tmp on the
+# warm machine and tar it to $OUT after each call: the sweep must finish on the host it began on
+# (host.txt lists the GPU UUID of every call; a second UUID means the comparison is not one run).
+#   bash bench/plans/fa3_conv8k_sweep.sh OUT RATES [seconds available, default 540]
+#   H100 (session 11: the mux passed 4, failed 4.5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5
+#   H200 (session 11: the mux passed 4.5, failed 5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4.5,5
+# About 27 minutes of one machine for all ten systems: start a fresh machine for it.
+set -u
+OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
+RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
+BUDGET=${3:-540}
+T0=$(date +%s)
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> "$OUT/host.txt"
+if [ "$(sort -u "$OUT/host.txt" | wc -l)" -gt 1 ]; then
+    echo "this sweep began on another GPU ($OUT/host.txt): start it again in a new OUT"; exit 2
+fi
+SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
+COMMON=(--workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
+        --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
+        --startup-estimate-s 90)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+for sys in mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256 \
+           sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix \
+           sglang-chunked-256-nomix sglang; do
+    l=$(left)
+    if [ "$l" -lt 150 ]; then echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
+    python -m bench.run --systems "$sys" --rates "$RATES" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
+        | grep -v "requests over" | tail -n 3
+done
+python -m bench.report "$OUT" > "$OUT/report.md"
+echo "plan complete"

@@ -1,0 +1,42 @@
+"""bench.faults: every fault against the stub server, its outcome counted exactly."""
+import pytest
+
+from bench import faults as F
+from bench import stub_server
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.3, tbt_s=0.002)) as url:
+        yield url
+
+
+def test_every_fault_is_counted(stub):
+    """The stub takes 300 ms to a first token (the disconnects before it land in 'prefill'),
+    ends an aborted stream with finish_reason abort, and accepts any prompt length (so the
+    context checks report what it did, not a 4xx)."""
+    r = F.run_faults(stub, repeat=3, workers=3, context_len=256, long_tokens=64, kv_burst=4, timeout_s=30)
+    c = r["counts"]
+    assert set(c) == set(F.FAULTS) and all(sum(v.values()) == 3 for v in c.values())
+    assert c["disconnect_prefill"] == {"closed-before-first-token": 3}
+    assert c["disconnect_decode"] == {"closed-in-decode": 3}
+    assert c["disconnect_preempted"] == {"closed; shorts served": 3}
+    assert c["abort_running"] == {"ended:abort": 3}
+    assert c["prompt_past_context"] == {"status-200": 3}  # the stub has no context: not a 4xx
+    assert c["max_new_tokens_past_context"] == {"ran-past-context": 3}
+    assert c["kv_exhaustion"] == {"completed 4, errored 0": 3}
+    after = F.settle(stub, wait_s=1)
+    assert after["healthy"] and after["valid_request_ok"]
+
+
+def test_an_unreachable_server_is_a_client_error_not_a_crash():
+    r = F.run_faults("http://127.0.0.1:9", repeat=1, workers=1, faults=("disconnect_decode", "prompt_past_context"))
+    assert r["counts"] == {"disconnect_decode": {"client-error:ConnectionRefusedError": 1},
+                           "prompt_past_context": {"status-None": 1}}
+
+
+def test_cli_checks_its_input():
+    with pytest.raises(SystemExit):
+        F.main(["--faults", "unplug_the_gpu"])
+    with pytest.raises(SystemExit, match="no server answers"):
+        F.main(["--server-url", "http://127.0.0.1:9"])
