@@ -60,7 +60,7 @@ from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
 from .fa3_kernels import Fa3Grid
-from .latency_model import PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
+from .latency_model import DecodeHyper, PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
 from .gemm_curve import GemmCurves
 from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
 from .partitions import partition_configs
@@ -342,10 +342,14 @@ def table_l2_knee(t) -> int:
 
 
 def table_decode_kernel(t):
-    """SGLang's triton decode grid for a table's model on its GPU (latency_model.DecodeHyper),
-    with k = the stage-1 kernel's measured occupancy (meta.json ``profiler.decode_blocks_per_sm``,
-    ``profiling.decode_kernel``) where the table has it; without it the fit chooses k."""
+    """The decode grid of a table's model on its GPU (latency_model.DecodeHyper): FA3's for an
+    fa3 table (γ fitted), else SGLang's triton grid with k = the stage-1 kernel's measured
+    occupancy (meta.json ``profiler.decode_blocks_per_sm``, ``profiling.decode_kernel``) where the
+    table has it; without it the fit chooses k."""
     m = t.model_shape
+    if t.attention_backend == "fa3":
+        from .fa3_kernels import MAX_SPLITS
+        return DecodeHyper(head_groups=m.num_kv_heads, max_kv_splits=MAX_SPLITS, device_sms=t.sm_count, fa3=1)
     k = (t.meta.get("profiler") or {}).get("decode_blocks_per_sm") or 0
     return replace(decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count), blocks_per_sm=int(k))
 
@@ -393,7 +397,7 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
         logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
                        "cuBLAS's slow token counts by up to ~40%%; measure it: python -m profiling.gemm_curve "
                        "--model-config CONFIG --out %s", t.path, GEMM_CURVE, t.path)
-    if not kernel.blocks_per_sm:
+    if not kernel.blocks_per_sm and not kernel.fa3:
         logger.warning("%s/meta.json has no profiler.decode_blocks_per_sm: the decode fit chooses the blocks per SM "
                        "from the rows, which a held-out fold can get wrong; measure it: python -m "
                        "profiling.decode_kernel --model-config CONFIG --table %s", t.path, t.path)
@@ -447,7 +451,10 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
               + ("GEMM curve x{0:.3g}..{1:.3g}, ".format(*pt["gemm_curve_scale"]) if est.solo.gemm_curve is not None
                  else "no GEMM curve, ")
               + "decode "
-              + (f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
+              + (f"FA3 grid, floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key of the busiest SM, "
+                 f"a second block on an SM costs γ = {pt['decode_fa3_gamma']:.2f} of one (fitted) "
+                 if kernel.fa3 else
+                 f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
                  f"({pt['decode_blocks_per_sm']} blocks/SM per wave, "
                  f"{'measured' if kernel.blocks_per_sm else 'fitted'}"
                  f"{', split tails' if est.solo.decode_hyper.min_block_kv else ''}) "

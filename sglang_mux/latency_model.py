@@ -189,9 +189,14 @@ per SM, fixed, not chosen), and triton's padded query blocks do not apply. Every
 (θ fits, GEMM curve, knees, cold reads) is shared. With the triton grid the H100 FA3 table's
 prefill missed rows held out by 12.7 / 14.3 / 28.2 % on 100 / 116 / 132 SMs (a short query over
 32K or 64K cached tokens: split 4 ways, one wave on 132 SMs, two on 116); with FA3's grid every
-partition of both FA3 tables passes (max 2.0-8.8 %, mean 0.7-2.3 %). FA3's decode is fitted
-with the decode model above, k chosen from the rows (3 and 16 blocks per SM on the two tables),
-and passes; its own split rule (the same heuristic, one query tile per KV head) is not modelled.
+partition of both FA3 tables passes (max 2.0-8.8 %, mean 0.7-2.3 %). FA3's decode has its own
+grid too (``DecodeHyper.fa3``, ``fa3_kernels.decode_keys``): one tile per request and KV head,
+split by the same heuristic for the whole GPU, and memory-bound blocks that share an SM (a
+second one costs γ of a block, γ pooled and fitted: 0.38 / 0.50 / 0.62 on the H100 Llama, H100
+Qwen and H200 Llama tables) rather than wait for a wave. Triton's grid (split tails, k blocks
+per SM) passed the H100 tables with k = 3 and 16 but missed the H200's rows held out by
+15.9 / 27.1 / 17.2 % on 96 / 112 / 132 SMs; FA3's passes the H100 tables and the H200 on every
+partition but 112 (26.9 %: 64 requests of 8K keys, 21.6 ms measured, bandwidth-bound).
 
 Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
@@ -243,7 +248,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
-from .fa3_kernels import Fa3Grid
+from .fa3_kernels import Fa3Grid, decode_keys
 from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
@@ -265,6 +270,7 @@ SPILL_GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)  #
 FLOOR_GRID = tuple(0.5 + 0.05 * i for i in range(16))  # L / (fastest training row); and 0
 BETA_COARSE, BETA_FINE = 22, 15  # geometric grid points of β (coarse over 3 decades, then ±39%)
 DECODE_BLOCKS_GRID = (0, 1, 2, 3, 4, 5, 6, 8, 12, 16)  # k: blocks per SM per decode wave; 0 = off
+FA3_GAMMA_PCT_GRID = (0, 25, 38, 50, 62, 75, 100)  # FA3: γ x 100, what a second block on an SM costs
 # (m_lo, m_hi): batch tokens up to which the token-linear work runs in ⌈D/S⌉ waves, and from
 # which it scales as 1/S (log-linear between; m_lo = m_hi: a step); (0, 0) = off.
 GEMM_WAVES_GRID = ((0, 0),) + tuple((lo, hi) for lo in (256, 512, 1024, 2048)
@@ -358,6 +364,10 @@ class DecodeHyper:
     max_kv_splits: int = 8  # SGLang's --triton-attention-num-kv-splits (default 8)
     device_sms: int = 0  # the whole GPU's SM count, which SGLang sizes the KV splits by
     min_block_kv: int = 0  # the stage-1 kernel's MIN_BLOCK_KV (32 in SGLang 0.5.16); 0 = format-7 rule
+    # FA3's decode grid instead (fa3_kernels.decode_keys): head_groups = KV heads, and an SM
+    # holding m blocks takes 1 + γ(m − 1) blocks' time, γ = gamma_pct / 100 (fitted)
+    fa3: int = 0  # 1 = FA3's grid
+    gamma_pct: int = 0
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -370,6 +380,19 @@ class DecodeHyper:
     def usable(self) -> bool:
         """Whether the kernel is described well enough to count waves."""
         return bool(self.head_groups and self.device_sms and self.max_kv_splits)
+
+    @property
+    def waves(self) -> bool:
+        """Whether the floor counts the kernel's blocks (else it is β·r_max)."""
+        return self.blocks_per_sm > 0 or bool(self.fa3)
+
+    def with_choice(self, k: int) -> "DecodeHyper":
+        """The kernel with the fit's pooled choice: γ in percent for FA3, else k blocks per SM."""
+        return replace(self, gamma_pct=int(k)) if self.fa3 else replace(self, blocks_per_sm=int(k))
+
+    @property
+    def choice(self) -> int:
+        return self.gamma_pct if self.fa3 else self.blocks_per_sm
 
 
 MIN_BLOCK_KV = 32  # SGLang 0.5.16 decode_attention.py _MIN_BLOCK_KV
@@ -453,9 +476,11 @@ def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: 
     splits less when its contexts are within 8x of each other; what that costs above this
     estimate is left to the online guard refinement (the estimator does not know the captured
     sizes)."""
+    r = max(1, math.ceil(sum_reused / bs if max_reused is None else max_reused))
+    if h.fa3:  # FA3 sizes a batch by its longest context: exact for a uniform batch, else a bound
+        return decode_keys(h.head_groups, h.device_sms, sms, bs, r + 1, h.gamma_pct / 100.0)
     slots = h.blocks_per_sm * sms
     uniform = max_reused is None or bs * max_reused <= sum_reused * (1 + 1e-9)
-    r = max(1, math.ceil(sum_reused / bs if max_reused is None else max_reused))
     if h.min_block_kv:
         if uniform:
             c, active, last = _uniform_split(h, bs, r)
@@ -717,10 +742,10 @@ class _DecodeRows:
 
         f = self._feat.get(k)
         if f is None:
-            if k == 0:
+            if k == 0 and not self.kernel.fa3:
                 f = self.sr / self.bs
             else:
-                h = replace(self.kernel, blocks_per_sm=k)
+                h = self.kernel.with_choice(k)
                 f = np.array([key_waves(h, self.sms, int(b), s) for b, s in zip(self.bs, self.sr)])
             self._feat[k] = f
         return f
@@ -957,7 +982,8 @@ class _Pooled:
         else:  # β over a coarse grid for each k, then finer around the best (k, β)
             kernel = next(iter(view.values())).kernel
             # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows
-            ks = (kernel.blocks_per_sm,) if kernel.blocks_per_sm else DECODE_BLOCKS_GRID if kernel.usable else (0,)
+            ks = (FA3_GAMMA_PCT_GRID if kernel.fa3 else (kernel.blocks_per_sm,) if kernel.blocks_per_sm
+                  else DECODE_BLOCKS_GRID if kernel.usable else (0,))
             for k in ks:
                 scan([(k, b) for b in _decode_grid(view, k)])
             k, b = best[1]
@@ -1031,7 +1057,7 @@ def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper
     are shared). ``kernel`` describes the decode kernel (``decode_kernel``); None: no wave count."""
     kernel = kernel or DecodeHyper()
     (k, _), th = _Pooled("decode", _decode_parts(df, kernel)).select()
-    return replace(kernel, blocks_per_sm=int(k)), th
+    return kernel.with_choice(k), th
 
 
 def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
@@ -1067,7 +1093,7 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
             train = np.setdiff1d(order, test)
             hyper, th = pooled.select({s: rows.take(train)})
             hp = _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads, fa3) if kind == "prefill" else None
-            dh = replace(kernel, blocks_per_sm=int(hyper[0])) if kind == "decode" else None
+            dh = kernel.with_choice(hyper[0]) if kind == "decode" else None
             m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},
                                  prefill_hyper=hp, decode_hyper=dh, gemm_curve=gemm_curve, _partial=True)
             g = df[df[col] == s].iloc[test]
@@ -1156,7 +1182,7 @@ class SoloLatencyModel:
         self._pad_q = self.prefill_hyper.padded_query_blocks
         self._fa3 = self.prefill_hyper.fa3
         self.decode_hyper = decode_hyper or DecodeHyper()
-        self._waves_on = self.decode_hyper.blocks_per_sm > 0
+        self._waves_on = self.decode_hyper.waves
 
     @property
     def prefill_sms(self) -> list[int]:
@@ -1343,6 +1369,7 @@ class SoloLatencyModel:
                 "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
                 "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0),
                 "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm,
+                "decode_fa3_gamma": self.decode_hyper.gamma_pct / 100.0 if self.decode_hyper.fa3 else None,
                 "gemm_curve_scale": [round(min((t[9] for t in pre), default=0.0), 4),
                                      round(max((t[9] for t in pre), default=0.0), 4)]}
 

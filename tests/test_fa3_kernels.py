@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from sglang_mux.estimator import Estimator, check_table
-from sglang_mux.fa3_kernels import Fa3Grid, num_splits
+from sglang_mux.fa3_kernels import Fa3Grid, decode_keys, num_splits
 from sglang_mux.latency_model import PrefillReq, SoloLatencyModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,11 +44,23 @@ def test_a_grid_sized_for_the_whole_gpu_takes_two_waves_on_116_sms():
     assert attn_116 > 1.6 * attn_132
 
 
-# The H200 FA3 table's decode rows on 96-132 SMs are not yet modelled within the bounds (held-out
-# max 15.9 / 27.1 / 17.2 %: FA3's decode grid is sized for the whole GPU and its blocks are
-# memory-bound, which the triton-shaped floor does not describe; issue 16's note has the
-# measurements). Strict: the day the model covers it, this must be removed.
+# The H200 FA3 table's decode rows on 112 SMs are not yet modelled within the bounds (held-out
+# max 26.9 %: 64 requests of 8K keys, bandwidth-bound; every other partition passes with FA3's
+# decode grid). Strict: the day the model covers it, this must be removed.
 DECODE_NOT_YET = {"llama-3.1-8b__nvidia-h200__fa3"}
+
+
+def test_decode_keys_share_an_sm_instead_of_queueing():
+    """16 requests of 32K keys: 128 tiles, one split (128 >= 0.8 x 132), 257 blocks of keys each;
+    one block per SM on 132 SMs, two on 16 of 112 SMs: 1 + γ of a block's keys."""
+    assert decode_keys(8, 132, 132, 16, 32769, 0.5) == 257 * 128
+    assert decode_keys(8, 132, 112, 16, 32769, 0.5) == 257 * 128 * 1.5
+    assert decode_keys(8, 132, 112, 16, 32769, 1.0) == 257 * 128 * 2  # γ = 1: whole waves
+    # one request of 2K keys: 8 tiles over 17 key blocks, split 14 ways (the fewest within 85 %
+    # of the best wave efficiency, 16 x 8 = 128 of 132): 2 blocks of keys each, 112 blocks
+    assert num_splits(8, 132, 17) == 14
+    assert decode_keys(8, 132, 132, 1, 2049, 0.5) == 256
+    assert decode_keys(8, 132, 16, 1, 2049, 0.5) == 256 * (1 + 0.5 * 6)  # 7 blocks on an SM
 
 
 @pytest.mark.parametrize("table", [pytest.param(t, marks=pytest.mark.xfail(

@@ -355,7 +355,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132))
     d = json.loads(json.dumps(mk.to_dict()))
     assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132,
-                                 "min_block_kv": 0}
+                                 "min_block_kv": 0, "fa3": 0, "gamma_pct": 0}
     assert SoloLatencyModel.from_dict(d).decode_ms(16, 3, 90000, 80000) == mk.decode_ms(16, 3, 90000, 80000)
     # the split tail round-trips
     m8 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
@@ -364,6 +364,13 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert SoloLatencyModel.from_dict(d8).decode_ms(80, 8, 8 * 8192) == m8.decode_ms(80, 8, 8 * 8192)
     m7 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 0))
     assert m7.decode_ms(80, 8, 8 * 8192) > m8.decode_ms(80, 8, 8 * 8192)  # 2 whole waves of 1024 vs 1602 keys
+    # FA3's grid round-trips (its floor: fa3_kernels.decode_keys)
+    mf = SoloLatencyModel(TH_P, {112: (1.0e-9, *TH_DX[1:])}, decode_hyper=DecodeHyper(
+        head_groups=8, max_kv_splits=128, device_sms=132, fa3=1, gamma_pct=50))
+    df_ = json.loads(json.dumps(mf.to_dict()))
+    assert (df_["decode_hyper"]["fa3"], df_["decode_hyper"]["gamma_pct"]) == (1, 50)
+    assert SoloLatencyModel.from_dict(df_).decode_ms(112, 16, 16 * 32768) == mf.decode_ms(112, 16, 16 * 32768) \
+        == pytest.approx(TH_DX[3] * 49344 + TH_DX[1] * 16 + TH_DX[2])
     del d["decode_hyper"]
     assert SoloLatencyModel.from_dict(d).decode_hyper == DecodeHyper()
     with pytest.raises(ValueError, match="needs head_groups"):
