@@ -3,7 +3,7 @@
     python -m sglang_mux.sim --table DIR [--trace conversation|synthetic|FILE]
         [--policy dispatcher|batch-size|fixed:64|all|a,b,...] [--rate R | --time-scale S]
         [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--no-preemption]
-        [--slowdown uniform|worst|none] [--cache-tokens C] [--timeline out.jsonl] [--json]
+        [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H] [--timeline out.jsonl] [--json]
 
 Modelling choices (the same for every policy, so that policies are compared like for like):
 
@@ -32,6 +32,9 @@ Modelling choices (the same for every policy, so that policies are compared like
   A batch that finishes mid-round is noticed at the round's end (the scheduler polls its CUDA
   event once per iteration): its first tokens are emitted then and it joins the next round's
   decode batch; the prefill partition idles for the rest of that round (< 1 iteration).
+- Host time (``--host-ms``): each decode iteration lasts its GPU time plus the loop's host
+  time (a token's gap; prefill runs on through it), and the snapshot carries it as the
+  server's does, so the dispatcher budgets it. 0 = the GPU alone.
 - Decode context: each decode request's reused length is its prompt plus the tokens generated
   so far; the estimator gets their sum and their maximum (Snapshot.decode_max_reused); no
   KV-capacity limit, no request admission limit.
@@ -177,8 +180,11 @@ def _wpct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
 def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy",
              tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0,
              slowdown: str = "uniform", seed: int = 0, timeline=None,
-             max_rounds: int = 10_000_000) -> SimResult:
-    """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring."""
+             max_rounds: int = 10_000_000, host_ms: float = 0.0) -> SimResult:
+    """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring.
+    ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on)."""
+    if host_ms < 0:
+        raise ValueError(f"host_ms must be >= 0, got {host_ms}")
     if slowdown not in ("uniform", "worst", "none"):
         raise ValueError(f"slowdown must be uniform, worst or none, got {slowdown!r}")
     rng = random.Random(seed)
@@ -236,7 +242,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             heapq.heappop(ctx_heap)
         dec_max = -ctx_heap[0][0] + rounds if ctx_heap else 0
         plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
-                                    paused_prefill=paused, waiting=waiting))
+                                    paused_prefill=paused, waiting=waiting, decode_host_ms=host_ms))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -265,6 +271,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 pr = sum(r.r for r in active.reqs)
                 g = max(1.0, est.decode_worst_ms(d, dec_bs, dec_ctx, pn, pr, max_reused=dec_max) / tau)
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
+            tau += host_ms  # a token's gap: the GPU's time, then the loop's
         elif runs_prefill:
             tau = avail_ms
         else:  # nothing can run now (e.g. nothing has arrived that the policy would start)
@@ -363,14 +370,14 @@ def policy_names(spec: str, estimator) -> list[str]:
 
 def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float = 50.0,
                  ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0, preemption: bool = True,
-                 slowdown: str = "uniform", seed: int = 0, timeline=None) -> list[SimResult]:
+                 slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0) -> list[SimResult]:
     out = []
     for nm in policy_names(spec, estimator):
         pol = make_policy(nm, estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms, preemption=preemption,
                           ttft_ms_per_token=ttft_ms_per_token)
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
-                            timeline=timeline))
+                            timeline=timeline, host_ms=host_ms))
     return out
 
 
@@ -413,6 +420,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--slowdown", choices=("uniform", "worst", "none"), default="uniform",
                     help="actual co-run decode slowdown: U(1, guard), the guard, or none")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--host-ms", type=float, default=0.0,
+                    help="the loop's host time per decode iteration (measured: 2-4 ms, bench.timeline_profile); "
+                         "the dispatcher budgets it as the server does")
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
@@ -429,12 +439,13 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
         tl = TimelineWriter(a.timeline)
     try:
         res = run_policies(reqs, estimator, a.policy, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
-                           ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown, seed=a.seed, timeline=tl)
+                           ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
+                           seed=a.seed, timeline=tl, host_ms=a.host_ms)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
-             "arrival": a.arrival,
+             "arrival": a.arrival, "host_ms": a.host_ms,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption, "slowdown": a.slowdown,
              "seed": a.seed, "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,

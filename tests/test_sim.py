@@ -100,6 +100,19 @@ def test_exact_timing_single_request():
     assert set(s["partition_share"]) == {"D0/P132", "D132/P0"}
 
 
+def test_host_time_lengthens_every_decode_iteration():
+    est = FakeEstimator()
+    reqs = [sim.TraceReq("a", 0.0, 8000, 3, 0)]
+    r = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d", host_ms=3.0)
+    t_p = est.prefill_ms(132, [PrefillReq(8000, 0)])  # prefill alone: no host time charged
+    assert r.ttft_s[0] == pytest.approx(t_p / 1e3)
+    fin = t_p + est.decode_solo_ms(132, 1, 8001) + est.decode_solo_ms(132, 1, 8002) + 2 * 3.0
+    assert r.finish_s[0] == pytest.approx(fin / 1e3)
+    assert r.summary["tbt_p99_ms"] == pytest.approx(est.decode_solo_ms(132, 1, 8002) + 3.0)
+    with pytest.raises(ValueError, match="host_ms"):
+        sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_ms=-1.0)
+
+
 def test_all_requests_finish_fast(est):
     reqs = sim.load_trace("synthetic", limit=60, rate=2.0, input_cap=16384)
     for r in sim.run_policies(reqs, est, "dispatcher,batch-size,fixed:48"):
