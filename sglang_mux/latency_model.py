@@ -350,20 +350,19 @@ class PrefillHyper:
 
 @dataclass(frozen=True)
 class DecodeHyper:
-    """Decode hyper-parameters (fit.json ``decode_hyper``): SGLang's triton decode grid.
+    """Decode hyper-parameters (fit.json ``decode_hyper``): SGLang's triton decode grid, or FA3's.
 
-    ``blocks_per_sm`` (k) is the kernel's measured occupancy (meta.json) or, without it,
-    fitted; the others describe the kernel and come from the model and the GPU
-    (``decode_kernel``). k = 0: no wave count, the floor is β·r_max.
-    ``min_block_kv`` > 0: the kernel's own split rule (format 8, ``_uniform_split``): L = r + 1
-    keys, per-split length rounded up to this many keys, the shorter last split scheduled after
-    the full ones; 0: the format-7 rule (c = ⌈r / splits⌉, whole waves)."""
+    Triton: ``blocks_per_sm`` (k) is the kernel's measured occupancy (meta.json) or, without
+    it, fitted; the others describe the kernel and come from the model and the GPU
+    (``decode_kernel``). k = 0: no wave count, the floor is β·r_max. With k, the kernel's own
+    split rule (``_uniform_split``): L = r + 1 keys, per-split length rounded up to
+    ``min_block_kv`` keys, the shorter last split scheduled after the full ones."""
 
     blocks_per_sm: int = 0  # k: blocks per SM per wave; 0 = off
     head_groups: int = 0  # G: blocks per request and KV split
     max_kv_splits: int = 8  # SGLang's --triton-attention-num-kv-splits (default 8)
     device_sms: int = 0  # the whole GPU's SM count, which SGLang sizes the KV splits by
-    min_block_kv: int = 0  # the stage-1 kernel's MIN_BLOCK_KV (32 in SGLang 0.5.16); 0 = format-7 rule
+    min_block_kv: int = 0  # the stage-1 kernel's MIN_BLOCK_KV (32 in SGLang 0.5.16)
     # FA3's decode grid instead (fa3_kernels.decode_keys): head_groups = KV heads, and an SM
     # holding m blocks takes 1 + γ(m − 1) blocks' time, γ = gamma_pct / 100 (fitted)
     fa3: int = 0  # 1 = FA3's grid
@@ -375,6 +374,9 @@ class DecodeHyper:
                 raise ValueError(f"decode hyper-parameter {k} must be a non-negative int, got {v!r}")
         if self.blocks_per_sm and not self.usable:
             raise ValueError("decode blocks_per_sm > 0 needs head_groups, device_sms and max_kv_splits > 0")
+        if self.blocks_per_sm and not self.fa3 and not self.min_block_kv:
+            raise ValueError("decode blocks_per_sm > 0 needs min_block_kv (the kernel's split rounding, 32 in "
+                             "SGLang 0.5.16); refit the table: python -m sglang_mux.estimator fit DIR")
 
     @property
     def usable(self) -> bool:
@@ -420,11 +422,6 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _kv_chunk(h: DecodeHyper, bs: int, r: int) -> int:
-    """Keys per block for ``bs`` requests of context ``r`` (the format-7 rule)."""
-    return -(-r // _bs_splits(h, bs, r))
-
-
 def _uniform_split(h: DecodeHyper, bs: int, r: int) -> tuple[int, int, int]:
     """(c, active splits, keys of the last split) of ``bs`` requests of context ``r``, as
     SGLang 0.5.16 runs them: the step attends to L = r + 1 keys (its own token's too);
@@ -466,8 +463,8 @@ def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: 
     """K: the keys one slot sweeps until the step's last block ends (module docstring).
 
     Uniform batch (``max_reused`` None or Σr/bs): SGLang's bs rule, exactly what the profiled
-    (unpadded) rows ran — with ``min_block_kv`` its in-kernel split lengths, scheduled in launch
-    order (``_greedy_keys``); format 7: c·⌈G·blocks / (k·S)⌉, c = ⌈r / splits⌉.
+    (unpadded) rows ran — its in-kernel split lengths, scheduled in launch order
+    (``_greedy_keys``). FA3 (``h.fa3``): ``fa3_kernels.decode_keys`` of the longest context.
     Mixed batch: c = ⌈L_max / 8⌉ (rounded up to MIN_BLOCK_KV), SGLang's min/max rule at its
     cap, which a batch replayed in a CUDA graph of a larger captured size reaches (the padding
     requests have context 1, so min/max ≥ 8); blocks = min(bs·⌈L_max/c⌉, ⌊ΣL/c⌋ + bs) ≥ the
@@ -481,18 +478,12 @@ def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: 
         return decode_keys(h.head_groups, h.device_sms, sms, bs, r + 1, h.gamma_pct / 100.0)
     slots = h.blocks_per_sm * sms
     uniform = max_reused is None or bs * max_reused <= sum_reused * (1 + 1e-9)
-    if h.min_block_kv:
-        if uniform:
-            c, active, last = _uniform_split(h, bs, r)
-            return _greedy_keys(slots, h.head_groups * bs * (active - 1), c, h.head_groups * bs, last)
-        n = r + 1
-        c = _round_up(-(-n // h.max_kv_splits), h.min_block_kv)
-        blocks = min(bs * -(-n // c), int(sum_reused + bs) // c + bs)
-        return float(c * -(-(h.head_groups * blocks) // slots))
-    c = _kv_chunk(h, bs, r)
-    if not uniform:
-        c = min(c, -(-r // h.max_kv_splits))
-    blocks = min(bs * -(-r // c), int(sum_reused) // c + bs)
+    if uniform:
+        c, active, last = _uniform_split(h, bs, r)
+        return _greedy_keys(slots, h.head_groups * bs * (active - 1), c, h.head_groups * bs, last)
+    n = r + 1
+    c = _round_up(-(-n // h.max_kv_splits), h.min_block_kv)
+    blocks = min(bs * -(-n // c), int(sum_reused + bs) // c + bs)
     return float(c * -(-(h.head_groups * blocks) // slots))
 
 

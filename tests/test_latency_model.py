@@ -194,23 +194,6 @@ def test_measured_kernel_follows_the_split_tails(gpu):
     assert big == 2  # bs = 8 and 16 at r = 8192 on 80 SMs
 
 
-def test_key_waves_count_sglang_decode_blocks():
-    """Format 7 (min_block_kv = 0), hand-computed from get_num_kv_splits_triton for
-    Llama-3.1-8B on an H200, k = 6: whole waves of ⌈r / splits⌉ keys."""
-    h = DecodeHyper(6, 8, 8, 132)
-    # bs=1, r=130048: 132·log2(2032) = 1450 -> 8 splits of 16256 keys; 64 blocks, one wave on 16 SMs
-    assert key_waves(h, 16, 1, 130048) == 16256
-    assert key_waves(h, 16, 2, 2 * 130048) == 2 * 16256  # 128 blocks > 96 slots: two waves
-    assert key_waves(h, 112, 2, 2 * 130048) == 16256  # ... and one on 112 SMs
-    # bs=256, r=2048: 660 / 2048 -> 1 split; 2048 blocks in 792 slots: 3 waves of 2048 keys
-    assert key_waves(h, 132, 256, 256 * 2048) == 3 * 2048
-    # max_reused equal to the mean is the uniform batch
-    assert key_waves(h, 132, 256, 256 * 2048, 2048) == key_waves(h, 132, 256, 256 * 2048)
-    # Mixed (42 requests, Σr = 126000, r_max = 7900): the min/max rule at its cap, 988 keys a
-    # block; blocks <= 126000 // 988 + 42 = 169, x8 = 1352 in 288 slots on 48 SMs: 5 waves.
-    assert key_waves(h, 48, 42, 126000, 7900) == 5 * 988
-
-
 def test_fit_recovers_the_decode_wave_count():
     """A noiseless decode table with k = 6 waves: the fit finds k and predicts every row, also
     held out; without the kernel description it cannot (k stays off)."""
@@ -352,18 +335,18 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
         52, reqs[:1]) and m2.decode_ms(48, 3, 90000, 80000) == m.decode_ms(
         48, 3, 90000, 80000)
     # decode_hyper round-trips; a file without it is the β·r_max floor (k = 0)
-    mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132))
+    mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
     d = json.loads(json.dumps(mk.to_dict()))
     assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132,
-                                 "min_block_kv": 0, "fa3": 0, "gamma_pct": 0}
+                                 "min_block_kv": 32, "fa3": 0, "gamma_pct": 0}
     assert SoloLatencyModel.from_dict(d).decode_ms(16, 3, 90000, 80000) == mk.decode_ms(16, 3, 90000, 80000)
     # the split tail round-trips
     m8 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
     d8 = json.loads(json.dumps(m8.to_dict()))
     assert d8["decode_hyper"]["min_block_kv"] == 32
     assert SoloLatencyModel.from_dict(d8).decode_ms(80, 8, 8 * 8192) == m8.decode_ms(80, 8, 8 * 8192)
-    m7 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 0))
-    assert m7.decode_ms(80, 8, 8 * 8192) > m8.decode_ms(80, 8, 8 * 8192)  # 2 whole waves of 1024 vs 1602 keys
+    with pytest.raises(ValueError, match="needs min_block_kv"):  # whole waves: no table has them now
+        DecodeHyper(6, 8, 8, 132, 0)
     # FA3's grid round-trips (its floor: fa3_kernels.decode_keys)
     mf = SoloLatencyModel(TH_P, {112: (1.0e-9, *TH_DX[1:])}, decode_hyper=DecodeHyper(
         head_groups=8, max_kv_splits=128, device_sms=132, fa3=1, gamma_pct=50))
