@@ -392,10 +392,6 @@ class DecodeHyper:
         """The kernel with the fit's pooled choice: γ in percent for FA3, else k blocks per SM."""
         return replace(self, gamma_pct=int(k)) if self.fa3 else replace(self, blocks_per_sm=int(k))
 
-    @property
-    def choice(self) -> int:
-        return self.gamma_pct if self.fa3 else self.blocks_per_sm
-
 
 MIN_BLOCK_KV = 32  # SGLang 0.5.16 decode_attention.py _MIN_BLOCK_KV
 
