@@ -43,7 +43,7 @@ import time
 import urllib.parse
 import uuid
 
-from . import client, workloads
+from . import client, soak, workloads
 
 FAULTS = ("disconnect_prefill", "disconnect_decode", "disconnect_preempted", "abort_running",
           "prompt_past_context", "max_new_tokens_past_context", "kv_exhaustion")
@@ -240,11 +240,10 @@ def settle(base: str, wait_s: float = 60.0) -> dict:
     left = None
     t0 = time.time()
     while time.time() - t0 < wait_s:
-        text = client.scrape_metrics(base, prefix="sglang:")
-        if not text:
+        q = soak.queue_depth(base)
+        if not q:
             break
-        left = sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
-                   if ln.startswith(("sglang:num_running_reqs", "sglang:num_queue_reqs")))
+        left = sum(q.values())
         if left == 0:
             break
         time.sleep(1.0)
@@ -314,10 +313,7 @@ def main(argv: list[str] | None = None) -> None:
                              input_cap=min(a.context_len - 1024, 32000), salt="faults")
 
         def bg():
-            recs = client.run_workload(a.server_url, wl, wl.span_s + 120, progress=False)[0]
-            ok = sum(1 for r in recs if r.get("ok"))
-            err = sum(1 for r in recs if not r.get("ok") and r.get("error"))
-            load.update(sent=len(recs), completed=ok, errored=err, lost=len(recs) - ok - err)
+            load.update(soak.outcome(client.run_workload(a.server_url, wl, wl.span_s + 120, progress=False)[0]))
 
         th = threading.Thread(target=bg)
         th.start()

@@ -26,6 +26,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from . import client
+
 GEN, COMP, CHAT = "/generate", "/v1/completions", "/v1/chat/completions"
 TAG = {GEN: "generate", COMP: "completions", CHAT: "chat"}  # case names begin with these
 
@@ -167,16 +169,6 @@ def classify(case: Case, res: dict) -> str:
     return "5xx" if st >= 500 else "2xx"
 
 
-def alive(base: str, timeout_s: float = 10.0) -> bool:
-    u = urllib.parse.urlsplit(base)
-    try:
-        c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout_s)
-        c.request("GET", "/health")
-        return c.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-
-
 def fuzz(base: str, n: int = 1000, valid_every: int = 10, seed: int = 0, workers: int = 8,
          timeout_s: float = 120.0, context_len: int = 131072, vocab: int = 128256, model: str = "default",
          big_mb: float = 8.0, paths: tuple[str, ...] = (GEN, COMP, CHAT), bad: list[Case] | None = None) -> dict:
@@ -213,7 +205,7 @@ def fuzz(base: str, n: int = 1000, valid_every: int = 10, seed: int = 0, workers
     return {"malformed": malformed, "valid": len(plan) - malformed, "counts": counts,
             "all_malformed_4xx": counts.get("4xx", 0) == malformed,
             "all_valid_ok": counts.get("ok", 0) == len(plan) - malformed,
-            "server_alive_after": alive(base), "by_case": by_case, "not_right": wrong[:200],
+            "server_alive_after": client.health(base), "by_case": by_case, "not_right": wrong[:200],
             "not_right_total": len(wrong)}
 
 
@@ -234,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.n <= 0 or a.valid_every < 0 or a.workers <= 0:
         p.error("--n and --workers must be positive, --valid-every >= 0")
-    if not alive(a.server_url):
+    if not client.health(a.server_url):
         sys.exit(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
     t0 = time.time()
     res = fuzz(a.server_url, a.n, a.valid_every, a.seed, a.workers, a.timeout_s, a.context_len, a.vocab,

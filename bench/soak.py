@@ -63,7 +63,8 @@ def gpu_mem_mib() -> float | None:
         return None
 
 
-def _queue(url: str) -> dict:
+def queue_depth(url: str) -> dict:
+    """The server's running and queued requests ({} without its /metrics)."""
     text = client.scrape_metrics(url, prefix="sglang:") or ""
     got = {}
     for line in text.splitlines():
@@ -81,7 +82,7 @@ def sample(url: str, pid: int | None, timeline: Path | None) -> dict:
                  fds=sum(len(os.listdir(f"/proc/{p}/fd")) for p in pids), processes=len(pids))
     if timeline:
         s["timeline_bytes"] = sum(f.stat().st_size for f in (timeline, Path(f"{timeline}.1")) if f.exists())
-    s.update(_queue(url))
+    s.update(queue_depth(url))
     return s
 
 

@@ -16,45 +16,27 @@ import datetime
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import ROOT, post, tail  # noqa: E402
+from serve_util import ROOT, Server, post, tail  # noqa: E402
 
 
-def serve(extra: list[str], port: int, log_path: str) -> subprocess.Popen:
-    env = {**os.environ, "SGLANG_MUX_NO_INSTALL": "1", "PORT": str(port)}
-    log = open(log_path, "w")
-    return subprocess.Popen(["bash", "launch/serve.sh", "llama-3.1-8b", *extra], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+def serve(extra: list[str], port: int, log_path: str) -> Server:
+    """``launch/serve.sh llama-3.1-8b EXTRA`` as a user starts it (serve_util.Server runs it)."""
+    srv = Server([], port, log_path, env={"SGLANG_MUX_NO_INSTALL": "1", "PORT": str(port)})
+    srv.cmd = ["bash", "launch/serve.sh", "llama-3.1-8b", *extra]
+    return srv
 
 
-def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float) -> bool:
-    import urllib.request
-    t0 = time.time()
-    while time.time() - t0 < timeout_s:
-        if proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return True
-        except Exception:
-            pass
-        time.sleep(1)
-    return False
-
-
-def stop(proc: subprocess.Popen) -> None:
-    import signal
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+def start(srv: Server) -> bool:
+    """Whether it became healthy; a server that exits or never answers is stopped."""
+    try:
+        srv.start(400)
+        return True
+    except (RuntimeError, TimeoutError):
+        return False
 
 
 def grep(path: str, pattern: str) -> list[str]:
@@ -78,11 +60,10 @@ def main() -> None:
     log1 = os.path.join(a.logdir, "backend_start_default.log")
     t0 = time.time()
     p = serve([], a.port, log1)
-    url = f"http://127.0.0.1:{a.port}"
-    ok = wait_healthy(p, url, 400)
-    gen = post(url + "/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}) \
+    ok = start(p)
+    gen = post(p.url + "/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}) \
         if ok else None
-    stop(p)
+    p.stop()
     res["default_start"] = {
         "healthy": ok, "start_s": round(time.time() - t0, 1),
         "generate_ok": bool(gen and "text" in gen),
@@ -101,10 +82,10 @@ def main() -> None:
         log2 = os.path.join(a.logdir, "backend_start_other.log")
         t0 = time.time()
         p = serve(["--mux-contention-table", other], a.port, log2)
-        ok2 = wait_healthy(p, url, 400)
-        stop(p)
+        ok2 = start(p)
+        p.stop()
         res["other_backend_table"] = {
-            "table": os.path.relpath(other, ROOT), "refused": not ok2, "exit_code": p.returncode,
+            "table": os.path.relpath(other, ROOT), "refused": not ok2, "exit_code": p.proc.returncode,
             "seconds_to_exit": round(time.time() - t0, 1),
             "error_lines": grep(log2, r"MuxArgError|another attention backend|attention backend")[-4:],
         }
