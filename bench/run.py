@@ -214,6 +214,13 @@ def existing_points(out: Path) -> dict[str, dict[float, Path]]:
     return found
 
 
+def above_a_failure(system: str, rate: float, have: dict[str, dict[float, Path]], a) -> bool:
+    """A rate a sweep that stops at a system's first failure never needed to run."""
+    if a.no_stop_on_fail or a.search:
+        return False
+    return any(r < rate and not point_passes(p, a) for r, p in have.get(system, {}).items())
+
+
 def file_size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -594,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     have = existing_points(out)
     notes["not_run"] = [f"{s}@{fmt_rate(r)}" for s in a.systems for r in a.rates
-                        if r not in have.get(s, {})]
+                        if r not in have.get(s, {}) and not above_a_failure(s, r, have, a)]
     summary = build_summary(out, a, notes)
     write_json(out / "summary.json", summary)
     print(report.render(summary))

@@ -57,6 +57,14 @@ def test_fuzz_against_the_stub_counts_every_outcome():
     assert not r["all_malformed_4xx"] and r["all_valid_ok"] and r["server_alive_after"]
     assert r["not_right_total"] == 20 and {w["case"] for w in r["not_right"]} == \
         {"generate:max_new_tokens=string", "generate:top_p_over_1"}
+    # a skipped case is never sent and is named in the result; an unknown name is refused
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.001, tbt_s=0.0005)) as url:
+        r = F.fuzz(url, n=60, valid_every=0, workers=4, timeout_s=20, paths=(F.GEN, F.CHAT), bad=bad,
+                   skip=("generate:max_new_tokens=string",))
+        assert "generate:max_new_tokens=string" not in r["by_case"] and r["counts"] == {"4xx": 50, "2xx": 10}
+        assert r["skipped"] == ["generate:max_new_tokens=string"]
+        with pytest.raises(ValueError, match="--skip names no case"):
+            F.fuzz(url, n=1, bad=bad, skip=("generate:nope",))
     with pytest.raises(ValueError, match="no cases"):
         F.fuzz(url, n=1, paths=("/nope",))
 

@@ -74,6 +74,15 @@ def test_time_budget_never_starts_what_does_not_fit(tmp_path):
     assert s["budget_stopped"] and s["not_run"] == ["stub@2", "stub@4"]
 
 
+def test_rates_above_a_failure_are_not_reported_as_not_run(tmp_path, capsys):
+    # the stub's 5 ms token gaps fail a 1 ms TBT SLO at the first rate; stopping there is the rule
+    assert run.main(args(tmp_path, "2,4", "--tbt-slo-ms", "1")) == 0
+    assert not (tmp_path / "stub__4.jsonl").exists()
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["systems"]["stub"]["goodput_rps"] is None and s["not_run"] == []
+    assert "not run" not in report.render(s).lower()
+
+
 def test_server_url_mode(tmp_path):
     with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.0, tbt_s=0.002)) as url:
         argv = args(tmp_path, "3", "--server-url", url)

@@ -30,9 +30,10 @@ for sys in mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang
            sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix \
            sglang-chunked-256-nomix sglang; do
     l=$(left)
-    if [ "$l" -lt 150 ]; then echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
+    if [ "$l" -lt 240 ]; then   # a start (~90 s) and one point (~45 + 30 s drain + flush)
+        echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     python -m bench.run --systems "$sys" --rates "$RATES" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3
 done
 python -m bench.report "$OUT" > "$OUT/report.md"
-echo "plan complete"
+echo "pass done: $OUT/report.md lists what ran; run again until every system is in it"
