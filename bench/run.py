@@ -180,7 +180,7 @@ def build_workload(a: argparse.Namespace, rate: float) -> workloads.Workload:
         a.workload, rate=rate, duration_s=a.duration_s, n=a.num_requests, offset=a.offset,
         seed=a.seed, salt=f"rate={fmt_rate(rate)}", input_cap=a.input_cap,
         output_cap=a.output_cap, arrival=a.arrival, trace_path_=a.trace_path,
-        turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab)
+        turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab, session_sample=a.session_sample)
 
 
 def point_cost(a: argparse.Namespace, wl: workloads.Workload) -> float:
@@ -381,6 +381,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--trace-path", default=None, help="full trace JSONL (default: shared or slice)")
     g.add_argument("--num-requests", type=int, default=None, help="override round(rate*duration)")
     g.add_argument("--offset", type=int, default=0)
+    g.add_argument("--session-sample", type=int, default=1, metavar="K",
+                   help="traces: keep one session in K, every turn of it (prefix reuse that fits one GPU's KV pool)")
     g.add_argument("--input-cap", type=int, default=None, help="keep the first T prompt tokens")
     g.add_argument("--output-cap", type=int, default=None)
     g.add_argument("--arrival", choices=("trace", "poisson"), default="trace")

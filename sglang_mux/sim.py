@@ -94,7 +94,7 @@ def trace_path(name_or_path: str) -> Path:
 def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | None = None,
                rate: float | None = None, time_scale: float | None = None,
                cache_tokens: int | None = None, arrival: str = "trace",
-               seed: int = 0) -> list[TraceReq]:
+               seed: int = 0, session_sample: int = 1) -> list[TraceReq]:
     """Requests in arrival order, arrivals shifted to start at 0, reuse computed (see module doc).
 
     ``arrival="poisson"``: keep the requests and their order, replace the timestamps with
@@ -111,8 +111,12 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
         for line in f:
             if line.strip():
                 rows.append(json.loads(line))
-                if limit is not None and len(rows) >= limit:
+                if limit is not None and len(rows) >= limit and session_sample == 1:
                     break
+    if session_sample != 1:  # the benchmark's own sample: a simulated slice is a served one
+        from bench.workloads import sample_sessions
+
+        rows = sample_sessions(rows, session_sample)[:limit]
     if not rows:
         raise ValueError(f"trace {name_or_path!r} has no requests")
     rows.sort(key=lambda x: x["timestamp"])  # stable: equal timestamps keep file order
@@ -410,6 +414,8 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                     help="trace timestamps (bursty: rounded to 3 s), or Poisson at --rate "
                          "(the draws bench.run --arrival poisson uses)")
     ap.add_argument("--limit", type=int, help="first N requests of the trace")
+    ap.add_argument("--session-sample", type=int, default=1, metavar="K",
+                    help="keep one session in K, every turn of it (as bench.run --session-sample)")
     ap.add_argument("--input-cap", type=int, help="truncate prompts to this many tokens")
     ap.add_argument("--cache-tokens", type=int, help="prefix cache capacity (LRU); default unbounded")
     ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
@@ -431,7 +437,8 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
 
         estimator = Estimator.from_table(a.table)
     reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
-                      cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed)
+                      cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed,
+                      session_sample=a.session_sample)
     tl = None
     if a.timeline:
         from sglang_mux.mux_metrics import TimelineWriter

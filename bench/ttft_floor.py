@@ -1,0 +1,72 @@
+"""The TTFT floor of a trace on one GPU: every request's prefill alone on the whole GPU, at the
+table's solo estimate, with the prefix cache's reuse (``sglang_mux.sim.load_trace``: unbounded
+or LRU of ``--cache-tokens``). No single-GPU system, multiplexed or chunked, answers a request
+faster than its prefill alone, so a percentile of these times bounds the same percentile of any
+system's TTFT from below, before queueing. A TTFT SLO under that bound leaves no goodput to
+compare.
+
+    python -m bench.ttft_floor --table contention_tables/<dir> --trace PATH [--input-cap N]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sglang_mux.estimator import Estimator
+from sglang_mux.latency_model import PrefillReq
+from sglang_mux.sim import TraceReq, load_trace
+
+PERCENTILES = (50, 90, 99)
+
+
+def floor_s(est: Estimator, reqs: Sequence[TraceReq], total_sms: int) -> np.ndarray:
+    """Each request's prefill alone on ``total_sms``, in seconds."""
+    return np.array([est.prefill_ms(total_sms, [PrefillReq(r.n_input - r.reused, r.reused)])
+                     for r in reqs]) / 1e3
+
+
+def summarize(t: np.ndarray, slos_s: Sequence[float]) -> dict:
+    out = {f"p{p}_s": round(float(np.percentile(t, p)), 3) for p in PERCENTILES}
+    out["max_s"] = round(float(t.max()), 3)
+    # the share over an SLO is what one percentile may lose: at or above 1 % no P99 can hold
+    out["share_over"] = {f"{s:g}s": round(float((t > s).mean()), 4) for s in slos_s}
+    out["p99_feasible"] = {f"{s:g}s": bool((t > s).mean() < 0.01) for s in slos_s}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.ttft_floor", description=__doc__.splitlines()[0])
+    ap.add_argument("--table", required=True, help="contention_tables/<model>__<gpu>__<backend>/")
+    ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
+    ap.add_argument("--input-cap", type=int, default=None)
+    ap.add_argument("--limit", type=int, default=None, help="first N requests")
+    ap.add_argument("--session-sample", type=int, default=1, metavar="K", help="one session in K")
+    ap.add_argument("--cache-tokens", type=int, default=None, help="prefix cache (LRU); default unbounded")
+    ap.add_argument("--slos-s", default="2,5", help="TTFT SLOs to check, comma list of seconds")
+    a = ap.parse_args(argv)
+    try:
+        slos = [float(x) for x in a.slos_s.split(",") if x]
+    except ValueError:
+        ap.error(f"--slos-s takes seconds as a comma list, e.g. 2,5; got {a.slos_s!r}")
+    if not Path(a.table).is_dir():
+        ap.error(f"no table directory {a.table}; list contention_tables/ for the shipped ones")
+    est = Estimator.from_table(a.table)
+    reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, cache_tokens=a.cache_tokens,
+                      session_sample=a.session_sample)
+    res = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "command": " ".join(["python -m bench.ttft_floor", *(argv if argv is not None else sys.argv[1:])]),
+           "requests": len(reqs), "total_sms": est.total_sms,
+           "reused_share": round(sum(r.reused for r in reqs) / max(1, sum(r.n_input for r in reqs)), 4),
+           **summarize(floor_s(est, reqs, est.total_sms), slos)}
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
