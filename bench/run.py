@@ -214,11 +214,12 @@ def existing_points(out: Path) -> dict[str, dict[float, Path]]:
     return found
 
 
-def above_a_failure(system: str, rate: float, have: dict[str, dict[float, Path]], a) -> bool:
-    """A rate a sweep that stops at a system's first failure never needed to run."""
+def first_failure(points: dict[float, Path], a: argparse.Namespace) -> float | None:
+    """The lowest failing rate of a system's points where a sweep stops there (rates above it
+    are never run), else None."""
     if a.no_stop_on_fail or a.search:
-        return False
-    return any(r < rate and not point_passes(p, a) for r, p in have.get(system, {}).items())
+        return None
+    return next((r for r, pth in sorted(points.items()) if not point_passes(pth, a)), None)
 
 
 def file_size(path: Path) -> int:
@@ -461,13 +462,12 @@ def main(argv: list[str] | None = None) -> int:
                     and not a.server_url):
                 log(f"{sys_name}: recorded failed start ({start_rec.get('reason')}); skipping")
                 continue
-            if not a.no_stop_on_fail and not a.search:
-                failed = [r for r, pth in sorted(done.items()) if not point_passes(pth, a)]
-                if failed:
-                    skipped = [r for r in pending if r > failed[0]]
-                    pending = [r for r in pending if r <= failed[0]]
-                    if skipped:
-                        log(f"{sys_name}: rate {fmt_rate(failed[0])} failed; skipping {skipped}")
+            failed = first_failure(done, a)
+            if failed is not None:
+                skipped = [r for r in pending if r > failed]
+                pending = [r for r in pending if r <= failed]
+                if skipped:
+                    log(f"{sys_name}: rate {fmt_rate(failed)} failed; skipping {skipped}")
             if not pending:
                 log(f"{sys_name}: nothing to run")
                 continue
@@ -602,8 +602,9 @@ def main(argv: list[str] | None = None) -> int:
             "a point ends when its last request does, usually well before its bound)")
         return 0
     have = existing_points(out)
+    failed = {s: first_failure(have.get(s, {}), a) for s in a.systems}
     notes["not_run"] = [f"{s}@{fmt_rate(r)}" for s in a.systems for r in a.rates
-                        if r not in have.get(s, {}) and not above_a_failure(s, r, have, a)]
+                        if r not in have.get(s, {}) and (failed[s] is None or r <= failed[s])]
     summary = build_summary(out, a, notes)
     write_json(out / "summary.json", summary)
     print(report.render(summary))
