@@ -409,6 +409,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("give --rates (a comma list) or --search LO,HI")
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()] if a.server_url \
         else systems.expand(a.systems)
+    if a.session_sample < 1:
+        p.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
     if a.server_url and len(a.systems) != 1:
         p.error("--server-url takes exactly one --systems label")
     if a.mux_ttft_ms_per_token is not None and not a.mux_ttft_ms_per_token >= 0:

@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache-tokens", type=int, default=None, help="prefix cache (LRU); default unbounded")
     ap.add_argument("--slos-s", default="2,5", help="TTFT SLOs to check, comma list of seconds")
     a = ap.parse_args(argv)
+    if a.session_sample < 1:
+        ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
     try:
         slos = [float(x) for x in a.slos_s.split(",") if x]
     except ValueError:

@@ -432,6 +432,8 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
+    if a.session_sample < 1:
+        ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
     if estimator is None:
         from sglang_mux.estimator import Estimator
 

@@ -4,7 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from bench import ttft_floor, workloads
+from bench import run, ttft_floor, workloads
+from sglang_mux import sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.latency_model import PrefillReq
 from sglang_mux.sim import TraceReq, load_trace
@@ -66,3 +67,15 @@ def test_cli(capsys):
     assert res["requests"] == 50 and res["total_sms"] == 132 and set(res["share_over"]) == {"5s"}
     with pytest.raises(SystemExit):
         ttft_floor.main(["--table", "contention_tables/nope", "--trace", SLICE])
+    assert "no table directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cli", ["ttft_floor", "sim", "run"])
+def test_a_session_sample_under_one_is_refused(cli, capsys):
+    argv = ["--session-sample", "0"]
+    with pytest.raises(SystemExit):
+        if cli == "run":
+            run.parse_args(["--systems", "mux", "--out", "/tmp/unused", "--rates", "1", *argv])
+        else:
+            (ttft_floor.main if cli == "ttft_floor" else sim.main)(["--table", TABLE, "--trace", SLICE, *argv])
+    assert "give K >= 1" in capsys.readouterr().err
