@@ -240,10 +240,10 @@ def settle(base: str, wait_s: float = 60.0) -> dict:
     left = None
     t0 = time.time()
     while time.time() - t0 < wait_s:
-        q = soak.queue_depth(base)
-        if not q:
+        q = soak.server_gauges(base)
+        if "num_running_reqs" not in q:
             break
-        left = sum(q.values())
+        left = q["num_running_reqs"] + q.get("num_queue_reqs", 0.0)
         if left == 0:
             break
         time.sleep(1.0)

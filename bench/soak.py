@@ -12,8 +12,9 @@ Load: the Mooncake conversation trace (Poisson at ``rate × (1 − chat-share)``
 multi-turn chat sessions (``rate × chat-share`` sessions/s) at once, each piece with its own
 salt so the radix cache sees new prompts. Every ``--sample-s`` seconds: GPU memory in use
 (nvidia-smi), the server's process tree RSS and open file descriptors (/proc), the timeline
-file's size (with its rotated ``.1``), and the server's running and queued requests (its
-/metrics, with --enable-metrics). Every request sent ends as completed or errored in the
+file's size (with its rotated ``.1``), and from its /metrics (with --enable-metrics) the running
+and queued requests and the mux's allocator gauges: bytes in use by tensors, bytes cached, and
+how often the cache was emptied to retry a cudaMalloc. Every request sent ends as completed or errored in the
 client's records (bench/client.py never drops one); ``lost`` counts those that did neither.
 """
 from __future__ import annotations
@@ -63,14 +64,25 @@ def gpu_mem_mib() -> float | None:
         return None
 
 
-def queue_depth(url: str) -> dict:
-    """The server's running and queued requests ({} without its /metrics)."""
-    text = client.scrape_metrics(url, prefix="sglang:") or ""
+SCRAPED = {"sglang:num_running_reqs": "num_running_reqs", "sglang:num_queue_reqs": "num_queue_reqs",
+           "sglang_mux:cuda_allocated_bytes": "cuda_allocated_bytes",
+           "sglang_mux:cuda_reserved_bytes": "cuda_reserved_bytes",
+           "sglang_mux:cuda_alloc_retries": "cuda_alloc_retries"}
+
+
+def server_gauges(url: str) -> dict:
+    """From the server's /metrics ({} without --enable-metrics): running and queued requests, and
+    the mux's allocator gauges (what nvidia-smi's memory figure is made of)."""
+    return parse_gauges(client.scrape_metrics(url, prefix="sglang") or "")
+
+
+def parse_gauges(text: str) -> dict:
     got = {}
     for line in text.splitlines():
-        for key in ("num_running_reqs", "num_queue_reqs"):
-            if line.startswith(f"sglang:{key}"):
-                got[key] = got.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in SCRAPED:
+            key = SCRAPED[name]
+            got[key] = got.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return got
 
 
@@ -82,7 +94,7 @@ def sample(url: str, pid: int | None, timeline: Path | None) -> dict:
                  fds=sum(len(os.listdir(f"/proc/{p}/fd")) for p in pids), processes=len(pids))
     if timeline:
         s["timeline_bytes"] = sum(f.stat().st_size for f in (timeline, Path(f"{timeline}.1")) if f.exists())
-    s.update(queue_depth(url))
+    s.update(server_gauges(url))
     return s
 
 
@@ -165,7 +177,7 @@ def report(out: Path, warmup_s: float = 60.0) -> dict:
     late = [s for s in samples if s["time"] - t0 >= warmup_s]
     res = {k: sum(p[k] for p in pieces) for k in ("sent", "completed", "errored", "lost")}
     res.update(pieces=len(pieces), minutes=round(sum(p["wall_s"] for p in pieces) / 60, 1), samples=len(samples))
-    for key in ("gpu_mem_mib", "rss_mib", "fds", "timeline_bytes", "num_running_reqs", "num_queue_reqs"):
+    for key in ("gpu_mem_mib", "rss_mib", "fds", "timeline_bytes", *SCRAPED.values()):
         ys = [s.get(key) for s in late]
         vals = [y for y in ys if y is not None]
         if vals:

@@ -15,6 +15,11 @@ instead of raising "Duplicated timeseries".
     sglang_mux:prefill_idle_seconds_total                   Counter prefill-stream gaps between two
                                                                     chunks of one batch (bubbles)
     sglang_mux:prefill_latency_ratio                        Histogram measured / estimated prefill
+    sglang_mux:cuda_allocated_bytes / cuda_reserved_bytes   Gauge   PyTorch's caching allocator: in
+                                                                    use by tensors / held from the driver
+    sglang_mux:cuda_alloc_retries                           Gauge   times it emptied its cache to retry a
+                                                                    failed cudaMalloc (a memory soak's
+                                                                    sawtooth in nvidia-smi, not a leak)
 
 `TimelineWriter(path)` appends one JSON object per decision (time, the Plan's fields, decode bs,
 measured decode latency when known, anything else given); `load_timeline(path)` reads it back
@@ -88,6 +93,18 @@ class MuxMetrics:
                                        "Measured prefill chunk latency (scaled to the model) / estimate",
                                        ln, r, buckets=RATIO_BUCKETS)
 
+        # The memory gauges tell a leak (allocated bytes climb) from the caching allocator (reserved
+        # bytes climb to the device's limit, then a retry empties the cache): nvidia-smi sees both alike.
+        self._alloc = _get_or_create(Gauge, PREFIX + "cuda_allocated_bytes", "CUDA memory in use by tensors",
+                                     ln, r, multiprocess_mode="mostrecent")
+        self._reserved = _get_or_create(Gauge, PREFIX + "cuda_reserved_bytes",
+                                        "CUDA memory held by PyTorch's caching allocator", ln, r,
+                                        multiprocess_mode="mostrecent")
+        self._retries = _get_or_create(Gauge, PREFIX + "cuda_alloc_retries",
+                                       "cudaMalloc failures the caching allocator answered by emptying its cache",
+                                       ln, r, multiprocess_mode="mostrecent")
+        self._mem_at = float("-inf")
+
     def _l(self, m, **extra):
         return m.labels(**self.labels, **extra) if (self.labels or extra) else m
 
@@ -128,6 +145,22 @@ class MuxMetrics:
         """The host's time to launch one prefill layer chunk."""
         if host_ms > 0:
             self._l(self._p_host).inc(host_ms * 1e-3)
+
+    def on_memory(self, stats: Mapping[str, int] | None = None, *, now: float | None = None,
+                  every_s: float = 5.0) -> bool:
+        """The allocator's state, at most once per `every_s` seconds (memory_stats() walks its
+        pools). `stats`: torch.cuda.memory_stats() or its keys; None reads it here. True if set."""
+        now = time.monotonic() if now is None else now
+        if now - self._mem_at < every_s:
+            return False
+        self._mem_at = now
+        if stats is None:
+            import torch
+            stats = torch.cuda.memory_stats()
+        self._l(self._alloc).set(stats.get("allocated_bytes.all.current", 0))
+        self._l(self._reserved).set(stats.get("reserved_bytes.all.current", 0))
+        self._l(self._retries).set(stats.get("num_alloc_retries", 0))
+        return True
 
     def on_guard_refinement(self, n: int = 1) -> None:
         if n > 0:

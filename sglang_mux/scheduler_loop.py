@@ -389,6 +389,7 @@ def mux_event_loop(self):
             has_prefill = m.active is not None
             if m.metrics:
                 m.metrics.on_plan(plan, decide_us)
+                m.metrics.on_memory(now=now)
             if not has_decode and not has_prefill:
                 m.last_decode_done = None
                 self.on_idle()

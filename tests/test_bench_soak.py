@@ -33,3 +33,16 @@ def test_two_pieces_against_one_server(tmp_path):
     rep = soak.report(out, warmup_s=0)
     assert rep["pieces"] == 2 and rep["lost"] == 0 and rep["sent"] == rep["completed"]
     assert rep["timeline_bytes"] == {"min": 100, "max": 100, "slope_per_min": pytest.approx(0.0, abs=1e-6)}
+
+
+def test_server_gauges_sum_labelled_series_and_skip_others():
+    text = ('# HELP sglang:num_running_reqs The number of running requests.\n'
+            '# TYPE sglang:num_running_reqs gauge\n'
+            'sglang:num_running_reqs{engine_type="unified",model_name="m",tp_rank="0"} 3.0\n'
+            'sglang:num_running_reqs{engine_type="unified",model_name="m",tp_rank="1"} 2.0\n'
+            'sglang:num_running_reqs_offline_batch 7.0\n'
+            'sglang:num_queue_reqs 4.0\n'
+            'sglang_mux:cuda_allocated_bytes 6.5e+10\n'
+            'sglang_mux:cuda_alloc_retries 1.0\n')
+    assert soak.parse_gauges(text) == {"num_running_reqs": 5.0, "num_queue_reqs": 4.0,
+                                       "cuda_allocated_bytes": 6.5e10, "cuda_alloc_retries": 1.0}

@@ -96,3 +96,15 @@ def test_timeline_is_rotated_at_its_size_cap(tmp_path):
     with TimelineWriter(path, max_bytes=5 * line) as tl:
         tl.write(now=2.0, i=9)
     assert len(load_timeline(path)) == 1 and len(load_timeline(str(path) + ".1")) == 5
+
+
+def test_memory_gauges_are_throttled():
+    reg = CollectorRegistry()
+    m = MuxMetrics(reg)
+    stats = {"allocated_bytes.all.current": 100, "reserved_bytes.all.current": 300, "num_alloc_retries": 0}
+    assert m.on_memory(stats, now=10.0)
+    assert m.on_memory({**stats, "allocated_bytes.all.current": 999}, now=12.0) is False  # within 5 s
+    assert _val(reg, "sglang_mux:cuda_allocated_bytes") == 100
+    assert m.on_memory({**stats, "num_alloc_retries": 2}, now=15.0)
+    assert _val(reg, "sglang_mux:cuda_reserved_bytes") == 300
+    assert _val(reg, "sglang_mux:cuda_alloc_retries") == 2
