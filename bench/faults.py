@@ -11,15 +11,19 @@ ends completed or errored, ``lost`` counts those that did neither). Over it, eve
 - ``disconnect_prefill``: a ``--long-tokens`` prompt, streamed, closed before its first token
   (while its prefill runs, layer-wise under the mux);
 - ``disconnect_decode``: a streamed request closed after its 4th token;
-- ``disconnect_preempted``: a long prompt, short ones right behind it (a mux server started with
-  a length-aware TTFT SLO preempts the long batch for them), the long one closed while they run;
+- ``disconnect_preempted``: a ``--preempt-tokens`` prompt, short ones right behind it: a mux
+  server started with a length-aware TTFT SLO preempts the long batch for them when waiting
+  for it would cost them their TTFT SLO; the long one is closed as soon as the server's
+  ``sglang_mux:preemptions_total`` rises (so while it is paused), and the outcome says whether
+  a preemption was seen at all;
 - ``abort_running``: a streamed request with a known rid, aborted through ``/abort_request``
   after its first token: its stream must end (or fail), not hang;
 - ``prompt_past_context``: ``--context-len`` + 64 token ids: must be a 4xx;
 - ``max_new_tokens_past_context``: a short prompt asking for 10 x the context: a 4xx, or an
   answer that stops at the context;
 - ``kv_exhaustion``: ``--kv-burst`` long prompts at once, more than the KV pool holds: each
-  completes or errors (SGLang retracts running requests to make room).
+  completes or errors (SGLang retracts running requests when their decode outgrows the pool: its
+  log says "KV cache pool is full. Retract requests.", which the reliability plan counts).
 
 Afterwards: /health, a valid request, and the server's running and queued requests (its
 /metrics, with --enable-metrics) back to 0 once the load is gone (an aborted request left
@@ -54,7 +58,7 @@ class Server:
 
     def __init__(self, base: str, timeout_s: float = 300.0):
         u = urllib.parse.urlsplit(base)
-        self.host, self.port, self.timeout_s = u.hostname, u.port, timeout_s
+        self.base, self.host, self.port, self.timeout_s = base, u.hostname, u.port, timeout_s
         self.rng = random.Random(0)
         self.lock = threading.Lock()
 
@@ -139,18 +143,30 @@ def disconnect_decode(s: Server, **_) -> str:
     return "closed-in-decode" if n >= 4 else "ended-early"
 
 
-def disconnect_preempted(s: Server, long_tokens: int, **_) -> str:
-    c, r = s.stream({"input_ids": s.ids(long_tokens), "sampling_params": _sp(16)})
+def _preemptions(s: Server) -> float | None:
+    return soak.server_gauges(s.base).get("preemptions")
+
+
+def disconnect_preempted(s: Server, preempt_tokens: int, preempt_wait_s: float, **_) -> str:
+    before = _preemptions(s)
+    c, r = s.stream({"input_ids": s.ids(preempt_tokens), "sampling_params": _sp(16)})
     if r.status != 200:
         _close(c)
         return f"status-{r.status}"
     with cf.ThreadPoolExecutor(4) as ex:  # short ones behind it, while its prefill runs
         shorts = [ex.submit(s.post, "/generate", {"input_ids": s.ids(32), "sampling_params": _sp(4)})
                   for _ in range(4)]
-        time.sleep(0.02)
+        seen = None
+        if before is not None:  # close it once paused: as soon as a preemption shows
+            t0 = time.time()
+            while not seen and time.time() - t0 < preempt_wait_s:
+                time.sleep(0.05)
+                seen = (_preemptions(s) or 0.0) > before
         _close(c)
         ok = sum(1 for f in shorts if f.result()[0] == 200)
-    return "closed; shorts served" if ok == 4 else f"closed; {4 - ok} shorts failed"
+    how = {None: "closed (no preemption metric)", True: "closed after a preemption",
+           False: "closed, no preemption seen"}[seen]
+    return f"{how}; shorts served" if ok == 4 else f"{how}; {4 - ok} shorts failed"
 
 
 def abort_running(s: Server, **_) -> str:
@@ -197,10 +213,10 @@ def max_new_tokens_past_context(s: Server, context_len: int, **_) -> str:
     return f"status-{st}"
 
 
-def kv_exhaustion(s: Server, long_tokens: int, kv_burst: int, **_) -> str:
+def kv_exhaustion(s: Server, long_tokens: int, kv_burst: int, kv_new_tokens: int, **_) -> str:
     with cf.ThreadPoolExecutor(kv_burst) as ex:
         res = list(ex.map(lambda _: s.post("/generate", {"input_ids": s.ids(long_tokens),
-                                                         "sampling_params": _sp(256)}), range(kv_burst)))
+                                                         "sampling_params": _sp(kv_new_tokens)}), range(kv_burst)))
     ok = sum(1 for st, _ in res if st == 200)
     err = sum(1 for st, _ in res if st is not None and st != 200)
     lost = kv_burst - ok - err
@@ -208,12 +224,15 @@ def kv_exhaustion(s: Server, long_tokens: int, kv_burst: int, **_) -> str:
 
 
 def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int = 131072,
-               long_tokens: int = 16384, kv_burst: int = 40, faults=FAULTS, timeout_s: float = 300.0) -> dict:
+               long_tokens: int = 16384, kv_burst: int = 40, faults=FAULTS, timeout_s: float = 300.0,
+               preempt_tokens: int = 100_000, preempt_wait_s: float = 20.0, kv_new_tokens: int = 256) -> dict:
     """Every fault ``repeat`` times, interleaved; {fault: {outcome: count}} and each run's seconds."""
     s = Server(base, timeout_s)
     fn = {f: globals()[f] for f in faults}
     plan = [f for _ in range(repeat) for f in faults]
-    kw = dict(context_len=context_len, long_tokens=long_tokens, kv_burst=kv_burst)
+    kw = dict(context_len=context_len, long_tokens=long_tokens, kv_burst=kv_burst, preempt_tokens=preempt_tokens,
+              preempt_wait_s=preempt_wait_s, kv_new_tokens=kv_new_tokens)
+    before = soak.server_gauges(base).get("preemptions")
 
     def one(f):
         t0 = time.time()
@@ -229,7 +248,9 @@ def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int =
         for f, out, dt_s in ex.map(one, plan):
             counts[f][out] = counts[f].get(out, 0) + 1
             secs[f] = max(secs[f], dt_s)
-    return {"counts": counts, "max_seconds": {f: round(v, 2) for f, v in secs.items()}}
+    after = soak.server_gauges(base).get("preemptions")
+    return {"counts": counts, "max_seconds": {f: round(v, 2) for f, v in secs.items()},
+            "preemptions": None if before is None or after is None else after - before}
 
 
 def settle(base: str, wait_s: float = 60.0) -> dict:
@@ -292,8 +313,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--load-s", type=float, default=240.0, help="span of the background load")
     p.add_argument("--context-len", type=int, default=131072)
     p.add_argument("--long-tokens", type=int, default=16384)
+    p.add_argument("--preempt-tokens", type=int, default=100_000,
+                   help="disconnect_preempted's long prompt: its prefill must outlast a short prompt's TTFT SLO "
+                        "for the mux to preempt it (100K tokens take ~6 s on a whole H100)")
     p.add_argument("--kv-burst", type=int, default=40,
                    help="long prompts sent at once (40 x 16K tokens overfill an 8B model's pool on an 80 GB GPU)")
+    p.add_argument("--kv-new-tokens", type=int, default=256,
+                   help="each burst prompt's output: decode growing past what admission reserved is what "
+                        "makes SGLang retract")
     p.add_argument("--faults", default=",".join(FAULTS))
     p.add_argument("--sigterm-pid", type=int, default=None, help="last: SIGTERM this server process under load")
     p.add_argument("--out", default=None)
@@ -317,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
 
         th = threading.Thread(target=bg)
         th.start()
-    res = run_faults(a.server_url, a.repeat, a.workers, a.context_len, a.long_tokens, a.kv_burst, faults)
+    res = run_faults(a.server_url, a.repeat, a.workers, a.context_len, a.long_tokens, a.kv_burst, faults,
+                     preempt_tokens=a.preempt_tokens, kv_new_tokens=a.kv_new_tokens)
     if th is not None:
         th.join()
     res.update(load=load, after=settle(a.server_url))

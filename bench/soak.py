@@ -3,10 +3,11 @@
     python -m bench.soak --server-url http://127.0.0.1:30000 --server-pid PID --rate 3 \\
         --piece-s 540 --out bench/results/soak_x [--timeline FILE] [--chat-share 0.5]
 
-One invocation is one piece (at most ``--piece-s``; a device command is at most 10 minutes):
-a soak of 30 minutes is four pieces against one server kept alive between them (started
-detached, e.g. ``setsid``), each appending to ``samples.jsonl`` and ``pieces.jsonl`` in
-``--out``; ``python -m bench.soak --report OUT`` sums them up.
+One invocation is one piece (``--piece-s`` of arrivals, then its requests' tails): a soak of
+30 minutes is pieces against one server kept alive between them (started detached, e.g.
+``setsid``), each appending to ``samples.jsonl`` and ``pieces.jsonl`` in ``--out``. Start the
+next piece (``--piece N``) when the previous one's arrivals end, so the load never dips;
+``python -m bench.soak --report OUT`` sums them up (minutes: first start to last end).
 
 Load: the Mooncake conversation trace (Poisson at ``rate × (1 − chat-share)`` req/s) and
 multi-turn chat sessions (``rate × chat-share`` sessions/s) at once, each piece with its own
@@ -67,7 +68,8 @@ def gpu_mem_mib() -> float | None:
 SCRAPED = {"sglang:num_running_reqs": "num_running_reqs", "sglang:num_queue_reqs": "num_queue_reqs",
            "sglang_mux:cuda_allocated_bytes": "cuda_allocated_bytes",
            "sglang_mux:cuda_reserved_bytes": "cuda_reserved_bytes",
-           "sglang_mux:cuda_alloc_retries": "cuda_alloc_retries"}
+           "sglang_mux:cuda_alloc_retries": "cuda_alloc_retries",
+           "sglang_mux:preemptions_total": "preemptions"}
 
 
 def server_gauges(url: str) -> dict:
@@ -111,8 +113,13 @@ def piece_workloads(rate: float, seconds: float, chat_share: float, piece: int, 
     wls = []
     if chat_share < 1:
         r = rate * (1 - chat_share)
-        wls.append(workloads.build("conversation", rate=r, duration_s=seconds, arrival="poisson", seed=piece,
-                                   salt=salt, input_cap=8000, vocab=vocab))
+        wl = workloads.build("conversation", rate=r, duration_s=seconds, arrival="poisson", seed=piece,
+                             salt=salt, input_cap=8000, vocab=vocab)
+        if wl.options["n"] < (wl.options["requested_n"] or 0):  # its arrivals would stop early
+            raise ValueError(f"{seconds:.0f} s at {r:g} conversation req/s needs {wl.options['requested_n']} "
+                             f"trace rows, the trace has {wl.options['n']}: use pieces of at most "
+                             f"{int(wl.options['n'] / r)} s (or set SGLANG_MUX_TRACES to the full traces)")
+        wls.append(wl)
     if chat_share > 0:
         n = max(1, round(rate * chat_share * seconds))
         wls.append(workloads.chat_workload(n_sessions=n, rate=rate * chat_share, seed=piece, salt=salt,
@@ -122,9 +129,10 @@ def piece_workloads(rate: float, seconds: float, chat_share: float, piece: int, 
 
 def run_piece(url: str, out: Path, *, rate: float, seconds: float, pid: int | None = None,
               timeline: Path | None = None, chat_share: float = 0.5, sample_s: float = 10.0,
-              drain_s: float = 60.0, vocab=workloads.VOCAB, think_s: float = 3.0) -> dict:
+              drain_s: float = 60.0, vocab=workloads.VOCAB, think_s: float = 3.0, piece: int | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    piece = sum(1 for _ in (out / PIECES).open()) if (out / PIECES).exists() else 0
+    if piece is None:
+        piece = sum(1 for _ in (out / PIECES).open()) if (out / PIECES).exists() else 0
     wls = piece_workloads(rate, seconds, chat_share, piece, vocab, think_s)
     stop = threading.Event()
 
@@ -152,7 +160,7 @@ def run_piece(url: str, out: Path, *, rate: float, seconds: float, pid: int | No
     stop.set()
     th_s.join()
     recs = [r for rs in results for r in (rs or [])]
-    rec = {"piece": piece, "start": t0, "wall_s": round(time.time() - t0, 1), "rate": rate,
+    rec = {"piece": piece, "start": t0, "wall_s": round(time.time() - t0, 1), "arrival_s": seconds, "rate": rate,
            "chat_share": chat_share, "workloads": [wl.options for wl in wls], **outcome(recs),
            "errors": sorted({str(r.get("error")).split(":")[0] for r in recs if r.get("error")})}
     with (out / PIECES).open("a") as f:
@@ -176,7 +184,10 @@ def report(out: Path, warmup_s: float = 60.0) -> dict:
     t0 = min((s["time"] for s in samples), default=0.0)
     late = [s for s in samples if s["time"] - t0 >= warmup_s]
     res = {k: sum(p[k] for p in pieces) for k in ("sent", "completed", "errored", "lost")}
-    res.update(pieces=len(pieces), minutes=round(sum(p["wall_s"] for p in pieces) / 60, 1), samples=len(samples))
+    # pieces may overlap (the next one starts when this one's arrivals end, not its tail)
+    span_s = max((p["start"] + p["wall_s"] for p in pieces), default=0.0) - min((p["start"] for p in pieces), default=0.0)
+    res.update(pieces=len(pieces), minutes=round(span_s / 60, 1),
+               arrival_minutes=round(sum(p.get("arrival_s", 0.0) for p in pieces) / 60, 1), samples=len(samples))
     for key in ("gpu_mem_mib", "rss_mib", "fds", "timeline_bytes", *SCRAPED.values()):
         ys = [s.get(key) for s in late]
         vals = [y for y in ys if y is not None]
@@ -197,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chat-share", type=float, default=0.5)
     ap.add_argument("--piece-s", type=float, default=480.0, help="arrival span of this piece")
     ap.add_argument("--drain-s", type=float, default=60.0)
+    ap.add_argument("--piece", type=int, default=None,
+                    help="this piece's number (its seed and salt); default: the pieces already in --out")
     ap.add_argument("--sample-s", type=float, default=10.0)
     ap.add_argument("--warmup-s", type=float, default=60.0)
     ap.add_argument("--vocab-size", type=int, default=128256)
@@ -206,9 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--rate and --piece-s must be > 0 and --chat-share within [0, 1]")
         if not client.health(a.server_url):
             ap.error(f"no server answers /health at {a.server_url}: start it first (detached, so it outlives a piece)")
+        try:
+            piece_workloads(a.rate, a.piece_s, a.chat_share, 0, workloads.token_range(a.vocab_size))
+        except ValueError as e:
+            ap.error(str(e))
         rec = run_piece(a.server_url, a.out, rate=a.rate, seconds=a.piece_s, pid=a.server_pid,
                         timeline=a.timeline, chat_share=a.chat_share, sample_s=a.sample_s, drain_s=a.drain_s,
-                        vocab=workloads.token_range(a.vocab_size))
+                        vocab=workloads.token_range(a.vocab_size), piece=a.piece)
         print(json.dumps({k: rec[k] for k in ("piece", "sent", "completed", "errored", "lost", "errors")}))
     print(json.dumps(report(a.out, a.warmup_s), indent=1))
     return 0

@@ -44,6 +44,7 @@ class StubConfig:
     hang_every: int = 0
     hang_s: float = 3600.0
     cache_block: int = 16
+    preempt_tokens: int = 0  # > 0: a shorter prompt arriving during a prompt this long's prefill counts a preemption
 
 
 class PrefixCache:
@@ -71,6 +72,7 @@ class Stub:
         self.cache = PrefixCache(cfg.cache_block)
         self.chat_cache = PrefixCache(1)
         self.aborted: set = set()
+        self.long_prefills, self.preemptions = 0, 0
 
     def _fault(self) -> str | None:
         self.count += 1
@@ -123,6 +125,9 @@ class Stub:
             return web.json_response({"error": {"message": "stub error"}},
                                      status=self.cfg.error_status)
         cached = self.cache.match_and_insert(list(ids))
+        long = 0 < self.cfg.preempt_tokens <= len(ids)
+        if not long and self.long_prefills:
+            self.preemptions += 1
         if fault == "hang":
             await asyncio.sleep(self.cfg.hang_s)
 
@@ -134,20 +139,27 @@ class Stub:
                 # send time on CLOCK_MONOTONIC (= client's perf_counter): client lag probe
                 "stub_t": time.perf_counter()}}
 
-        if not body.get("stream"):
+        self.long_prefills += long
+        try:
+            if not body.get("stream"):
+                async for done in self._tokens(n):
+                    self.long_prefills -= long
+                    long = False
+                return web.json_response(out(n, True))
+            resp = await self._sse(request)
             async for done in self._tokens(n):
-                pass
-            return web.json_response(out(n, True))
-        resp = await self._sse(request)
-        async for done in self._tokens(n):
-            if rid in self.aborted:  # as SGLang ends an aborted request's stream
-                ev = out(done, True)
-                ev["meta_info"]["finish_reason"] = {"type": "abort"}
-                await resp.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
-                break
-            await resp.write(b"data: " + json.dumps(out(done, done >= n)).encode() + b"\n\n")
-        await resp.write(b"data: [DONE]\n\n")
-        return resp
+                self.long_prefills -= long  # its prefill is over at the first token
+                long = False
+                if rid in self.aborted:  # as SGLang ends an aborted request's stream
+                    ev = out(done, True)
+                    ev["meta_info"]["finish_reason"] = {"type": "abort"}
+                    await resp.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+                    break
+                await resp.write(b"data: " + json.dumps(out(done, done >= n)).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+        finally:
+            self.long_prefills -= long  # a client gone before its first token
 
     async def abort(self, request: web.Request) -> web.Response:
         body, bad = await self._body(request)
@@ -230,7 +242,10 @@ class Stub:
             "python_gc_objects_collected_total{generation=\"0\"} 1.0\n"
             "# HELP sglang:cache_flushes_total Cache flushes.\n"
             "# TYPE sglang:cache_flushes_total counter\n"
-            f"sglang:cache_flushes_total {self.flushes}\n"))
+            f"sglang:cache_flushes_total {self.flushes}\n"
+            "# TYPE sglang_mux:preemptions_total counter\n"
+            f"sglang_mux:preemptions_total{{model_name=\"stub\"}} {self.preemptions}\n"
+            f"sglang_mux:preemptions_created{{model_name=\"stub\"}} 1.7e9\n"))
 
     async def model_info(self, request):
         return web.json_response({"model_path": "stub", "tokenizer_path": None,

@@ -7,26 +7,39 @@ from bench import stub_server
 
 @pytest.fixture(scope="module")
 def stub():
-    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.3, tbt_s=0.002)) as url:
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.3, tbt_s=0.002, preempt_tokens=100)) as url:
         yield url
 
 
 def test_every_fault_is_counted(stub):
     """The stub takes 300 ms to a first token (the disconnects before it land in 'prefill'),
     ends an aborted stream with finish_reason abort, and accepts any prompt length (so the
-    context checks report what it did, not a 4xx)."""
-    r = F.run_faults(stub, repeat=3, workers=3, context_len=256, long_tokens=64, kv_burst=4, timeout_s=30)
+    context checks report what it did, not a 4xx). It counts a preemption when a short prompt
+    arrives during a prompt of >= 100 tokens' prefill, as the mux's /metrics would."""
+    r = F.run_faults(stub, repeat=3, workers=3, context_len=256, long_tokens=64, kv_burst=4, timeout_s=30,
+                     preempt_tokens=128)
     c = r["counts"]
     assert set(c) == set(F.FAULTS) and all(sum(v.values()) == 3 for v in c.values())
     assert c["disconnect_prefill"] == {"closed-before-first-token": 3}
     assert c["disconnect_decode"] == {"closed-in-decode": 3}
-    assert c["disconnect_preempted"] == {"closed; shorts served": 3}
+    assert c["disconnect_preempted"] == {"closed after a preemption; shorts served": 3}
+    assert r["preemptions"] >= 3
     assert c["abort_running"] == {"ended:abort": 3}
     assert c["prompt_past_context"] == {"status-200": 3}  # the stub has no context: not a 4xx
     assert c["max_new_tokens_past_context"] == {"ran-past-context": 3}
     assert c["kv_exhaustion"] == {"completed 4, errored 0": 3}
     after = F.settle(stub, wait_s=1)
     assert after["healthy"] and after["valid_request_ok"]
+
+
+def test_a_preemption_that_never_comes_is_said():
+    """A server whose long prompt ends its prefill before any preemption: the fault still
+    closes it and serves the shorts, and says that it saw none (not a disconnect 'during' one)."""
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.05, tbt_s=0.002)) as url:
+        r = F.run_faults(url, repeat=1, workers=1, faults=("disconnect_preempted",), preempt_tokens=128,
+                         preempt_wait_s=0.5, timeout_s=30)
+    assert r["counts"] == {"disconnect_preempted": {"closed, no preemption seen; shorts served": 1}}
+    assert r["preemptions"] == 0
 
 
 def test_an_unreachable_server_is_a_client_error_not_a_crash():

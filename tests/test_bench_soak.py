@@ -32,6 +32,7 @@ def test_two_pieces_against_one_server(tmp_path):
     assert all(r["rss_mib"] > 0 and r["fds"] > 0 and r["timeline_bytes"] == 100 for r in rows)
     rep = soak.report(out, warmup_s=0)
     assert rep["pieces"] == 2 and rep["lost"] == 0 and rep["sent"] == rep["completed"]
+    assert rep["arrival_minutes"] == round(3.0 / 60, 1)
     assert rep["timeline_bytes"] == {"min": 100, "max": 100, "slope_per_min": pytest.approx(0.0, abs=1e-6)}
 
 
@@ -43,6 +44,36 @@ def test_server_gauges_sum_labelled_series_and_skip_others():
             'sglang:num_running_reqs_offline_batch 7.0\n'
             'sglang:num_queue_reqs 4.0\n'
             'sglang_mux:cuda_allocated_bytes 6.5e+10\n'
-            'sglang_mux:cuda_alloc_retries 1.0\n')
+            'sglang_mux:cuda_alloc_retries 1.0\n'
+            'sglang_mux:preemptions_total{model_name="m"} 2.0\n'
+            'sglang_mux:preemptions_created{model_name="m"} 1.7e+09\n')
     assert soak.parse_gauges(text) == {"num_running_reqs": 5.0, "num_queue_reqs": 4.0,
-                                       "cuda_allocated_bytes": 6.5e10, "cuda_alloc_retries": 1.0}
+                                       "cuda_allocated_bytes": 6.5e10, "cuda_alloc_retries": 1.0,
+                                       "preemptions": 2.0}
+
+
+def test_report_spans_overlapping_pieces(tmp_path):
+    """The next piece starts when the previous one's arrivals end, not its tail: the soak's
+    minutes are first start to last end, not the sum of the pieces' walls."""
+    out = tmp_path / "soak"
+    out.mkdir()
+    pieces = [{"piece": 0, "start": 1000.0, "wall_s": 540.0, "arrival_s": 480, "sent": 10, "completed": 9,
+               "errored": 1, "lost": 0},
+              {"piece": 1, "start": 1480.0, "wall_s": 520.0, "arrival_s": 480, "sent": 12, "completed": 12,
+               "errored": 0, "lost": 0}]
+    (out / "pieces.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pieces))
+    (out / "samples.jsonl").write_text(json.dumps({"time": 1000.0, "rss_mib": 1.0}) + "\n")
+    rep = soak.report(out)
+    assert (rep["minutes"], rep["arrival_minutes"], rep["sent"], rep["errored"]) == (16.7, 16.0, 22, 1)
+
+
+def test_a_piece_longer_than_the_shipped_trace_is_refused(tmp_path, monkeypatch):
+    """At 3 conversation req/s a 480 s piece needs 1440 rows; the shipped slice (what the GPU
+    machine has) has 1000, so its arrivals would stop after 333 s, below the piece's rate."""
+    monkeypatch.setenv("SGLANG_MUX_TRACES", str(tmp_path / "none"))
+    with pytest.raises(ValueError, match="pieces of at most 333 s"):
+        soak.piece_workloads(6.0, 480, 0.5, 0, (300, 30000))
+    assert len(soak.piece_workloads(6.0, 300, 0.5, 0, (300, 30000))) == 2
+    with stub_server.in_thread() as url, pytest.raises(SystemExit):
+        soak.main(["--out", str(tmp_path), "--rate", "6", "--piece-s", "480", "--server-url", url])
+    assert not (tmp_path / "pieces.jsonl").exists()

@@ -2,15 +2,15 @@
 # Issue 19 on one GPU machine, a few device commands against one server kept alive between them
 # (started with setsid: it outlives a command and goes when the machine goes back):
 #   bash bench/plans/reliability.sh serve             # the server (preempting, timeline capped at 4 MB)
-#   bash bench/plans/reliability.sh soak RATE MIN     # detached: pieces of <= 8 min until MIN minutes of
-#                                                     # arrivals, then its report; returns at once
+#   bash bench/plans/reliability.sh soak RATE MIN     # detached: overlapping pieces of <= 8 min until MIN
+#                                                     # minutes of arrivals, then its report; returns at once
 #   bash bench/plans/reliability.sh faults RATE       # every fault but KV x 20; RATE: their own background
 #                                                     # load (0 while a soak supplies it)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE          # soak report; SIGTERM under load; exit time
-#   bash bench/plans/reliability.sh kv RATE           # a server with a 64K-token KV pool: 20 bursts of
-#                                                     # 12 x 8K prompts (the retraction path) under load
+#   bash bench/plans/reliability.sh kv RATE           # a server with a 16K-token KV pool: 20 bursts of
+#                                                     # 10 x 2K prompts (the retraction path) under load
 # The soak runs detached because a machine is held at most 30 minutes (the command in flight then
 # finishes): a 30-minute soak spans several commands, whose only job is to keep the machine held.
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
@@ -35,23 +35,27 @@ case $STEP in
 serve) serve $R/ ;;
 soak)
     RATE=${2:?rate, req/s}; MIN=${3:?minutes of arrivals}
+    # each piece starts when the previous one's arrivals end (no dip in load); at most 8 minutes,
+    # and no more conversation rows than the shipped slice has (1000 at RATE / 2 req/s)
+    P=$(python -c "print(min(480, int(2000 / $RATE)))")
     cat > $R/soak.sh <<EOF
-left=\$(( $MIN * 60 ))
+left=\$(( $MIN * 60 )); i=0
 while [ \$left -gt 0 ]; do
-    p=\$(( left < 480 ? left : 480 ))
+    p=\$(( left < $P ? left : $P ))
     python -m bench.soak --server-url $URL --server-pid $(cat $R/server.pid) --timeline $R/timeline.jsonl \
-        --rate $RATE --piece-s \$p --drain-s 40 --out $R/soak > $R/soak_piece.log 2>&1
-    left=\$(( left - p ))
+        --rate $RATE --piece \$i --piece-s \$p --drain-s 120 --out $R/soak > $R/soak_piece\$i.log 2>&1 &
+    sleep \$p; left=\$(( left - p )); i=\$(( i + 1 ))
 done
+wait
 python -m bench.soak --report --out $R/soak > $R/soak_report.json
 EOF
     setsid bash $R/soak.sh > $R/soak.log 2>&1 < /dev/null &
-    echo $! > $R/soak.pid; echo "soak started: $MIN minutes at $RATE/s"
+    echo $! > $R/soak.pid; echo "soak started: $MIN minutes at $RATE/s, pieces of $P s"
     ;;
 faults)
     python -m bench.faults --server-url $URL --repeat 20 --rate "${2:?rate, req/s}" --load-s 200 --context-len 131072 \
         --faults disconnect_prefill,disconnect_decode,disconnect_preempted,abort_running,prompt_past_context,max_new_tokens_past_context \
-        --out $R/faults.json | tail -40
+        --preempt-tokens 100000 --out $R/faults.json | tail -40
     ;;
 fuzz)
     # out-of-range token ids kill plain SGLang 0.5.16 too (bench/results/reliability.json): tested
@@ -71,10 +75,16 @@ end)
         --sigterm-pid "$(cat $R/server.pid)" --out $R/sigterm.json | tail -20
     ;;
 kv)
-    pkill -f "[s]glang_mux.launch_server"; sleep 5
-    serve $R/kv_ --max-total-tokens 65536
-    python -m bench.faults --server-url $URL --faults kv_exhaustion --repeat 20 --workers 1 --kv-burst 12 \
-        --long-tokens 8192 --rate "${2:?rate, req/s}" --load-s 120 --context-len 131072 --out $R/faults_kv.json | tail -30
+    pkill -f "[s]glang_mux.launch_server"
+    for _ in $(seq 90); do pgrep -f "[s]glang_mux.launch_server" > /dev/null || break; sleep 1; done
+    # a 16K-token pool and decode graphs up to batch 16 only (a short capture); bursts of 10 x 2K
+    # prompts asking 512 tokens each: admission reserves only new-token-ratio (0.7 decaying to 0.1)
+    # x 512 per request, so the 6-7 admitted outgrow the pool in decode: the retraction path
+    serve $R/kv_ --max-total-tokens 16384 --cuda-graph-max-bs 16
+    python -m bench.faults --server-url $URL --faults kv_exhaustion --repeat 20 --workers 2 --kv-burst 10 \
+        --long-tokens 2048 --kv-new-tokens 512 --rate "${2:?rate, req/s}" --load-s 120 --context-len 16384 \
+        --out $R/faults_kv.json | tail -30
+    echo "retractions logged: $(grep -c 'KV cache pool is full' $R/kv_server.log)" | tee $R/kv_retractions.txt
     ;;
 *) echo "step: serve, soak, faults, fuzz, wait, end or kv"; exit 2 ;;
 esac
