@@ -11,7 +11,7 @@ ends completed or errored, ``lost`` counts those that did neither). Over it, eve
 - ``disconnect_prefill``: a ``--long-tokens`` prompt, streamed, closed before its first token
   (while its prefill runs, layer-wise under the mux);
 - ``disconnect_decode``: a streamed request closed after its 4th token;
-- ``disconnect_preempted``: a ``--preempt-tokens`` prompt, short ones right behind it: a mux
+- ``disconnect_preempted``: a ``--preempt-tokens`` prompt, short ones behind it: a mux
   server started with a length-aware TTFT SLO preempts the long batch for them when waiting
   for it would cost them their TTFT SLO; the long one is closed as soon as the server's
   ``sglang_mux:preemptions_total`` rises (so while it is paused), and the outcome says whether
@@ -143,6 +143,9 @@ def disconnect_decode(s: Server, **_) -> str:
     return "closed-in-decode" if n >= 4 else "ended-early"
 
 
+SHORT_GAP_S = 0.25  # disconnect_preempted: one short prompt this often until a preemption shows
+
+
 def _preemptions(s: Server) -> float | None:
     return soak.server_gauges(s.base).get("preemptions")
 
@@ -153,20 +156,24 @@ def disconnect_preempted(s: Server, preempt_tokens: int, preempt_wait_s: float, 
     if r.status != 200:
         _close(c)
         return f"status-{r.status}"
-    with cf.ThreadPoolExecutor(4) as ex:  # short ones behind it, while its prefill runs
-        shorts = [ex.submit(s.post, "/generate", {"input_ids": s.ids(32), "sampling_params": _sp(4)})
-                  for _ in range(4)]
+    short = {"input_ids": s.ids(32), "sampling_params": _sp(4)}
+    with cf.ThreadPoolExecutor(8) as ex:
+        # Short ones keep arriving behind it: one sent at once can be admitted before the long
+        # prefill starts (under load it may queue for seconds) and so preempt nothing.
+        shorts = [ex.submit(s.post, "/generate", short)]
         seen = None
         if before is not None:  # close it once paused: as soon as a preemption shows
             t0 = time.time()
             while not seen and time.time() - t0 < preempt_wait_s:
-                time.sleep(0.05)
+                time.sleep(SHORT_GAP_S)
                 seen = (_preemptions(s) or 0.0) > before
+                if not seen:
+                    shorts.append(ex.submit(s.post, "/generate", short))
         _close(c)
         ok = sum(1 for f in shorts if f.result()[0] == 200)
     how = {None: "closed (no preemption metric)", True: "closed after a preemption",
            False: "closed, no preemption seen"}[seen]
-    return f"{how}; shorts served" if ok == 4 else f"{how}; {4 - ok} shorts failed"
+    return f"{how}; shorts served" if ok == len(shorts) else f"{how}; {len(shorts) - ok} shorts failed"
 
 
 def abort_running(s: Server, **_) -> str:
@@ -316,6 +323,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--preempt-tokens", type=int, default=100_000,
                    help="disconnect_preempted's long prompt: its prefill must outlast a short prompt's TTFT SLO "
                         "for the mux to preempt it (100K tokens take ~6 s on a whole H100)")
+    p.add_argument("--preempt-wait-s", type=float, default=60.0,
+                   help="disconnect_preempted: how long short prompts keep arriving behind the long one, waiting "
+                        "for a preemption (under load the long prompt may queue before its prefill starts)")
     p.add_argument("--kv-burst", type=int, default=40,
                    help="long prompts sent at once (40 x 16K tokens overfill an 8B model's pool on an 80 GB GPU)")
     p.add_argument("--kv-new-tokens", type=int, default=256,
@@ -345,7 +355,8 @@ def main(argv: list[str] | None = None) -> None:
         th = threading.Thread(target=bg)
         th.start()
     res = run_faults(a.server_url, a.repeat, a.workers, a.context_len, a.long_tokens, a.kv_burst, faults,
-                     preempt_tokens=a.preempt_tokens, kv_new_tokens=a.kv_new_tokens)
+                     preempt_tokens=a.preempt_tokens, preempt_wait_s=a.preempt_wait_s,
+                     kv_new_tokens=a.kv_new_tokens)
     if th is not None:
         th.join()
     res.update(load=load, after=settle(a.server_url))

@@ -45,6 +45,7 @@ class StubConfig:
     hang_s: float = 3600.0
     cache_block: int = 16
     preempt_tokens: int = 0  # > 0: a shorter prompt arriving during a prompt this long's prefill counts a preemption
+    long_queue_s: float = 0.0  # a prompt of >= preempt_tokens queues this long before its prefill starts
 
 
 class PrefixCache:
@@ -139,17 +140,27 @@ class Stub:
                 # send time on CLOCK_MONOTONIC (= client's perf_counter): client lag probe
                 "stub_t": time.perf_counter()}}
 
-        self.long_prefills += long
+        queue_s = self.cfg.long_queue_s if long else 0.0
+        prefilling = False  # counted in long_prefills, from its queue's end to its first token
+
+        def prefill(on: bool) -> None:
+            nonlocal prefilling
+            if long and on != prefilling:
+                self.long_prefills += 1 if on else -1
+                prefilling = on
+
         try:
             if not body.get("stream"):
+                await asyncio.sleep(queue_s)
+                prefill(True)
                 async for done in self._tokens(n):
-                    self.long_prefills -= long
-                    long = False
+                    prefill(False)
                 return web.json_response(out(n, True))
-            resp = await self._sse(request)
+            resp = await self._sse(request)  # headers at once, as SGLang's streaming response
+            await asyncio.sleep(queue_s)
+            prefill(True)
             async for done in self._tokens(n):
-                self.long_prefills -= long  # its prefill is over at the first token
-                long = False
+                prefill(False)  # its prefill is over at the first token
                 if rid in self.aborted:  # as SGLang ends an aborted request's stream
                     ev = out(done, True)
                     ev["meta_info"]["finish_reason"] = {"type": "abort"}
@@ -159,7 +170,7 @@ class Stub:
             await resp.write(b"data: [DONE]\n\n")
             return resp
         finally:
-            self.long_prefills -= long  # a client gone before its first token
+            prefill(False)  # a client gone before its first token
 
     async def abort(self, request: web.Request) -> web.Response:
         body, bad = await self._body(request)

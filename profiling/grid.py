@@ -364,7 +364,13 @@ SOLO_PREFILL_EXTRA = ((1, 256, 0), (1, 1024, 0), (2, 512, 0), (1, 256, 32 * K), 
                       (1, 64, 0), (1, 192, 0), (1, 384, 0), (1, 768, 0),
                       (1, 96, 0), (1, 160, 0), (1, 320, 0), (1, 448, 0), (1, 896, 0), (1, 1000, 0),
                       (1, 1536, 0), (1, 3000, 0))
-SOLO_DECODE_EXTRA = tuple((b, r) for b in (2, 4, 16) for r in (2 * K, 8 * K, 32 * K)) + ((2, 127 * K), (4, 127 * K))
+# Decode: (b, r) = requests of r keys. The last five span 128 to 768 FA3 tiles (b x 8 KV heads) at
+# 3K-16K keys: FA3's decode on a partition below the whole GPU turns from waves of blocks to
+# one block's own speed somewhere there (H200, 112 SMs: 16 x 32K slower than on 64 SMs, 64 x 8K
+# faster), and the coarse grid has only 32 and 64 x 8K to place it. 32 x 16K fits only the
+# H200's pool.
+SOLO_DECODE_EXTRA = (tuple((b, r) for b in (2, 4, 16) for r in (2 * K, 8 * K, 32 * K)) + ((2, 127 * K), (4, 127 * K))
+                     + ((16, 16 * K), (24, 12 * K), (32, 16 * K), (48, 6 * K), (96, 3 * K)))
 
 
 def grid_spec(name: str) -> GridSpec:

@@ -42,6 +42,17 @@ def test_a_preemption_that_never_comes_is_said():
     assert r["preemptions"] == 0
 
 
+def test_short_prompts_keep_coming_until_the_long_prefill_runs():
+    """Under load the long prompt queues before its prefill starts: a short prompt sent with it
+    is served first and preempts nothing; the ones that follow meet the prefill."""
+    cfg = stub_server.StubConfig(ttft_s=2.0, tbt_s=0.002, preempt_tokens=100, long_queue_s=0.6)
+    with stub_server.in_thread(cfg) as url:
+        r = F.run_faults(url, repeat=1, workers=1, faults=("disconnect_preempted",), preempt_tokens=128,
+                         preempt_wait_s=1.5, timeout_s=30)
+    assert r["counts"] == {"disconnect_preempted": {"closed after a preemption; shorts served": 1}}
+    assert r["preemptions"] == 1
+
+
 def test_an_unreachable_server_is_a_client_error_not_a_crash():
     r = F.run_faults("http://127.0.0.1:9", repeat=1, workers=1, faults=("disconnect_decode", "prompt_past_context"))
     assert r["counts"] == {"disconnect_decode": {"client-error:ConnectionRefusedError": 1},
