@@ -6,21 +6,21 @@
 #                                                     # minutes of arrivals, then its report; returns at once
 #   bash bench/plans/reliability.sh faults RATE       # every fault but KV x 20; RATE: their own background
 #                                                     # load (0 while a soak supplies it)
-#   bash bench/plans/reliability.sh preempt RATE      # disconnect during a preemption x 20 under its own
-#                                                     # load below capacity (at 1.5x the long prompts queue
-#                                                     # behind the backlog and few are preempted)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE          # soak report; SIGTERM under load; exit time
-#   bash bench/plans/reliability.sh kv RATE           # a server with a 16K-token KV pool: 20 bursts of
-#                                                     # 10 x 2K prompts (the retraction path) under load
+#   bash bench/plans/reliability.sh kv RATE           # a server with a 16K-token KV pool and a 300 ms TTFT
+#                                                     # SLO: 20 bursts of 10 x 2K prompts (the retraction
+#                                                     # path) under load, then 20 disconnects of a 12K prompt
+#                                                     # during its preemption (at 1.5x the goodput 100K
+#                                                     # prompts queue behind the backlog: few are preempted)
 # The soak runs detached because a machine is held at most 30 minutes (the command in flight then
 # finishes): a 30-minute soak spans several commands, whose only job is to keep the machine held.
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
 # tar it to $OUT after each command.
 set -u
-STEP=${1:?serve|soak|faults|preempt|fuzz|wait|end|kv}
+STEP=${1:?serve|soak|faults|fuzz|wait|end|kv}
 R=/tmp/rel; PORT=30000; URL=http://127.0.0.1:$PORT
 mkdir -p $R
 healthy() { python -c "import urllib.request; urllib.request.urlopen('$URL/health', timeout=2)" 2> /dev/null; }
@@ -60,12 +60,6 @@ faults)
         --faults disconnect_prefill,disconnect_decode,disconnect_preempted,abort_running,prompt_past_context,max_new_tokens_past_context \
         --preempt-tokens 100000 --out $R/faults.json | tail -40
     ;;
-preempt)
-    python -m bench.faults --server-url $URL --repeat 20 --workers 2 --rate "${2:?rate, req/s}" --load-s 200 \
-        --context-len 131072 --faults disconnect_preempted --preempt-tokens 100000 --preempt-wait-s 60 \
-        --out $R/faults_preempt.json > $R/preempt.log 2>&1
-    tail -30 $R/preempt.log
-    ;;
 fuzz)
     # out-of-range token ids kill plain SGLang 0.5.16 too (bench/results/reliability.json): tested
     # on their own there, skipped here so that one request does not end the pass
@@ -91,12 +85,17 @@ kv)
     # x 512 per request, so the 6-7 admitted outgrow the pool in decode: the retraction path.
     # --context-len 4096 caps the background conversation at 3K tokens (15K-token prompts would
     # each hold the whole pool and starve the bursts)
-    serve $R/kv_ --max-total-tokens 16384 --cuda-graph-max-bs 16
+    serve $R/kv_ --max-total-tokens 16384 --cuda-graph-max-bs-decode 16 --mux-ttft-slo-ms 300
     python -m bench.faults --server-url $URL --faults kv_exhaustion --repeat 20 --workers 2 --kv-burst 10 \
         --long-tokens 2048 --kv-new-tokens 512 --rate "${2:?rate, req/s}" --load-s 120 --context-len 4096 \
         --out $R/faults_kv.json > $R/kv.log 2>&1
     tail -30 $R/kv.log
+    # a 12K prompt's prefill (~1 s) outlasts a short prompt's 316 ms TTFT SLO: the mux preempts it
+    python -m bench.faults --server-url $URL --faults disconnect_preempted --repeat 20 --workers 2 \
+        --preempt-tokens 12000 --preempt-wait-s 20 --rate "$2" --load-s 60 --context-len 4096 \
+        --out $R/faults_preempt.json > $R/preempt.log 2>&1
+    tail -30 $R/preempt.log
     echo "retractions logged: $(grep -c 'KV cache pool is full' $R/kv_server.log)" | tee $R/kv_retractions.txt
     ;;
-*) echo "step: serve, soak, faults, preempt, fuzz, wait, end or kv"; exit 2 ;;
+*) echo "step: serve, soak, faults, fuzz, wait, end or kv"; exit 2 ;;
 esac
