@@ -1,4 +1,6 @@
 """bench.faults: every fault against the stub server, its outcome counted exactly."""
+import json
+
 import pytest
 
 from bench import faults as F
@@ -64,3 +66,19 @@ def test_cli_checks_its_input():
         F.main(["--faults", "unplug_the_gpu"])
     with pytest.raises(SystemExit, match="no server answers"):
         F.main(["--server-url", "http://127.0.0.1:9"])
+
+
+def test_under_a_load_it_does_not_own_only_health_is_checked(stub, tmp_path, capsys):
+    """With --external-load (a soak's backlog still running) the idle check is skipped and says
+    so; without it the command waits for running + queued to reach 0 (the stub's: at once)."""
+    out = tmp_path / "f.json"
+    F.main(["--server-url", stub, "--faults", "prompt_past_context", "--repeat", "2", "--rate", "0",
+            "--context-len", "64", "--external-load", "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r["after"] == {"healthy": True, "idle_check": "skipped: --external-load"}
+    assert r["counts"] == {"prompt_past_context": {"status-200": 2}}
+    F.main(["--server-url", stub, "--faults", "prompt_past_context", "--repeat", "1", "--rate", "0",
+            "--context-len", "64", "--out", str(out)])
+    after = json.loads(out.read_text())["after"]
+    assert after["healthy"] and after["valid_request_ok"] and "idle_check" not in after
+    capsys.readouterr()

@@ -5,7 +5,7 @@
 #   bash bench/plans/reliability.sh soak RATE MIN     # detached: overlapping pieces of <= 8 min until MIN
 #                                                     # minutes of arrivals, then its report; returns at once
 #   bash bench/plans/reliability.sh faults RATE       # every fault but KV x 20; RATE: their own background
-#                                                     # load (0 while a soak supplies it)
+#                                                     # load (0 while a soak supplies it: then no idle check)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE          # soak report; SIGTERM under load; exit time
@@ -58,7 +58,7 @@ EOF
 faults)
     python -m bench.faults --server-url $URL --repeat 20 --rate "${2:?rate, req/s}" --load-s 200 --context-len 131072 \
         --faults disconnect_prefill,disconnect_decode,disconnect_preempted,abort_running,prompt_past_context,max_new_tokens_past_context \
-        --preempt-tokens 100000 --out $R/faults.json | tail -40
+        --preempt-tokens 100000 $([ "$2" = 0 ] && echo --external-load) --out $R/faults.json | tail -40
     ;;
 fuzz)
     # out-of-range token ids kill plain SGLang 0.5.16 too (bench/results/reliability.json): tested
