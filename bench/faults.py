@@ -145,6 +145,7 @@ def disconnect_decode(s: Server, **_) -> str:
 
 
 SHORT_GAP_S = 0.25  # disconnect_preempted: one short prompt this often until a preemption shows
+MAX_SHORTS_OUT = 8  # ... with at most this many unanswered (none piles up behind a backlog)
 
 
 def _preemptions(s: Server) -> float | None:
@@ -158,7 +159,7 @@ def disconnect_preempted(s: Server, preempt_tokens: int, preempt_wait_s: float, 
         _close(c)
         return f"status-{r.status}"
     short = {"input_ids": s.ids(32), "sampling_params": _sp(4)}
-    with cf.ThreadPoolExecutor(8) as ex:
+    with cf.ThreadPoolExecutor(MAX_SHORTS_OUT) as ex:
         # Short ones keep arriving behind it: one sent at once can be admitted before the long
         # prefill starts (under load it may queue for seconds) and so preempt nothing.
         shorts = [ex.submit(s.post, "/generate", short)]
@@ -168,7 +169,7 @@ def disconnect_preempted(s: Server, preempt_tokens: int, preempt_wait_s: float, 
             while not seen and time.time() - t0 < preempt_wait_s:
                 time.sleep(SHORT_GAP_S)
                 seen = (_preemptions(s) or 0.0) > before
-                if not seen and sum(not f.done() for f in shorts) < 8:  # no pile-up behind a backlog
+                if not seen and sum(not f.done() for f in shorts) < MAX_SHORTS_OUT:
                     shorts.append(ex.submit(s.post, "/generate", short))
         _close(c)
         ok = sum(1 for f in shorts if f.result()[0] == 200)
@@ -240,7 +241,7 @@ def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int =
     plan = [f for _ in range(repeat) for f in faults]
     kw = dict(context_len=context_len, long_tokens=long_tokens, kv_burst=kv_burst, preempt_tokens=preempt_tokens,
               preempt_wait_s=preempt_wait_s, kv_new_tokens=kv_new_tokens)
-    before = soak.server_gauges(base).get("preemptions")
+    before = _preemptions(s)
 
     def one(f):
         t0 = time.time()
@@ -256,7 +257,7 @@ def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int =
         for f, out, dt_s in ex.map(one, plan):
             counts[f][out] = counts[f].get(out, 0) + 1
             secs[f] = max(secs[f], dt_s)
-    after = soak.server_gauges(base).get("preemptions")
+    after = _preemptions(s)
     return {"counts": counts, "max_seconds": {f: round(v, 2) for f, v in secs.items()},
             "preemptions": None if before is None or after is None else after - before}
 
