@@ -74,6 +74,7 @@ class Stub:
         self.chat_cache = PrefixCache(1)
         self.aborted: set = set()
         self.long_prefills, self.preemptions = 0, 0
+        self.long_open, self.long_open_max = 0, 0  # long prompts being served at once (and the most)
 
     def _fault(self) -> str | None:
         self.count += 1
@@ -141,6 +142,9 @@ class Stub:
                 "stub_t": time.perf_counter()}}
 
         queue_s = self.cfg.long_queue_s if long else 0.0
+        if long:
+            self.long_open += 1
+            self.long_open_max = max(self.long_open_max, self.long_open)
         prefilling = False  # counted in long_prefills, from its queue's end to its first token
 
         def prefill(on: bool) -> None:
@@ -171,6 +175,7 @@ class Stub:
             return resp
         finally:
             prefill(False)  # a client gone before its first token
+            self.long_open -= int(long)
 
     async def abort(self, request: web.Request) -> web.Response:
         body, bad = await self._body(request)
@@ -256,7 +261,8 @@ class Stub:
             f"sglang:cache_flushes_total {self.flushes}\n"
             "# TYPE sglang_mux:preemptions_total counter\n"
             f"sglang_mux:preemptions_total{{model_name=\"stub\"}} {self.preemptions}\n"
-            f"sglang_mux:preemptions_created{{model_name=\"stub\"}} 1.7e9\n"))
+            f"sglang_mux:preemptions_created{{model_name=\"stub\"}} 1.7e9\n"
+            f"stub_long_prompts_open_max {self.long_open_max}\n"))
 
     async def model_info(self, request):
         return web.json_response({"model_path": "stub", "tokenizer_path": None,

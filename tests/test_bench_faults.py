@@ -1,5 +1,6 @@
 """bench.faults: every fault against the stub server, its outcome counted exactly."""
 import json
+import urllib.request
 
 import pytest
 
@@ -53,6 +54,19 @@ def test_short_prompts_keep_coming_until_the_long_prefill_runs():
                          preempt_wait_s=1.5, timeout_s=30)
     assert r["counts"] == {"disconnect_preempted": {"closed after a preemption; shorts served": 1}}
     assert r["preemptions"] == 1
+
+
+def test_long_prompts_of_the_preemption_fault_never_overlap():
+    """A server-wide counter says whether a preemption came: with two long prompts in flight one
+    preemption would be credited to both. With three workers the stub still never holds two,
+    while the other faults run beside them."""
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.3, tbt_s=0.002, preempt_tokens=100)) as url:
+        r = F.run_faults(url, repeat=3, workers=3, faults=("disconnect_preempted", "disconnect_decode"),
+                         preempt_tokens=128, preempt_wait_s=2.0, timeout_s=30)
+        page = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
+    assert "stub_long_prompts_open_max 1\n" in page
+    assert r["counts"] == {"disconnect_preempted": {"closed after a preemption; shorts served": 3},
+                           "disconnect_decode": {"closed-in-decode": 3}}
 
 
 def test_an_unreachable_server_is_a_client_error_not_a_crash():

@@ -5,7 +5,8 @@
 #   bash bench/plans/reliability.sh soak RATE MIN     # detached: overlapping pieces of <= 8 min until MIN
 #                                                     # minutes of arrivals, then its report; returns at once
 #   bash bench/plans/reliability.sh faults RATE       # every fault but KV x 20; RATE: their own background
-#                                                     # load (0 while a soak supplies it: then no idle check)
+#                                                     # load, conversation <= 8000 tokens as the soak's (0
+#                                                     # while a soak supplies it: then no idle check)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE          # soak report; SIGTERM under load; exit time
@@ -58,7 +59,8 @@ EOF
 faults)
     python -m bench.faults --server-url $URL --repeat 20 --rate "${2:?rate, req/s}" --load-s 200 --context-len 131072 \
         --faults disconnect_prefill,disconnect_decode,disconnect_preempted,abort_running,prompt_past_context,max_new_tokens_past_context \
-        --preempt-tokens 100000 $([ "$2" = 0 ] && echo --external-load) --out $R/faults.json | tail -40
+        --load-input-cap 8000 --preempt-tokens 100000 $([ "$2" = 0 ] && echo --external-load) \
+        --out $R/faults.json | tail -40
     ;;
 fuzz)
     # out-of-range token ids kill plain SGLang 0.5.16 too (bench/results/reliability.json): tested
@@ -91,7 +93,7 @@ kv)
         --out $R/faults_kv.json > $R/kv.log 2>&1
     tail -30 $R/kv.log
     # a 12K prompt's prefill (~1 s) outlasts a short prompt's 316 ms TTFT SLO: the mux preempts it
-    python -m bench.faults --server-url $URL --faults disconnect_preempted --repeat 20 --workers 2 \
+    python -m bench.faults --server-url $URL --faults disconnect_preempted --repeat 20 \
         --preempt-tokens 12000 --preempt-wait-s 20 --rate "$2" --load-s 60 --context-len 4096 \
         --out $R/faults_preempt.json > $R/preempt.log 2>&1
     tail -30 $R/preempt.log
