@@ -9,14 +9,19 @@
 #                                                     # while a soak supplies it: then no idle check)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
-#   bash bench/plans/reliability.sh end RATE          # soak report; SIGTERM under load; exit time
+#   bash bench/plans/reliability.sh end RATE [WARM_S] # soak report (slopes after WARM_S, default 60);
+#                                                     # SIGTERM under load; exit time
 #   bash bench/plans/reliability.sh kv RATE           # a server with a 16K-token KV pool and a 300 ms TTFT
 #                                                     # SLO: 20 bursts of 10 x 2K prompts (the retraction
 #                                                     # path) under load, then 20 disconnects of a 12K prompt
-#                                                     # during its preemption (at 1.5x the goodput 100K
-#                                                     # prompts queue behind the backlog: few are preempted)
+#                                                     # during its preemption (a 100K prompt queued behind a
+#                                                     # backlog is past its own TTFT deadline: never preempted)
 # The soak runs detached because a machine is held at most 30 minutes (the command in flight then
 # finishes): a 30-minute soak spans several commands, whose only job is to keep the machine held.
+# With install and start (~5 minutes) it needs ~36 minutes of one machine: more than a session's 30
+# minutes of device time unless the machine counts part of its held time (the run reply's lease.counts).
+# At full count, one machine each: serve; faults 4; kv 0.5 -- and serve; soak 6 18; wait ...; end 4 180
+# (15 minutes at 1.5x after 3 of warm-up, ~25 minutes).
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
 # tar it to $OUT after each command.
@@ -75,7 +80,7 @@ wait)
     cat $R/soak/pieces.jsonl 2> /dev/null | cut -c1-300; tail -3 $R/soak/samples.jsonl 2> /dev/null
     ;;
 end)
-    python -m bench.soak --report --out $R/soak
+    python -m bench.soak --report --out $R/soak --warmup-s "${3:-60}"
     python -m bench.faults --server-url $URL --faults "" --rate "${2:?rate, req/s}" --load-s 30 \
         --sigterm-pid "$(cat $R/server.pid)" --out $R/sigterm.json | tail -20
     ;;
