@@ -53,10 +53,9 @@ from . import client, soak, workloads
 
 FAULTS = ("disconnect_prefill", "disconnect_decode", "disconnect_preempted", "abort_running",
           "prompt_past_context", "max_new_tokens_past_context", "kv_exhaustion")
-# One at a time, beside the pool: its outcome reads a server-wide counter (with four long prompts
-# in flight one preemption was credited to each), and a long prompt queued behind another has
-# already lost its TTFT deadline, which the mux never preempts for (H100, 2026-11-25: 4 workers,
-# 12 of 20 "after a preemption" from 6 real ones).
+# One at a time, beside the pool: its outcome reads a server-wide counter (two long prompts in
+# flight would both be credited with one preemption), and a long prompt queued behind another is
+# past its own TTFT deadline, for which the mux never preempts.
 ALONE = ("disconnect_preempted",)
 
 
