@@ -276,8 +276,12 @@ class Repeats:
 
 
 CELL_SETUP_S = {KIND_SOLO_PREFILL: 0.15, KIND_SOLO_DECODE: 0.25, KIND_CONTENTION: 0.45}
-STARTUP_BASE_S = 75.0  # process start, imports, dummy weights, green contexts, pools (rough)
+# Process start to the first cell, less the graphs: imports, dummy weights, green contexts, pools
+# (a fresh H100 machine: 145 s with 108 graphs, of which the harness's own start-up timer saw 109).
+STARTUP_BASE_S = 118.0
 STARTUP_PER_GRAPH_S = 0.25  # one decode CUDA graph (2 warm-up forwards + capture)
+FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
+BUDGET_SAFETY = 1.25  # a cell is started only if its estimate x this still fits
 
 
 def layers_per_launch(model: ModelSpec, gpu: GpuSpec, sms: int, reqs, target_ms: float = 4.0) -> int:
@@ -441,15 +445,15 @@ class Plan:
             out[c.kind][1] += self.cost_s(c)
         return {k: (v[0], v[1]) for k, v in out.items()}
 
-    def split_runs(self, budget_s: float, cells: Sequence[Cell] | None = None,
-                   safety: float = 1.0) -> list[list[Cell]]:
-        """Greedy split into runs of at most ``budget_s`` each (startup included)."""
-        runs, cur, t = [], [], self.startup_s
+    def split_runs(self, budget_s: float, cells: Sequence[Cell] | None = None) -> list[list[Cell]]:
+        """Greedy split into runs of at most ``budget_s`` each, by the rule a run starts a cell
+        with (start-up, each cell's estimate x BUDGET_SAFETY, FIT_RESERVE_S at the end)."""
+        runs, cur, t = [], [], self.startup_s + FIT_RESERVE_S
         for c in (self.cells if cells is None else cells):
-            cost = self.cost_s(c) * safety
+            cost = self.cost_s(c) * BUDGET_SAFETY
             if cur and t + cost > budget_s:
                 runs.append(cur)
-                cur, t = [], self.startup_s
+                cur, t = [], self.startup_s + FIT_RESERVE_S
             cur.append(c)
             t += cost
         if cur:
@@ -480,6 +484,11 @@ class Plan:
         lines.append(
             f"  to do: {len(todo)} cells, est {rem / 60:.1f} min -> {len(runs)} run(s) of <= {budget_s:.0f} s, "
             f"about {(rem + len(runs) * self.startup_s) / 60:.1f} min of GPU time in all")
+        first = min((self.cost_s(c) for c in todo), default=0.0) * BUDGET_SAFETY
+        if todo and self.startup_s + FIT_RESERVE_S + first > budget_s:
+            lines.append(f"  budget too small: start-up and the end's reserve take ~{self.startup_s + FIT_RESERVE_S:.0f} s, "
+                         f"so a run of {budget_s:.0f} s measures nothing; pass --time-budget-s "
+                         f">= {math.ceil(self.startup_s + FIT_RESERVE_S + first)}")
         return "\n".join(lines)
 
 

@@ -37,8 +37,7 @@ from profiling.stats import median, spread_pct
 from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
 
 logger = logging.getLogger("profiling")
-FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
-BUDGET_SAFETY = 1.25  # a cell is started only if its calibrated estimate x this still fits
+FIT_RESERVE_S, BUDGET_SAFETY = G.FIT_RESERVE_S, G.BUDGET_SAFETY  # the plan's rule, so its run count holds
 GEMM_POINT_S = 0.1  # planning estimate of one gemm-curve point (s)
 
 
@@ -438,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           + (" (interrupted)" if summ.interrupted else ""))
     print(f"table {out}: " + ", ".join(f"{FILES[k]} {store.count(k)} rows" for k in G.KINDS))
     if left:
-        runs = math.ceil(rest_s / max(1.0, args.time_budget_s - h.timings.get("startup_s", 90) - FIT_RESERVE_S))
+        runs = math.ceil(rest_s / max(1.0, args.time_budget_s - plan.startup_s - FIT_RESERVE_S))
         print(f"{len(left)} cells left (about {rest_s / 60:.1f} min + start-up, ~{runs} more run(s)); "
               f"run the same command again to continue")
     else:

@@ -200,3 +200,14 @@ def test_coarse_plus_solo_tops_up_a_coarse_table(llama):
             assert set(dec.values()) == {len(G.SOLO_DECODE_EXTRA)}
         assert dense.total_cells_s(extra) < 0.35 * coarse.total_cells_s()
     assert G.grid_spec("coarse").solo_prefill_extra == () == G.grid_spec("coarse").solo_decode_extra
+
+
+def test_plan_counts_what_a_run_spends_before_and_after_its_cells(llama):
+    """A run starts a cell only while start-up, the cell's estimate x BUDGET_SAFETY and the end's
+    reserve fit its budget: the plan splits by that rule, and a budget below it is said."""
+    plan = G.make_plan(llama, H100, "coarse+solo", what=[G.KIND_SOLO_DECODE])
+    overhead = plan.startup_s + G.FIT_RESERVE_S
+    for r in plan.split_runs(400):
+        assert len(r) == 1 or overhead + G.BUDGET_SAFETY * plan.total_cells_s(r) <= 400
+    assert "budget too small" in plan.format(overhead)
+    assert "budget too small" not in plan.format(400)
