@@ -435,6 +435,11 @@ class Plan:
     def startup_s(self) -> float:
         return STARTUP_BASE_S + STARTUP_PER_GRAPH_S * self.n_graphs
 
+    @property
+    def run_overhead_s(self) -> float:
+        """What a run spends besides its cells: start-up and the reserve at its end."""
+        return self.startup_s + FIT_RESERVE_S
+
     def total_cells_s(self, cells: Iterable[Cell] | None = None) -> float:
         return sum(self.cost_s(c) for c in (self.cells if cells is None else cells))
 
@@ -448,12 +453,12 @@ class Plan:
     def split_runs(self, budget_s: float, cells: Sequence[Cell] | None = None) -> list[list[Cell]]:
         """Greedy split into runs of at most ``budget_s`` each, by the rule a run starts a cell
         with (start-up, each cell's estimate x BUDGET_SAFETY, FIT_RESERVE_S at the end)."""
-        runs, cur, t = [], [], self.startup_s + FIT_RESERVE_S
+        runs, cur, t = [], [], self.run_overhead_s
         for c in (self.cells if cells is None else cells):
             cost = self.cost_s(c) * BUDGET_SAFETY
             if cur and t + cost > budget_s:
                 runs.append(cur)
-                cur, t = [], self.startup_s + FIT_RESERVE_S
+                cur, t = [], self.run_overhead_s
             cur.append(c)
             t += cost
         if cur:
@@ -485,10 +490,10 @@ class Plan:
             f"  to do: {len(todo)} cells, est {rem / 60:.1f} min -> {len(runs)} run(s) of <= {budget_s:.0f} s, "
             f"about {(rem + len(runs) * self.startup_s) / 60:.1f} min of GPU time in all")
         first = min((self.cost_s(c) for c in todo), default=0.0) * BUDGET_SAFETY
-        if todo and self.startup_s + FIT_RESERVE_S + first > budget_s:
-            lines.append(f"  budget too small: start-up and the end's reserve take ~{self.startup_s + FIT_RESERVE_S:.0f} s, "
+        if todo and self.run_overhead_s + first > budget_s:
+            lines.append(f"  budget too small: start-up and the end's reserve take ~{self.run_overhead_s:.0f} s, "
                          f"so a run of {budget_s:.0f} s measures nothing; pass --time-budget-s "
-                         f">= {math.ceil(self.startup_s + FIT_RESERVE_S + first)}")
+                         f">= {math.ceil(self.run_overhead_s + first)}")
         return "\n".join(lines)
 
 

@@ -37,7 +37,6 @@ from profiling.stats import median, spread_pct
 from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
 
 logger = logging.getLogger("profiling")
-FIT_RESERVE_S, BUDGET_SAFETY = G.FIT_RESERVE_S, G.BUDGET_SAFETY  # the plan's rule, so its run count holds
 GEMM_POINT_S = 0.1  # planning estimate of one gemm-curve point (s)
 
 
@@ -182,7 +181,7 @@ class Profiler:
         progressed = 0.0
         try:
             for i, cell in enumerate(todo):
-                need = self.expected_s(cell) * BUDGET_SAFETY + FIT_RESERVE_S
+                need = self.expected_s(cell) * G.BUDGET_SAFETY + G.FIT_RESERVE_S
                 if self.elapsed() + need > self.budget_s:
                     summ.stopped_by_budget = True
                     summ.remaining = todo[i:]
@@ -408,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store.skip(c, "plan cap: " + reason, blocking=False)
 
     if G.KIND_SOLO_PREFILL in args.what and args.remeasure_noisy is None:
-        _gemm_curve(h, args, out, deadline=t_start + args.time_budget_s - FIT_RESERVE_S)
+        _gemm_curve(h, args, out, deadline=t_start + args.time_budget_s - G.FIT_RESERVE_S)
     redo = store.noisy(args.remeasure_noisy) if args.remeasure_noisy is not None else None
     if redo is not None:
         print(f"re-measuring {len(redo)} cells with a spread above {args.remeasure_noisy:g} %")
@@ -437,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           + (" (interrupted)" if summ.interrupted else ""))
     print(f"table {out}: " + ", ".join(f"{FILES[k]} {store.count(k)} rows" for k in G.KINDS))
     if left:
-        runs = math.ceil(rest_s / max(1.0, args.time_budget_s - plan.startup_s - FIT_RESERVE_S))
+        runs = math.ceil(rest_s / max(1.0, args.time_budget_s - plan.run_overhead_s))
         print(f"{len(left)} cells left (about {rest_s / 60:.1f} min + start-up, ~{runs} more run(s)); "
               f"run the same command again to continue")
     else:

@@ -207,6 +207,7 @@ def test_plan_counts_what_a_run_spends_before_and_after_its_cells(llama):
     reserve fit its budget: the plan splits by that rule, and a budget below it is said."""
     plan = G.make_plan(llama, H100, "coarse+solo", what=[G.KIND_SOLO_DECODE])
     overhead = plan.startup_s + G.FIT_RESERVE_S
+    assert plan.run_overhead_s == overhead
     for r in plan.split_runs(400):
         assert len(r) == 1 or overhead + G.BUDGET_SAFETY * plan.total_cells_s(r) <= 400
     assert "budget too small" in plan.format(overhead)
