@@ -277,7 +277,8 @@ class Repeats:
 
 CELL_SETUP_S = {KIND_SOLO_PREFILL: 0.15, KIND_SOLO_DECODE: 0.25, KIND_CONTENTION: 0.45}
 # Process start to the first cell, less the graphs: imports, dummy weights, green contexts, pools
-# (a fresh H100 machine: 145 s with 108 graphs, of which the harness's own start-up timer saw 109).
+# (a fresh H100 machine: 145 s with 108 graphs, of which the harness's own start-up timer saw 109;
+# bench/results/profiling_startup_h100/).
 STARTUP_BASE_S = 118.0
 STARTUP_PER_GRAPH_S = 0.25  # one decode CUDA graph (2 warm-up forwards + capture)
 FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
