@@ -7,7 +7,8 @@ batch, the median measured decode iteration and the median worst-case estimate. 
 estimator against the GPU (measured / worst-case decode: above 1 means the estimate was not
 a worst case — solo-fit error at D132/P0, fit or contention beyond the guard elsewhere), and
 the host time between decode iterations (decision interval − measured decode: scheduling,
-result processing, prefill launches — a bubble for decode). The point's bytes of the timeline
+result processing, prefill launches — a bubble for decode), and, from a server that records
+them, the loop's phases (``host_ms``: which one makes the tail). The point's bytes of the timeline
 come from its ``.meta.json`` (``timeline_bytes``), so the decisions are exactly that point's.
 
 With ``--enable-metrics`` on the server, ``bench.run`` keeps the ``sglang_mux`` counters after
@@ -68,7 +69,29 @@ def profile(t: pd.DataFrame) -> dict:
         gap = (m["dt_s"] * 1e3 - m["measured_decode_ms"]).dropna()
         if len(gap):
             out["host_gap_ms"] = {"p50": round(float(gap.median()), 3), "p90": round(float(gap.quantile(0.9)), 3)}
+    phases = host_phases(t)
+    if phases:
+        out["host_phases_ms"] = phases
     return out
+
+
+def host_phases(t: pd.DataFrame, tail: float = 0.05) -> dict | None:
+    """Per loop phase (the server's ``host_ms`` laps between two decode results): P50, P99 and
+    the mean over the `tail` share of iterations with the most host time (laps less the GPU
+    time), which says which phase makes the TBT tail. None without laps (an older server)."""
+    if "host_ms" not in t:
+        return None
+    rows = t[t["host_ms"].map(lambda x: isinstance(x, dict) and bool(x)) & t["measured_decode_ms"].notna()]
+    if rows.empty:
+        return None
+    laps = pd.DataFrame(list(rows["host_ms"]), index=rows.index).fillna(0.0)
+    host = laps.sum(axis=1) - rows["measured_decode_ms"]
+    worst = laps[host >= host.quantile(1 - tail)]
+    return {"iterations": int(len(laps)), "tail_iterations": int(len(worst)),
+            "host_p50": round(float(host.median()), 3), "host_p99": round(float(host.quantile(0.99)), 3),
+            "phases": {c: {"p50": round(float(laps[c].median()), 3), "p99": round(float(laps[c].quantile(0.99)), 3),
+                           "tail_mean": round(float(worst[c].mean()), 3)}
+                       for c in laps.columns}}
 
 
 PREFILL_KEYS = ("sglang_mux:prefill_busy_seconds_total", "sglang_mux:prefill_idle_seconds_total",
@@ -177,6 +200,14 @@ def render(p: dict) -> str:
     g = p.get("host_gap_ms")
     if g:
         lines.append(f"host time between decode iterations: P50 {g['p50']:.2f} ms, P90 {g['p90']:.2f} ms")
+    hp = p.get("host_phases_ms")
+    if hp:
+        lines += ["", f"host time per decode iteration (laps less GPU time): P50 {hp['host_p50']:.2f} ms, "
+                      f"P99 {hp['host_p99']:.2f} ms; by phase (tail: the {hp['tail_iterations']} of "
+                      f"{hp['iterations']} iterations with the most host time)", "",
+                  "| phase | P50 ms | P99 ms | tail mean ms |", "|---|---:|---:|---:|"]
+        lines += [f"| {k} | {v['p50']:.2f} | {v['p99']:.2f} | {v['tail_mean']:.2f} |" for k, v in hp["phases"].items()]
+        lines.append("")
     ps = p.get("prefill_stream")
     if ps:
         share = "—" if ps["idle_share"] is None else f"{100 * ps['idle_share']:.1f} %"

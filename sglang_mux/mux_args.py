@@ -39,6 +39,7 @@ class MuxArgs:
     timeline: str | None = None
     timeline_max_mb: float = 256.0
     tbt_host_budget: bool = True
+    host_overlap: bool = False
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -103,6 +104,9 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
                    help="past this size the timeline moves to FILE.1 and a new one begins")
     g.add_argument("--mux-tbt-host-budget", action=argparse.BooleanOptionalAction, default=d.tbt_host_budget,
                    help="plan decode partitions for the TBT SLO less the loop's measured host time per iteration")
+    g.add_argument("--mux-host-overlap", action=argparse.BooleanOptionalAction, default=d.host_overlap,
+                   help="form prefill batches and process finished prefills while the decode iteration runs "
+                        "on the GPU, not between two decode iterations")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -123,6 +127,7 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         timeline=ns.mux_timeline,
         timeline_max_mb=ns.mux_timeline_max_mb,
         tbt_host_budget=ns.mux_tbt_host_budget,
+        host_overlap=ns.mux_host_overlap,
         disable_mux=ns.disable_mux,
     )
     return args, rest

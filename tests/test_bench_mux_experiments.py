@@ -51,6 +51,13 @@ def test_mux_nohost_turns_only_the_host_budget_off():
     assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].tbt_host_budget is True
 
 
+def test_mux_overlap_turns_only_host_overlap_on():
+    mux, _ = split_argv(systems.server_command("mux-overlap", MODEL, 1, tbt_slo_ms=50)[3:])
+    assert systems.kind("mux-overlap") == "mux"
+    assert (mux.host_overlap, mux.tbt_host_budget, mux.preemption, mux.policy) == (True, True, True, "dispatcher")
+    assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].host_overlap is False
+
+
 def test_mux_nopreempt_and_ttft_per_token():
     cmd = systems.server_command("mux-nopreempt", MODEL, 1, tbt_slo_ms=50, ttft_slo_ms=800,
                                  ttft_ms_per_token=0.25, extra_args=["--x", "1"])

@@ -39,6 +39,23 @@ def test_profile_of_one_point(tmp_path):
     assert "D48/P84 | 80.0 %" in TP.render(p)
 
 
+def test_host_phases_name_the_phase_of_the_tail(tmp_path):
+    rows = []
+    for i in range(40):
+        r = rec(i * 0.04, 48, 84, 40, 40.0, 30.0)
+        # 30 ms on the GPU, of which the loop waits 28 in sync; one iteration in 20 forms a
+        # prefill batch for 15 ms before the decode launch
+        r["host_ms"] = {"recv": 0.5, "plan": 15.0 if i % 20 == 0 else 0.5, "sync": 28.0, "result": 1.0}
+        rows.append(r)
+    rows.append(rec(1.6, 48, 84, 40, 40.0, 30.0))   # an older server's row: no laps, skipped
+    p = TP.profile(TP.point_timeline(write_point(tmp_path, rows), "mux", 4))
+    hp = p["host_phases_ms"]
+    assert hp["iterations"] == 40 and hp["tail_iterations"] == 2
+    assert hp["host_p50"] == pytest.approx(0.0) and hp["phases"]["plan"]["tail_mean"] == pytest.approx(15.0)
+    assert hp["phases"]["recv"]["tail_mean"] == pytest.approx(0.5)
+    assert "| plan | 0.50 | " in TP.render(p)
+
+
 def test_point_without_timeline_says_so(tmp_path):
     run = tmp_path / "r"
     run.mkdir()

@@ -164,3 +164,64 @@ def test_unmeasurable_idle_time_never_stops_serving():
     assert not run.inflight and m.idle_unmeasurable          # all chunks retired, idle given up
     assert reg.get_sample_value("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.030)
     assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
+
+
+class FinishedBatch:
+    """A prefill batch whose last layers have run: filter/merge as ScheduleBatch does them."""
+
+    def __init__(self, rids):
+        self.reqs = [NS(rid=r) for r in rids]
+        self.split_prefill_finished = True
+        self.merged = []
+
+    def filter_batch(self):
+        pass
+
+    def is_empty(self):
+        return not self.reqs
+
+    def merge_batch(self, other):
+        self.merged.append(other)
+
+
+def finished_scheduler(host_overlap):
+    m = mux_state()
+    m.host_overlap = host_overlap
+    m.estimator = NS(observe_prefill=lambda *a: None)
+    batch = FinishedBatch(["p1", "p2"])
+    m.active = sl._PrefillRun(batch=batch, state=NS(reqs=[PrefillReq(64)]), result="logits")
+    m.arrival = {"p1": 0.0, "p2": 0.0, "w": 1.0}
+    running = FinishedBatch(["d1"])
+    emitted = []
+    fake = NS(_mux=m, model_config=NS(num_hidden_layers=32), running_batch=running,
+              process_batch_result=lambda b, res: emitted.append((b, res)))
+    return fake, batch, running, emitted
+
+
+def test_serial_poll_emits_and_merges_a_finished_prefill_at_once():
+    fake, batch, running, emitted = finished_scheduler(host_overlap=False)
+    assert sl._poll_prefill(fake, now=0.0) is None
+    assert emitted == [(batch, "logits")] and running.merged == [batch]
+    assert fake._mux.active is None and fake._mux.arrival == {"w": 1.0}
+
+
+def test_host_overlap_poll_hands_the_finished_prefill_back_untouched():
+    fake, batch, running, emitted = finished_scheduler(host_overlap=True)
+    paused = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[]))
+    fake._mux.paused = paused
+    run = sl._poll_prefill(fake, now=0.0)
+    # nothing emitted or merged yet: the loop does both around the next decode iteration
+    assert run is not None and run.batch is batch and emitted == [] and running.merged == []
+    # the preempted batch resumes at once, as in the serial loop
+    assert fake._mux.active is paused and fake._mux.paused is None and paused.needs_reinit
+    sl._emit_prefill(fake, run)
+    sl._merge_prefill(fake, run)
+    assert emitted == [(batch, "logits")] and running.merged == [batch]
+
+
+def test_merge_into_no_running_batch_makes_the_prefill_the_decode_batch():
+    fake, batch, _, _ = finished_scheduler(host_overlap=True)
+    fake.running_batch = None
+    run = sl._poll_prefill(fake, now=0.0)
+    sl._merge_prefill(fake, run)
+    assert fake.running_batch is batch
