@@ -39,7 +39,9 @@ class MuxArgs:
     timeline: str | None = None
     timeline_max_mb: float = 256.0
     tbt_host_budget: bool = True
-    host_overlap: bool = False
+    tbt_host_quantile: float = 0.9  # which quantile of the loop's host time the TBT budget takes
+    # Host launch cap of N_PL beside a decode iteration (0 = off): dispatch.MuxDispatcher.
+    prefill_launch_share: float = 0.0
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -49,6 +51,12 @@ class MuxArgs:
             raise MuxArgError(f"--mux-ttft-slo-ms must be > 0 (got {self.ttft_slo_ms})")
         if self.ttft_ms_per_token < 0:
             raise MuxArgError(f"--mux-ttft-ms-per-token must be >= 0 (got {self.ttft_ms_per_token})")
+        if not 0.0 <= self.tbt_host_quantile <= 1.0:
+            raise MuxArgError(f"--mux-tbt-host-quantile must be in [0, 1] (got {self.tbt_host_quantile}); "
+                              "0.9 is the default, 0.99 plans for the tail of the host's time")
+        if not 0.0 <= self.prefill_launch_share <= 1.0:
+            raise MuxArgError(f"--mux-prefill-launch-share must be in [0, 1] (got {self.prefill_launch_share}); "
+                              "0 turns the cap off, 0.5 lets the launches take half a decode iteration")
         if not self.timeline_max_mb > 0:
             raise MuxArgError(f"--mux-timeline-max-mb must be > 0 (got {self.timeline_max_mb})")
         if self.policy not in POLICIES:
@@ -104,9 +112,12 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
                    help="past this size the timeline moves to FILE.1 and a new one begins")
     g.add_argument("--mux-tbt-host-budget", action=argparse.BooleanOptionalAction, default=d.tbt_host_budget,
                    help="plan decode partitions for the TBT SLO less the loop's measured host time per iteration")
-    g.add_argument("--mux-host-overlap", action=argparse.BooleanOptionalAction, default=d.host_overlap,
-                   help="form prefill batches and process finished prefills while the decode iteration runs "
-                        "on the GPU, not between two decode iterations")
+    g.add_argument("--mux-tbt-host-quantile", type=float, default=d.tbt_host_quantile,
+                   help="the quantile of the loop's recent host times (per decode iteration) that the TBT budget "
+                        "takes off the SLO")
+    g.add_argument("--mux-prefill-launch-share", type=float, default=d.prefill_launch_share,
+                   help="beside a decode iteration, launch no more prefill layers than the host launches in this "
+                        "share of the iteration's estimated time (0 = no cap)")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -127,7 +138,8 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         timeline=ns.mux_timeline,
         timeline_max_mb=ns.mux_timeline_max_mb,
         tbt_host_budget=ns.mux_tbt_host_budget,
-        host_overlap=ns.mux_host_overlap,
+        prefill_launch_share=ns.mux_prefill_launch_share,
+        tbt_host_quantile=ns.mux_tbt_host_quantile,
         disable_mux=ns.disable_mux,
     )
     return args, rest

@@ -11,10 +11,8 @@ One iteration:
      preemption or partition change takes effect within about one decode iteration);
   7. wait for the decode iteration (its tokens are needed), process it, feed the measured
      latency back to the estimator.
-With --mux-host-overlap, steps 1's processing of a finished prefill and 2 run after step 5,
-while the decode iteration is on the GPU (host time between two decode results is what a
-token's gap pays on top of the GPU's); the finished batch joins decode after step 7. Each
-phase's host time goes into the timeline row of its decode iteration (``host_ms``).
+Each phase's host time goes into the timeline row of its decode iteration (``host_ms``): a
+token's gap is the decode's GPU time plus the host's between two decode results.
 The glue is kept thin: the decisions live in dispatch.py, the numbers in estimator.py.
 """
 
@@ -58,9 +56,6 @@ class MuxState:
     idle_unmeasurable: bool = False  # elapsed_time across prefill streams failed once: stop trying
     host_time: object = None  # dispatch.DecodeHostTime, None with --no-mux-tbt-host-budget
     last_decode_done: float | None = None  # perf_counter after the last decode's result (None: gap broken)
-    # --mux-host-overlap: batch formation and a finished prefill's result run while the decode
-    # iteration is on the GPU; the finished batch joins decode after that iteration's result.
-    host_overlap: bool = False
     clock: object = None  # loop_clock.LoopClock: host time per phase, into the timeline
 
 
@@ -73,7 +68,7 @@ def _build_policy(args: MuxArgs, estimator):
         return dispatch.BatchSizePolicy(estimator)
     return dispatch.MuxDispatcher(
         estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms, preemption=args.preemption,
-        ttft_ms_per_token=args.ttft_ms_per_token,
+        ttft_ms_per_token=args.ttft_ms_per_token, launch_share=args.prefill_launch_share,
     )
 
 
@@ -118,8 +113,8 @@ def init_mux(self):
     self._mux = MuxState(
         args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
         policy=_build_policy(args, estimator), estimator=estimator,
-        host_time=DecodeHostTime() if args.tbt_host_budget else None,
-        host_overlap=args.host_overlap, clock=LoopClock(),
+        host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
+        clock=LoopClock(),
     )
     try:
         from sglang_mux import mux_metrics
@@ -296,13 +291,12 @@ def _launch_prefill_layers(self, run: _PrefillRun, layers: int, prefill_sms: int
         set_pdmux_status(False)
 
 
-def _poll_prefill(self, now: float) -> _PrefillRun | None:
-    """Query-based sync: retire finished chunks; merge a finished batch into decode, or with
-    host overlap return it for the caller to emit and merge."""
+def _poll_prefill(self, now: float) -> None:
+    """Query-based sync: retire finished chunks; merge a finished batch into decode."""
     m = self._mux
     run = m.active
     if run is None:
-        return None
+        return
     n_layers = self.model_config.num_hidden_layers
     while run.inflight and run.inflight[0][1].query():
         start, end, layers, psms = run.inflight.pop(0)
@@ -323,47 +317,34 @@ def _poll_prefill(self, now: float) -> _PrefillRun | None:
             m.metrics.on_prefill_chunk(ms, idle, ratio)
         run.last_end = end
     if run.batch.split_prefill_finished and not run.inflight:
+        batch = run.batch
+        self.process_batch_result(batch, run.result)
+        for r in batch.reqs:
+            m.arrival.pop(r.rid, None)
+        # It joins the decode batch before this iteration's decode: the gap to its second token
+        # stays one iteration (joining after the decode doubled it, 37 -> 67 ms median:
+        # bench/results/host_phases_h100_s18).
+        batch.filter_batch()
+        if not batch.is_empty():
+            if self.running_batch is None or self.running_batch.is_empty():
+                self.running_batch = batch
+            else:
+                self.running_batch.merge_batch(batch)
         m.active = None
         if m.paused is not None:  # resume the preempted batch where it stopped, KV kept
             m.active, m.paused = m.paused, None
             m.active.needs_reinit = True
             m.active.last_end = None  # its pause is the policy's choice, not a bubble
-        if m.host_overlap:
-            return run  # the caller emits it while the next decode runs, and merges it after
-        _emit_prefill(self, run)
-        _merge_prefill(self, run)
-    return None
 
 
-def _emit_prefill(self, run: _PrefillRun) -> None:
-    """A finished prefill's result: first tokens out, prompts into the radix cache."""
-    self.process_batch_result(run.batch, run.result)
-    for r in run.batch.reqs:
-        self._mux.arrival.pop(r.rid, None)
-
-
-def _merge_prefill(self, run: _PrefillRun) -> None:
-    """Its unfinished requests join the decode batch (never while a decode is in flight)."""
-    batch = run.batch
-    batch.filter_batch()
-    if not batch.is_empty():
-        if self.running_batch is None or self.running_batch.is_empty():
-            self.running_batch = batch
-        else:
-            self.running_batch.merge_batch(batch)
-
-
-def _apply_plan(self, plan, now: float) -> _PrefillRun | None:
-    """Preempt and/or start the batch the plan names. Returns a prefill that finished while its
-    in-flight layers were awaited (host overlap: the caller emits and merges it)."""
+def _apply_plan(self, plan, now: float) -> None:
     m = self._mux
-    finished = None
     if plan.preempt and m.active is not None and m.paused is None:
         # Its launched layers must finish first: the prefill attention backend's metadata
         # buffers are shared, and the new batch is about to rewrite them.
         for _, end, _, _ in m.active.inflight:
             end.synchronize()
-        finished = _poll_prefill(self, now)
+        _poll_prefill(self, now)
         if m.active is not None and not m.active.batch.split_prefill_finished:
             # The preempted batch keeps its KV and hidden state (ForwardBatch) and resumes later.
             m.paused, m.active = m.active, None
@@ -378,7 +359,6 @@ def _apply_plan(self, plan, now: float) -> _PrefillRun | None:
             _start_prefill(self, now, plan.new_prefill_rids)
     elif plan.new_prefill_rids and m.active is None:
         _start_prefill(self, now, plan.new_prefill_rids)
-    return finished
 
 
 def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
@@ -409,25 +389,18 @@ def mux_event_loop(self):
             now = time.monotonic()
             self.process_input_requests(self.request_receiver.recv_requests())
             clock.lap("recv")
-            done_run = _poll_prefill(self, now)  # not None only with host overlap
-            finished = [done_run] if done_run is not None else []  # emitted, to merge after decode
-            if finished and (self.running_batch is None or self.running_batch.is_empty()):
-                _emit_prefill(self, done_run)  # no decode to hide it behind: join at once
-                _merge_prefill(self, done_run)
-                finished = []
+            _poll_prefill(self, now)
             clock.lap("poll")
 
             snap = _snapshot(self, now)
             t0 = time.perf_counter()
             plan = m.policy.plan(snap)
             decide_us = (time.perf_counter() - t0) * 1e6
-            if not m.host_overlap:
-                _apply_plan(self, plan, now)
+            _apply_plan(self, plan, now)
             clock.lap("plan")
 
             has_decode = self.running_batch is not None and not self.running_batch.is_empty()
-            # With host overlap the planned batch is formed after the decode launch.
-            has_prefill = m.active is not None or (m.host_overlap and bool(plan.new_prefill_rids))
+            has_prefill = m.active is not None
             if m.metrics:
                 m.metrics.on_plan(plan, decide_us)
                 m.metrics.on_memory(now=now)
@@ -443,8 +416,6 @@ def mux_event_loop(self):
 
             decode_batch, d_start, d_end = None, None, None
             if has_decode:
-                if m.host_overlap:  # earlier default-stream work (a merge) before this decode
-                    decode_stream.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(decode_stream):
                     set_pdmux_status(False)
                     self.running_batch = self.update_running_batch(self.running_batch)
@@ -457,24 +428,12 @@ def mux_event_loop(self):
                         d_end.record(decode_stream)
             clock.lap("decode_launch")
 
-            if m.host_overlap:  # host work the decode iteration's GPU time hides
-                for f in finished:
-                    _emit_prefill(self, f)
-                clock.lap("emit")
-                late = _apply_plan(self, plan, now)
-                if late is not None:  # finished while a preemption awaited its layers
-                    _emit_prefill(self, late)
-                    finished.append(late)
-                clock.lap("form")
-
             run = m.active
             # prefill_layers == 0 means the policy holds prefill back (overload: decode first).
             if run is not None and plan.prefill_layers > 0 and cfg.prefill_sms > 0 \
                     and not run.batch.split_prefill_finished:
                 busy = sum(1 for ev in run.inflight if not ev[1].query())
                 if busy < 2:  # at most two chunks queued: bounded preemption/switch latency
-                    if m.host_overlap and run.batch.split_index == 0:  # its batch formation's copies
-                        prefill_stream.wait_stream(torch.cuda.current_stream())
                     _launch_prefill_layers(self, run, plan.prefill_layers, cfg.prefill_sms)
                     if m.timeline and decode_batch is None:  # prefill-only steps are decisions too
                         m.timeline.write(plan, now=now, decode_bs=0, decode_sms=cfg.decode_sms,
@@ -509,11 +468,6 @@ def mux_event_loop(self):
                                      decode_host_ms=snap.decode_host_ms, host_ms=host_ms)
             else:
                 m.last_decode_done = None  # no decode this step: the next gap is not a token's
-            if finished:  # after the decode result: the batch it ran is complete
-                clock.lap("book")
-                for f in finished:
-                    _merge_prefill(self, f)
-                clock.lap("merge")
             if decode_batch is None:
                 clock.reset()
                 if has_prefill:

@@ -10,7 +10,12 @@
 #   bash bench/plans/fa3_conv8k_sweep.sh OUT RATES [seconds available, default 540]
 #   H100 (session 11: the mux passed 4, failed 4.5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5
 #   H200 (session 11: the mux passed 4.5, failed 5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4.5,5
-# About 27 minutes of one machine for all ten systems: start a fresh machine for it.
+# About 27 minutes of one machine for all ten systems: start a fresh machine for it. Session 18 ran
+# it once in the background for all of them, polling from later commands (each <= 10 minutes):
+#   (setsid nohup bash -c 'bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5 2700; echo $? > /tmp/sweep_done' \
+#       > /tmp/sweep/driver.log 2>&1 < /dev/null &)      then: until [ -f /tmp/sweep_done ]; do sleep 10; done
+# SYSTEMS="mux mux-launchcap mux-hostq99 sglang-chunked-512" runs those instead of the ten (the
+# mux's TBT-tail candidates against the best chunked baseline, session 18).
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
@@ -26,9 +31,9 @@ COMMON=(--workload conversation --arrival poisson --input-cap 8000 --duration-s 
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
         --startup-estimate-s 90)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-for sys in mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256 \
-           sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix \
-           sglang-chunked-256-nomix sglang; do
+TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
+     sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix sglang-chunked-256-nomix sglang"
+for sys in ${SYSTEMS:-$TEN}; do
     l=$(left)
     if [ "$l" -lt 240 ]; then   # a start (~90 s) and one point (~45 + 30 s drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
