@@ -2,8 +2,8 @@
 results, and the garbage collector's pauses inside them.
 
 A token's gap is the decode iteration's GPU time plus whatever the host does between two
-decode results; the dispatcher budgets a P90 of that host time, so its tail is what pushes
-P99 TBT past the SLO. The loop calls ``lap(name)`` after each phase and ``take()`` when a
+decode results; the dispatcher budgets one quantile of that host time (P90 by default), so
+its tail is what pushes P99 TBT past the SLO. The loop calls ``lap(name)`` after each phase and ``take()`` when a
 decode result is done; the timeline row of that iteration carries the laps (``host_ms``).
 Plain Python: no torch.
 """

@@ -10,12 +10,12 @@
 #   bash bench/plans/fa3_conv8k_sweep.sh OUT RATES [seconds available, default 540]
 #   H100 (session 11: the mux passed 4, failed 4.5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5
 #   H200 (session 11: the mux passed 4.5, failed 5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4.5,5
-# About 27 minutes of one machine for all ten systems: start a fresh machine for it. Session 18 ran
-# it once in the background for all of them, polling from later commands (each <= 10 minutes):
+# About 27 minutes of one machine for all ten systems: start a fresh machine for it. In one go, in
+# the background, polled from later commands (each <= 10 minutes):
 #   (setsid nohup bash -c 'bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5 2700; echo $? > /tmp/sweep_done' \
 #       > /tmp/sweep/driver.log 2>&1 < /dev/null &)      then: until [ -f /tmp/sweep_done ]; do sleep 10; done
 # SYSTEMS="mux mux-launchcap mux-hostq99 sglang-chunked-512" runs those instead of the ten (the
-# mux's TBT-tail candidates against the best chunked baseline, session 18).
+# mux's TBT-tail candidates against the best chunked baseline).
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
