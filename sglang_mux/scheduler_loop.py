@@ -468,9 +468,8 @@ def mux_event_loop(self):
                                      decode_host_ms=snap.decode_host_ms, host_ms=host_ms)
             else:
                 m.last_decode_done = None  # no decode this step: the next gap is not a token's
-            if decode_batch is None:
                 clock.reset()
-                if has_prefill:
-                    # Prefill alone: nothing else to launch until its event fires or a request comes.
-                    time.sleep(0.0002)
+            if decode_batch is None and has_prefill:
+                # Prefill alone: nothing else to launch until its event fires or a request comes.
+                time.sleep(0.0002)
             self.last_batch = decode_batch

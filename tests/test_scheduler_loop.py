@@ -164,4 +164,3 @@ def test_unmeasurable_idle_time_never_stops_serving():
     assert not run.inflight and m.idle_unmeasurable          # all chunks retired, idle given up
     assert reg.get_sample_value("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.030)
     assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
-
