@@ -31,6 +31,8 @@ Afterwards: /health, a valid request, and the server's running and queued reques
 behind would hold its KV forever); with ``--external-load`` (a soak's, still running) /health
 alone. ``--sigterm-pid``: last, streamed requests in flight and
 SIGTERM to the server: how each in-flight request ended and how long the process took to exit.
+``--out`` is rewritten after every outcome (``"partial": true`` until the end), so a run cut
+short by a command's time limit keeps what it counted.
 """
 from __future__ import annotations
 
@@ -239,9 +241,12 @@ def kv_exhaustion(s: Server, long_tokens: int, kv_burst: int, kv_new_tokens: int
 
 def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int = 131072,
                long_tokens: int = 16384, kv_burst: int = 40, faults=FAULTS, timeout_s: float = 300.0,
-               preempt_tokens: int = 100_000, preempt_wait_s: float = 60.0, kv_new_tokens: int = 256) -> dict:
+               preempt_tokens: int = 100_000, preempt_wait_s: float = 60.0, kv_new_tokens: int = 256,
+               on_outcome=None) -> dict:
     """Every fault ``repeat`` times, interleaved, from ``workers`` threads (those in ALONE from
-    one more thread, one after another); {fault: {outcome: count}} and each run's seconds."""
+    one more thread, one after another); {fault: {outcome: count}} and each run's seconds.
+    ``on_outcome(counts, max_seconds)`` after each outcome, as they come: a run cut short (a
+    command's time limit) keeps what it counted."""
     s = Server(base, timeout_s)
     fn = {f: globals()[f] for f in faults}
     plan = [f for _ in range(repeat) for f in faults]
@@ -260,10 +265,13 @@ def run_faults(base: str, repeat: int = 20, workers: int = 4, context_len: int =
     counts: dict[str, dict[str, int]] = {f: {} for f in faults}
     secs: dict[str, float] = {f: 0.0 for f in faults}
     with cf.ThreadPoolExecutor(workers) as ex, cf.ThreadPoolExecutor(1) as alone:
-        runs = [alone.map(one, [f for f in plan if f in ALONE]), ex.map(one, [f for f in plan if f not in ALONE])]
-        for f, out, dt_s in (r for m in runs for r in m):
+        futs = [(alone if f in ALONE else ex).submit(one, f) for f in plan]
+        for fut in cf.as_completed(futs):
+            f, out, dt_s = fut.result()
             counts[f][out] = counts[f].get(out, 0) + 1
             secs[f] = max(secs[f], dt_s)
+            if on_outcome is not None:
+                on_outcome(counts, {k: round(v, 2) for k, v in secs.items()})
     after = _preemptions(s)
     return {"counts": counts, "max_seconds": {f: round(v, 2) for f, v in secs.items()},
             "preemptions": None if before is None or after is None else after - before}
@@ -358,6 +366,21 @@ def main(argv: list[str] | None = None) -> None:
     if not client.health(a.server_url):
         sys.exit(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
     t0 = time.time()
+    head = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": " ".join(["python -m bench.faults", *(argv if argv is not None else sys.argv[1:])])}
+
+    def write(res: dict) -> None:
+        if a.out:  # whole-file replace: a reader never sees half a JSON
+            tmp = f"{a.out}.tmp"
+            with open(tmp, "w") as f:
+                f.write(json.dumps(res, indent=1))
+            os.replace(tmp, a.out)
+
+    def progress(counts, secs):
+        n = sum(sum(v.values()) for v in counts.values())
+        print(f"[faults] {n} of {a.repeat * len(faults)} outcomes, {time.time() - t0:.0f} s", file=sys.stderr)
+        write({**head, "partial": True, "wall_s": round(time.time() - t0, 1), "counts": counts, "max_seconds": secs})
+
     load: dict = {}
     th = None
     if a.rate > 0:
@@ -371,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
         th.start()
     res = run_faults(a.server_url, a.repeat, a.workers, a.context_len, a.long_tokens, a.kv_burst, faults,
                      preempt_tokens=a.preempt_tokens, preempt_wait_s=a.preempt_wait_s,
-                     kv_new_tokens=a.kv_new_tokens)
+                     kv_new_tokens=a.kv_new_tokens, on_outcome=progress)
     if th is not None:
         th.join()
     after = ({"healthy": client.health(a.server_url), "idle_check": "skipped: --external-load"}
@@ -379,14 +402,9 @@ def main(argv: list[str] | None = None) -> None:
     res.update(load=load, after=after)
     if a.sigterm_pid:
         res["sigterm"] = sigterm(a.server_url, a.sigterm_pid)
-    res = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-           "command": " ".join(["python -m bench.faults", *(argv if argv is not None else sys.argv[1:])]),
-           "wall_s": round(time.time() - t0, 1), **res}
-    text = json.dumps(res, indent=1)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    print(text)
+    res = {**head, "partial": False, "wall_s": round(time.time() - t0, 1), **res}
+    write(res)
+    print(json.dumps(res, indent=1))
 
 
 if __name__ == "__main__":

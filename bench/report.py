@@ -13,7 +13,8 @@ it. Two comparisons follow when their systems are both in the run, at every rate
   best chunked-prefill budget (any ``sglang-chunked-*``) and ≥ the best fixed partition (any
   ``mux-fixed-*``). Each claim gets two verdicts. "tested" is the issue's own definition:
   goodput = the highest tested rate that passes, compared as numbers (so it depends on the
-  rates tested). "interval" is the robust one: a sweep only brackets goodput in [highest
+  rates tested; a baseline that passed none has no such number, and the interval's verdict
+  stands in). "interval" is the robust one: a sweep only brackets goodput in [highest
   passing rate, lowest failing rate above it) — open-ended when nothing above failed, below
   the lowest rate when nothing passed — and a family's goodput (any budget) lies in [its best
   member's lo, its largest hi), so the claim "holds", "fails" or is "open" whatever lies
@@ -132,8 +133,15 @@ def goodput_comparison(s: dict, factor_chunked: float = 2.0) -> list[dict]:
             verdict = "fails"
         else:
             verdict = "open"
-        # the issue's definition: highest passing tested rates, compared as numbers
-        tested = "holds" if m_lo > 0 and m_lo >= k * b_lo else "fails"
+        # the issue's definition: highest passing tested rates, compared as numbers; a baseline
+        # that passed none of its rates has no tested goodput (0 would make any mux "hold"),
+        # so there only the interval can say
+        if m_lo <= 0:
+            tested = "fails"
+        elif b_lo <= 0:
+            tested = verdict
+        else:
+            tested = "holds" if m_lo >= k * b_lo else "fails"
         rows.append({"claim": f"mux ≥ {k:g}x {label}", "baseline": name, "factor": k,
                      "mux": [m_lo, m_hi], "baseline_interval": [b_lo, b_hi], "verdict": verdict,
                      "tested": [m_lo, b_lo], "verdict_tested": tested})
@@ -158,7 +166,8 @@ def render_goodput(rows: list[dict]) -> list[str]:
              "|---|---|---:|---|---:|---:|---|"]
     for r in rows:
         m, b = r["tested"]
-        lines.append(f"| {r['claim']} | {r['baseline']} | {m:g} vs {b:g} | {r['verdict_tested']} | "
+        b_txt = _iv(*r["baseline_interval"]) if b <= 0 else f"{b:g}"
+        lines.append(f"| {r['claim']} | {r['baseline']} | {m:g} vs {b_txt} | {r['verdict_tested']} | "
                      f"{_iv(*r['mux'])} | {_iv(*r['baseline_interval'])} | {r['verdict']} |")
     return lines + [""]
 
@@ -235,13 +244,23 @@ def render_preemption(rows: list[dict], on: str = "mux", off: str = "mux-nopreem
     return lines
 
 
+def _hardware(s: dict) -> str:
+    """' (GPU-…; CPU model x N)': which host, since P99 TBT moves from one to the next."""
+    hw = s.get("hardware") or {}
+    parts = [", ".join(hw.get("gpu_uuids") or [])]
+    if hw.get("cpu_model"):
+        parts.append(f"{hw['cpu_model']} x {hw.get('cpus')}")
+    parts = [p for p in parts if p]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def render(s: dict) -> str:
     slo, wl = s["slo"], s.get("workload") or {}
     unit = s.get("rate_unit", "requests/s")
     lines = [
         f"## Goodput — {wl.get('workload', '?')} ({unit})", "",
         f"SLOs: P99 TBT ≤ {slo['tbt_ms']:g} ms, P99 TTFT ≤ {slo['ttft_ms']:g} ms, no failed "
-        f"request, no TTFT drift. Device: {s.get('device') or 'unknown'}. Date: {s.get('date')}.",
+        f"request, no TTFT drift. Device: {s.get('device') or 'unknown'}{_hardware(s)}. Date: {s.get('date')}.",
         "Workload: " + ", ".join(f"{k}={v}" for k, v in wl.items()
                                  if k not in ("distributions", "input_cap_note")
                                  and v not in (None, "")),

@@ -98,6 +98,25 @@ def device_name() -> str | None:
         return None
 
 
+def host_hardware() -> dict:
+    """Which GPU(s) and CPU this host has: the same GPU type moved a P99 TBT by several ms from
+    one host to the next (bench/results/tbt_tail_ab_h100_s19), so a run names its own."""
+    uuids: list[str] = []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=15)
+        uuids = [x.strip() for x in out.stdout.splitlines() if x.strip()] if out.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError):
+        pass
+    cpu = None
+    try:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    return {"gpu_uuids": uuids, "cpu_model": cpu, "cpus": os.cpu_count()}
+
+
 def _die_with_parent() -> None:
     """Child side of Popen: SIGKILL the server if this runner dies (even by SIGKILL)."""
     try:
@@ -314,6 +333,7 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"), **fairness,
         "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
         "device": dev or prev.get("device"), "host": socket.gethostname() if dev else prev.get("host", socket.gethostname()),
+        "hardware": host_hardware() if dev else prev.get("hardware"),
         "slo": {"tbt_ms": a.tbt_slo_ms, "ttft_ms": a.ttft_slo_ms, "percentile": 99,
                 "goodput_rule": "highest tested rate with no failures, P99 TBT <= TBT SLO, "
                                 "P99 TTFT <= TTFT SLO and no TTFT drift (bench/metrics.py)"},

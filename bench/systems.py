@@ -8,8 +8,6 @@ name                     server
 ``mux-nopreempt``        ``... --mux-policy dispatcher --no-mux-preemption`` (preemption ablation)
 ``mux-nohost``           ``... --mux-policy dispatcher --no-mux-tbt-host-budget`` (partitions planned
                          for the whole TBT SLO, not the SLO less the loop's host time)
-``mux-launchcap``        ``... --mux-policy dispatcher --mux-prefill-launch-share 0.5`` (prefill layers
-                         beside a decode iteration capped at what the host launches in half of it)
 ``mux-hostq<NN>``        ``... --mux-policy dispatcher --mux-tbt-host-quantile 0.NN`` (the TBT budget
                          takes that quantile of the loop's host time off the SLO; the default 0.9)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
@@ -42,13 +40,13 @@ runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
 ``--server-args`` to bench the same configuration). The backend each system ran with is read
 back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
 recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
-``mux-nopreempt``, ``mux-nohost``, ``mux-launchcap``, ``mux-hostq<NN>``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
+``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
 ``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
 fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
 
 ``all`` is the main comparison (``ALL``: every chunked budget with and without mixing); the
-ablations ``mux-nopreempt``, ``mux-nohost``, ``mux-launchcap``, ``mux-hostq<NN>`` and ``mux-off`` are run by name.
+ablations ``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>`` and ``mux-off`` are run by name.
 """
 from __future__ import annotations
 
@@ -88,7 +86,7 @@ def expand(names: str | Sequence[str]) -> list[str]:
 def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
-    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-launchcap") or \
+    if system in ("mux", "mux-nopreempt", "mux-nohost") or \
             re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
@@ -96,8 +94,8 @@ def kind(system: str) -> str:
         return "sglang"
     if system == "stub":
         return "stub"
-    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-launchcap, "
-                     "mux-hostq<NN>, mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
+    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, "
+                     "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
 def common_args(model_path: str, port: int, mem_fraction: float, *,
@@ -175,8 +173,6 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
             cmd += ["--no-mux-preemption"]
         if system == "mux-nohost":
             cmd += ["--no-mux-tbt-host-budget"]
-        if system == "mux-launchcap":
-            cmd += ["--mux-prefill-launch-share", "0.5"]
         q = re.fullmatch(r"mux-hostq(\d\d)", system)
         if q:
             cmd += ["--mux-tbt-host-quantile", f"0.{q.group(1)}"]

@@ -15,9 +15,6 @@ batch completes. The rules of `MuxDispatcher.plan`, in order:
    whole GPU ("decode-only" = (total, 0), "prefill-only" = (0, total)).
 3. N_PL = ceil(T_d * N_T / T_P), clamped to [1, layers remaining]; T_d = worst-case decode ms on
    the chosen partition, T_P = solo ms of the whole prefill batch on the prefill partition.
-   With `launch_share` s > 0, beside a decode also N_PL <= s * T_d / (the host's launch time
-   per layer): a host-bound short prefill would otherwise launch every layer at once and
-   hold the next decode launch back.
    Prefill-only: T_d is replaced by the TBT SLO as a time quantum when the batch may still be
    preempted (so a short arrival is looked at within ~one TBT), else all remaining layers.
 4. Preemption (switchable): a new batch B formed from the queue preempts the active batch A iff
@@ -252,7 +249,6 @@ class _BasePolicy:
         self.ttft_slo_ms = float(ttft_slo_ms)
         self.ttft_ms_per_token = float(ttft_ms_per_token)
         self.preemption = False
-        self.launch_share = 0.0  # host launch cap of N_PL beside decode (MuxDispatcher sets it)
 
     # ---- rule 1: which batch ------------------------------------------------------------
     def _form(self, waiting: Sequence[WaitingReq]) -> list[WaitingReq]:
@@ -304,22 +300,10 @@ class _BasePolicy:
     def _n_pl(self, t_d: float, t_p: float, b: _Batch) -> int:
         return prefill_layers_for(t_d, t_p, self.layers, b.layers_done)
 
-    def _n_pl_beside_decode(self, t_d: float, t_p: float, b: _Batch) -> int:
-        """N_PL, and with a launch share no more layers than the host launches in that share of
-        the decode iteration: the next decode cannot launch before they are (32 layers took
-        45-68 ms of host beside 25-31 ms decode iterations: gaps of 64-76 ms,
-        bench/results/host_phases_h100_s18)."""
-        n = self._n_pl(t_d, t_p, b)
-        host_prefill = getattr(self.est, "host_prefill_ms", None)
-        per_layer = host_prefill() / self.layers if (self.launch_share > 0 and host_prefill) else 0.0
-        if per_layer > 0:
-            n = max(1, min(n, math.floor(self.launch_share * t_d / per_layer + 1e-9)))
-        return n
-
     def _plan(self, d: int, t_d: float, b: _Batch, reason: str, preempt: bool = False) -> Plan:
         p = self.total - d
         t_p = self.est.prefill_ms(p, b.reqs)
-        return Plan(d, p, t_d, t_p, self._n_pl_beside_decode(t_d, t_p, b), b.new_rids, preempt, reason)
+        return Plan(d, p, t_d, t_p, self._n_pl(t_d, t_p, b), b.new_rids, preempt, reason)
 
     def _decode_only(self, snap: Snapshot, reason: str = DECODE_ONLY) -> Plan:
         t = self.est.decode_worst_ms(self.total, snap.decode_bs, snap.decode_sum_reused, 0, 0,
@@ -353,15 +337,12 @@ class MuxDispatcher(_BasePolicy):
 
     def __init__(self, estimator: EstimatorLike, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                  preemption: bool = True, max_prefill_tokens: int = 16384, max_prefill_bs: int = 64,
-                 ttft_ms_per_token: float = 0.0, launch_share: float = 0.0):
+                 ttft_ms_per_token: float = 0.0):
         super().__init__(estimator, max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs,
                          tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms, ttft_ms_per_token=ttft_ms_per_token)
         if tbt_slo_ms <= 0 or ttft_slo_ms <= 0 or ttft_ms_per_token < 0:
             raise ValueError("SLOs must be positive")
-        if not 0.0 <= launch_share <= 1.0:
-            raise ValueError(f"launch_share must be in [0, 1] (got {launch_share})")
         self.preemption = bool(preemption)
-        self.launch_share = float(launch_share)
 
     def _mux(self, snap: Snapshot, b: _Batch, preempt: bool = False) -> Plan:
         bs, sr, mr = snap.decode_bs, snap.decode_sum_reused, snap.decode_max_reused
@@ -380,7 +361,7 @@ class MuxDispatcher(_BasePolicy):
         if slack_ms > self.tbt_slo_ms and not preempt:
             return self._decode_only(snap, OVERLOAD_DECODE_FIRST)  # new batch not started: no rids
         reason = PREEMPT_PREFIX + OVERLOAD_MAX_DECODE if preempt else OVERLOAD_MAX_DECODE
-        return Plan(d, self.total - d, t, t_p, self._n_pl_beside_decode(t, t_p, b), b.new_rids, preempt, reason)
+        return Plan(d, self.total - d, t, t_p, self._n_pl(t, t_p, b), b.new_rids, preempt, reason)
 
     def tbt_budget_ms(self, snap: Snapshot) -> float:
         """GPU time a decode iteration may take: the TBT SLO less the loop's host time, which

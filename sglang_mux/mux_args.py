@@ -40,8 +40,6 @@ class MuxArgs:
     timeline_max_mb: float = 256.0
     tbt_host_budget: bool = True
     tbt_host_quantile: float = 0.9  # which quantile of the loop's host time the TBT budget takes
-    # Host launch cap of N_PL beside a decode iteration (0 = off): dispatch.MuxDispatcher.
-    prefill_launch_share: float = 0.0
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -54,9 +52,6 @@ class MuxArgs:
         if not 0.0 <= self.tbt_host_quantile <= 1.0:
             raise MuxArgError(f"--mux-tbt-host-quantile must be in [0, 1] (got {self.tbt_host_quantile}); "
                               "0.9 is the default, 0.99 plans for the tail of the host's time")
-        if not 0.0 <= self.prefill_launch_share <= 1.0:
-            raise MuxArgError(f"--mux-prefill-launch-share must be in [0, 1] (got {self.prefill_launch_share}); "
-                              "0 turns the cap off, 0.5 lets the launches take half a decode iteration")
         if not self.timeline_max_mb > 0:
             raise MuxArgError(f"--mux-timeline-max-mb must be > 0 (got {self.timeline_max_mb})")
         if self.policy not in POLICIES:
@@ -115,9 +110,6 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mux-tbt-host-quantile", type=float, default=d.tbt_host_quantile,
                    help="the quantile of the loop's recent host times (per decode iteration) that the TBT budget "
                         "takes off the SLO")
-    g.add_argument("--mux-prefill-launch-share", type=float, default=d.prefill_launch_share,
-                   help="beside a decode iteration, launch no more prefill layers than the host launches in this "
-                        "share of the iteration's estimated time (0 = no cap)")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -138,7 +130,6 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         timeline=ns.mux_timeline,
         timeline_max_mb=ns.mux_timeline_max_mb,
         tbt_host_budget=ns.mux_tbt_host_budget,
-        prefill_launch_share=ns.mux_prefill_launch_share,
         tbt_host_quantile=ns.mux_tbt_host_quantile,
         disable_mux=ns.disable_mux,
     )

@@ -68,7 +68,7 @@ def _build_policy(args: MuxArgs, estimator):
         return dispatch.BatchSizePolicy(estimator)
     return dispatch.MuxDispatcher(
         estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms, preemption=args.preemption,
-        ttft_ms_per_token=args.ttft_ms_per_token, launch_share=args.prefill_launch_share,
+        ttft_ms_per_token=args.ttft_ms_per_token,
     )
 
 

@@ -70,3 +70,14 @@ def test_the_fa3_run_is_recorded_as_fair_and_a_mixed_one_is_not(tmp_path):
     s = _summary(out)
     assert s["attention_backend"] == ["fa3", "triton"]
     assert "sglang triton" in s["unfair"] and "Not a fair comparison" in report.render(s)
+
+
+def test_the_report_names_the_host_a_run_measured_on(tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(RUN, out)
+    s = _summary(out)
+    s["device"] = "NVIDIA H100 80GB HBM3"
+    s["hardware"] = {"gpu_uuids": ["GPU-ab0c3517"], "cpu_model": "AMD EPYC 9454", "cpus": 16}
+    assert "Device: NVIDIA H100 80GB HBM3 (GPU-ab0c3517; AMD EPYC 9454 x 16)." in report.render(s)
+    s["hardware"] = None  # summaries from before the hardware was recorded
+    assert "Device: NVIDIA H100 80GB HBM3. Date" in report.render(s)

@@ -95,4 +95,25 @@ def test_under_a_load_it_does_not_own_only_health_is_checked(stub, tmp_path, cap
             "--context-len", "64", "--out", str(out)])
     after = json.loads(out.read_text())["after"]
     assert after["healthy"] and after["valid_request_ok"] and "idle_check" not in after
+    assert json.loads(out.read_text())["partial"] is False
     capsys.readouterr()
+
+
+def test_a_run_cut_short_keeps_what_it_counted(stub, tmp_path, monkeypatch, capsys):
+    """Session 19 lost 20 preemption disconnects to a time limit that struck before the one write
+    at the end: now each outcome is in the file as it comes."""
+    seen = []
+    r = F.run_faults(stub, repeat=2, workers=2, faults=("disconnect_decode", "prompt_past_context"),
+                     context_len=64, on_outcome=lambda c, s: seen.append(sum(sum(v.values()) for v in c.values())))
+    assert seen == [1, 2, 3, 4] and r["counts"]["disconnect_decode"] == {"closed-in-decode": 2}
+
+    def killed(*_a, **_k):
+        raise KeyboardInterrupt  # what the settle step would meet if the command were stopped there
+    monkeypatch.setattr(F, "settle", killed)
+    out = tmp_path / "f.json"
+    with pytest.raises(KeyboardInterrupt):
+        F.main(["--server-url", stub, "--faults", "prompt_past_context", "--repeat", "3", "--rate", "0",
+                "--context-len", "64", "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r["partial"] is True and r["counts"] == {"prompt_past_context": {"status-200": 3}}
+    assert "3 of 3 outcomes" in capsys.readouterr().err

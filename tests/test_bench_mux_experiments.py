@@ -51,18 +51,10 @@ def test_mux_nohost_turns_only_the_host_budget_off():
     assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].tbt_host_budget is True
 
 
-def test_mux_launchcap_turns_only_the_launch_cap_on():
-    mux, _ = split_argv(systems.server_command("mux-launchcap", MODEL, 1, tbt_slo_ms=50)[3:])
-    assert systems.kind("mux-launchcap") == "mux"
-    assert (mux.prefill_launch_share, mux.tbt_host_budget, mux.preemption, mux.policy) == \
-        (0.5, True, True, "dispatcher")
-    assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].prefill_launch_share == 0.0
-
-
 def test_mux_hostq_sets_the_host_time_quantile():
     mux, _ = split_argv(systems.server_command("mux-hostq99", MODEL, 1, tbt_slo_ms=50)[3:])
     assert systems.kind("mux-hostq99") == "mux"
-    assert (mux.tbt_host_quantile, mux.prefill_launch_share, mux.policy) == (0.99, 0.0, "dispatcher")
+    assert (mux.tbt_host_quantile, mux.tbt_host_budget, mux.policy) == (0.99, True, "dispatcher")
     assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].tbt_host_quantile == 0.9
     with pytest.raises(ValueError, match="unknown system"):
         systems.kind("mux-hostq5")

@@ -64,4 +64,15 @@ def test_family_interval_takes_the_largest_upper_bound():
 def test_render_lists_intervals():
     s = summary(mux=sysd((2, True), (4, False)), **{"sglang-chunked-512": sysd((1, False))})
     text = "\n".join(report.render_goodput(report.goodput_comparison(s)))
-    assert "| mux ≥ 2x best chunked prefill | sglang-chunked-512 | 2 vs 0 | holds | [2, 4) | < 1 | holds |" in text
+    assert "| mux ≥ 2x best chunked prefill | sglang-chunked-512 | 2 vs < 1 | holds | [2, 4) | < 1 | holds |" in text
+
+
+def test_a_baseline_that_passed_nothing_has_no_tested_goodput():
+    """Session 19's H100: the mux passed 4, chunked 512 failed its lowest rate, 3.5. Its goodput
+    lies below 3.5, not at 0, so "mux >= 2x" is open, not held at the tested rates."""
+    s = summary(mux=sysd((3.5, True), (4, True), (4.5, False)), **{"sglang-chunked-512": sysd((3.5, False))})
+    r = report.goodput_comparison(s)[0]
+    assert (r["verdict"], r["verdict_tested"], r["tested"]) == ("open", "open", [4, 0])
+    assert "| 4 vs < 3.5 | open |" in "\n".join(report.render_goodput([r]))
+    # mux >= 1x that same baseline holds on the interval, so at the tested rates too
+    assert report.goodput_comparison(s, factor_chunked=1.0)[0]["verdict_tested"] == "holds"

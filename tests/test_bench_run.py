@@ -137,12 +137,12 @@ def test_summary_rebuilt_without_a_gpu_keeps_the_measured_device(tmp_path, monke
     """Merging pieces on a host with no GPU must not erase which GPU the points ran on."""
     assert run.main(args(tmp_path, "2")) == 0
     s = json.loads((tmp_path / "summary.json").read_text())
-    s["device"], s["host"] = "NVIDIA H200", "gpu-host"
+    s["device"], s["host"], s["hardware"] = "NVIDIA H200", "gpu-host", {"gpu_uuids": ["GPU-1"]}
     (tmp_path / "summary.json").write_text(json.dumps(s))
     monkeypatch.setattr(run, "device_name", lambda: None)
     assert run.main(args(tmp_path, "2")) == 0  # nothing to run: the summary is rebuilt
     s = json.loads((tmp_path / "summary.json").read_text())
-    assert (s["device"], s["host"]) == ("NVIDIA H200", "gpu-host")
+    assert (s["device"], s["host"], s["hardware"]) == ("NVIDIA H200", "gpu-host", {"gpu_uuids": ["GPU-1"]})
     monkeypatch.setattr(run, "device_name", lambda: "NVIDIA H100 80GB HBM3")
     assert run.main(args(tmp_path, "2")) == 0  # a GPU host records its own device
     assert json.loads((tmp_path / "summary.json").read_text())["device"] == "NVIDIA H100 80GB HBM3"

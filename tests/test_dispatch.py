@@ -76,46 +76,6 @@ def test_best_fit_exact_table():
     assert p.decode_sms == 64
 
 
-class HostBoundEstimator(TableEstimator):
-    """A short prefill the host launches at `per_layer` ms a layer (the estimator's
-    host_prefill_ms: layers x its per-layer launch time)."""
-
-    def __init__(self, worst, prefill_ms, per_layer):
-        super().__init__(worst, prefill_ms)
-        self.per_layer = per_layer
-
-    def host_prefill_ms(self):
-        return self.per_layer * self.num_layers
-
-
-def test_launch_share_caps_the_layers_the_host_launches_beside_a_decode():
-    worst = {16: 80.0, 32: 40.0, 48: 30.0, 64: 25.0, 80: 20.0, 96: 15.0, 112: 10.0}
-    # T_P = 35.2 ms (launch-bound: 32 layers x 1.1 ms): N_PL = ceil(40 x 32 / 35.2) = 37 -> all 32
-    est = HostBoundEstimator(worst, 35.2, per_layer=1.1)
-    s = snap(8, 100, [w("a", 128)])
-    assert MuxDispatcher(est, tbt_slo_ms=50).plan(s).prefill_layers == 32
-    p = MuxDispatcher(est, tbt_slo_ms=50, launch_share=0.5).plan(s)
-    # D32 (40 ms) fits; the host may launch for 20 ms: floor(20 / 1.1) = 18 layers
-    assert (p.decode_sms, p.prefill_layers) == (32, 18)
-    # a long prefill is not launch-bound: its own N_PL is below the cap and stands
-    est_long = HostBoundEstimator(worst, 1000.0, per_layer=1.1)
-    assert MuxDispatcher(est_long, tbt_slo_ms=50, launch_share=0.5).plan(s).prefill_layers == 2
-    # a host slower than the whole share still launches one layer per iteration
-    slow = HostBoundEstimator(worst, 35.2, per_layer=25.0)
-    assert MuxDispatcher(slow, tbt_slo_ms=50, launch_share=0.5).plan(s).prefill_layers == 1
-    # no launch observed yet (host_prefill_ms 0): no cap
-    cold = HostBoundEstimator(worst, 35.2, per_layer=0.0)
-    assert MuxDispatcher(cold, tbt_slo_ms=50, launch_share=0.5).plan(s).prefill_layers == 32
-
-
-def test_launch_share_leaves_prefill_alone_uncapped():
-    est = HostBoundEstimator({d: 40.0 for d in OPTIONS}, 35.2, per_layer=1.1)
-    p = MuxDispatcher(est, tbt_slo_ms=50, launch_share=0.5, preemption=False).plan(snap(0, 0, [w("a", 128)]))
-    assert (p.reason, p.prefill_layers) == ("prefill-only", 32)   # no decode gap to protect
-    with pytest.raises(ValueError, match="launch_share"):
-        MuxDispatcher(est, launch_share=1.5)
-
-
 def test_best_fit_budgets_the_loops_host_time():
     est = TableEstimator({16: 80.0, 32: 60.0, 48: 50.0, 64: 40.0, 80: 30.0, 96: 20.0, 112: 10.0}, 1000.0)
     d = MuxDispatcher(est, tbt_slo_ms=50, ttft_slo_ms=5000)

@@ -23,8 +23,6 @@ def test_split_keeps_sglang_args_untouched():
     assert split_argv(["--mux-timeline-max-mb", "8"])[0].timeline_max_mb == 8.0
     assert split_argv([])[0].tbt_host_budget is True
     assert split_argv(["--no-mux-tbt-host-budget"])[0].tbt_host_budget is False
-    assert split_argv([])[0].prefill_launch_share == 0.0
-    assert split_argv(["--mux-prefill-launch-share", "0.5"])[0].prefill_launch_share == 0.5
 
 
 def test_env_round_trip(monkeypatch):
@@ -41,8 +39,6 @@ def test_env_round_trip(monkeypatch):
     (dict(contention_table="/nonexistent/x"), "not a directory"),
     (dict(policy="fixed", fixed_decode_sms=40), "multiple"),
     (dict(timeline_max_mb=0), "--mux-timeline-max-mb"),
-    (dict(prefill_launch_share=-0.1), "--mux-prefill-launch-share"),
-    (dict(prefill_launch_share=2), "--mux-prefill-launch-share"),
     (dict(tbt_host_quantile=1.5), "--mux-tbt-host-quantile"),
 ])
 def test_invalid_args_are_explained(kw, msg):

@@ -14,8 +14,8 @@
 # the background, polled from later commands (each <= 10 minutes):
 #   (setsid nohup bash -c 'bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5 2700; echo $? > /tmp/sweep_done' \
 #       > /tmp/sweep/driver.log 2>&1 < /dev/null &)      then: until [ -f /tmp/sweep_done ]; do sleep 10; done
-# SYSTEMS="mux mux-launchcap mux-hostq99 sglang-chunked-512" runs those instead of the ten (the
-# mux's TBT-tail candidates against the best chunked baseline).
+# SYSTEMS="mux mux-hostq99 sglang-chunked-512" runs those instead of the ten (a mux variant
+# against the best chunked baseline on one host, as in bench/results/tbt_tail_ab_h100_s19/).
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}

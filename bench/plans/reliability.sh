@@ -6,7 +6,10 @@
 #                                                     # minutes of arrivals, then its report; returns at once
 #   bash bench/plans/reliability.sh faults RATE       # every fault but KV x 20; RATE: their own background
 #                                                     # load, conversation <= 8000 tokens as the soak's (0
-#                                                     # while a soak supplies it: then no idle check)
+#                                                     # while a soak supplies it: then no idle check).
+#                                                     # The 20 long prompts of disconnect_preempted go
+#                                                     # one at a time: over 400 s at 4 req/s (session 19
+#                                                     # cut them there); faults.json fills as they come
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE [WARM_S] # soak report (slopes after WARM_S, default 60);
