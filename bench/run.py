@@ -117,6 +117,34 @@ def host_hardware() -> dict:
     return {"gpu_uuids": uuids, "cpu_model": cpu, "cpus": os.cpu_count()}
 
 
+def proc_stat_cpu(path: str = "/proc/stat") -> list[int] | None:
+    """The host's CPU time so far, all CPUs, in clock ticks: user nice system idle iowait irq
+    softirq steal ...; None where there is no /proc/stat."""
+    try:
+        with open(path) as f:
+            fields = f.readline().split()
+        return [int(x) for x in fields[1:]] if fields[:1] == ["cpu"] else None
+    except (OSError, ValueError):
+        return None
+
+
+def host_cpu(before: list[int] | None, after: list[int] | None) -> dict | None:
+    """What the host's CPUs did over a point: the share busy (user, nice, system, irq, softirq)
+    and the VM's steal, in ms summed over all vCPUs and as a share of all their time. The same
+    system's P99 TBT differs by several ms from one VM to the next; this says whether the VM's
+    host took CPU time from it."""
+    if not before or not after or len(before) < 8 or len(after) < 8:
+        return None
+    d = [b - a for a, b in zip(before[:8], after[:8])]
+    total = sum(d)
+    if total <= 0:
+        return None
+    tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+    busy = d[0] + d[1] + d[2] + d[5] + d[6]
+    return {"busy_share": round(busy / total, 4), "steal_share": round(d[7] / total, 5),
+            "steal_ms": round(d[7] * tick_ms, 1)}
+
+
 def _die_with_parent() -> None:
     """Child side of Popen: SIGKILL the server if this runner dies (even by SIGKILL)."""
     try:
@@ -297,7 +325,7 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
             if common is None and wl:
                 common = {k: v for k, v in wl.items() if k not in _RATE_KEYS}
             points.append({"rate": rate, "file": path.name, "summary": s, "workload": wl,
-                           "flushed_cache": meta.get("flushed_cache"),
+                           "flushed_cache": meta.get("flushed_cache"), "host_cpu": meta.get("host_cpu"),
                            "mux": systems.mux_settings(meta.get("server_command")),
                            "preemptions": count_preemptions(out / f"{name}.timeline.jsonl",
                                                             meta.get("timeline_bytes"))})
@@ -584,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{wl.span_s:.0f} s (cache flushed: {flushed})")
                 deadline = wl.span_s + a.drain_s
                 t_point = time.time()
+                cpu0 = proc_stat_cpu()
                 tl_start = file_size(timeline) if timeline else None
                 recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
                                                  request_timeout_s=a.request_timeout_s,
@@ -593,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
                     "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
                     "flushed_cache": flushed, "server_command": cmd, "server_url": url,
                     "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
+                    "host_cpu": host_cpu(cpu0, proc_stat_cpu()),
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
                 write_atomic(point_file(out, sys_name, r),
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))

@@ -85,13 +85,26 @@ def host_phases(t: pd.DataFrame, tail: float = 0.05) -> dict | None:
     if rows.empty:
         return None
     laps = pd.DataFrame(list(rows["host_ms"]), index=rows.index).fillna(0.0)
-    host = laps.sum(axis=1) - rows["measured_decode_ms"]
-    worst = laps[host >= host.quantile(1 - tail)]
-    return {"iterations": int(len(laps)), "tail_iterations": int(len(worst)),
-            "host_p50": round(float(host.median()), 3), "host_p99": round(float(host.quantile(0.99)), 3),
-            "phases": {c: {"p50": round(float(laps[c].median()), 3), "p99": round(float(laps[c].quantile(0.99)), 3),
-                           "tail_mean": round(float(worst[c].mean()), 3)}
-                       for c in laps.columns}}
+    # "gc" is a pause inside the phases, already in their laps
+    host = laps.drop(columns=["gc"], errors="ignore").sum(axis=1) - rows["measured_decode_ms"]
+    in_tail = host >= host.quantile(1 - tail)
+    worst = laps[in_tail]
+    out = {"iterations": int(len(laps)), "tail_iterations": int(len(worst)),
+           "host_p50": round(float(host.median()), 3), "host_p99": round(float(host.quantile(0.99)), 3),
+           "phases": {c: {"p50": round(float(laps[c].median()), 3), "p99": round(float(laps[c].quantile(0.99)), 3),
+                          "tail_mean": round(float(worst[c].mean()), 3)}
+                      for c in laps.columns}}
+    os_ms = rows["os_ms"] if "os_ms" in rows else None
+    if os_ms is not None and os_ms.map(lambda x: isinstance(x, dict)).all():
+        o = pd.DataFrame(list(os_ms), index=rows.index)
+
+        def side(sel):
+            steal = o.loc[sel, "steal"].dropna()
+            return {"off_cpu_mean_ms": round(float(o.loc[sel, "off_cpu"].mean()), 3),
+                    "steal_share": round(float((steal > 0).mean()), 4) if len(steal) else None,
+                    "steal_mean_ms": round(float(steal.mean()), 3) if len(steal) else None}
+        out["os"] = {"all": side(o.index), "tail": side(in_tail[in_tail].index)}
+    return out
 
 
 PREFILL_KEYS = ("sglang_mux:prefill_busy_seconds_total", "sglang_mux:prefill_idle_seconds_total",
@@ -208,6 +221,12 @@ def render(p: dict) -> str:
                   "| phase | P50 ms | P99 ms | tail mean ms |", "|---|---:|---:|---:|"]
         lines += [f"| {k} | {v['p50']:.2f} | {v['p99']:.2f} | {v['tail_mean']:.2f} |" for k, v in hp["phases"].items()]
         lines.append("")
+        if hp.get("os"):
+            def fmt(d):
+                st = "steal unknown" if d["steal_share"] is None else \
+                    f"VM steal in {100 * d['steal_share']:.1f} % of them (mean {d['steal_mean_ms']:.2f} ms, all vCPUs)"
+                return f"off its CPU {d['off_cpu_mean_ms']:.2f} ms on average, {st}"
+            lines += [f"the loop's thread, all iterations: {fmt(hp['os']['all'])}; the tail: {fmt(hp['os']['tail'])}", ""]
     ps = p.get("prefill_stream")
     if ps:
         share = "—" if ps["idle_share"] is None else f"{100 * ps['idle_share']:.1f} %"

@@ -465,7 +465,7 @@ def mux_event_loop(self):
                 if m.timeline:
                     m.timeline.write(plan, now=now, decode_bs=bs, measured_decode_ms=ms,
                                      decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
-                                     decode_host_ms=snap.decode_host_ms, host_ms=host_ms)
+                                     decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os)
             else:
                 m.last_decode_done = None  # no decode this step: the next gap is not a token's
                 clock.reset()

@@ -126,3 +126,27 @@ def test_a_compressed_timeline_reads_as_the_plain_one(tmp_path):
     (run / "mux.timeline.jsonl.xz").write_bytes(lzma.compress(tl.read_bytes()))
     tl.unlink()
     assert TP.point_timeline(run, "mux", 4).equals(plain) and len(plain) == 2
+
+
+def test_the_tail_says_whether_the_loop_ran_or_waited(tmp_path):
+    """Session 19's stalls slow every phase at once: either the VM took the CPU (steal), the
+    thread waited (off its CPU), or code ran long. The os_ms of each row tells which."""
+    rows = []
+    for i in range(40):
+        r = rec(i * 0.04, 48, 84, 40, 40.0, 30.0)
+        stalled = i % 20 == 0
+        r["host_ms"] = {"decode_launch": 12.0 if stalled else 1.0, "sync": 28.0, "result": 1.0, "gc": 0.5}
+        r["os_ms"] = {"off_cpu": 11.0 if stalled else 0.5, "steal": 10.0 if stalled else 0.0}
+        rows.append(r)
+    p = TP.profile(TP.point_timeline(write_point(tmp_path, rows), "mux", 4))
+    hp = p["host_phases_ms"]
+    assert hp["host_p50"] == pytest.approx(0.0)          # gc is inside the laps: not added again
+    assert hp["os"]["tail"] == {"off_cpu_mean_ms": 11.0, "steal_share": 1.0, "steal_mean_ms": 10.0}
+    assert hp["os"]["all"]["steal_share"] == pytest.approx(0.05)
+    assert "the tail: off its CPU 11.00 ms on average, VM steal in 100.0 % of them" in TP.render(p)
+    for r in rows:
+        r["os_ms"]["steal"] = None                       # a host without /proc/stat
+    (tmp_path / "b").mkdir()
+    p = TP.profile(TP.point_timeline(write_point(tmp_path / "b", rows), "mux", 4))
+    assert p["host_phases_ms"]["os"]["tail"]["steal_share"] is None
+    assert "steal unknown" in TP.render(p)

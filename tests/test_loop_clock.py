@@ -1,7 +1,8 @@
 """sglang_mux.loop_clock: the loop's host time per phase, and GC pauses inside it."""
 import gc
+import os
 
-from sglang_mux.loop_clock import LoopClock
+from sglang_mux.loop_clock import LoopClock, steal_ticks
 
 
 class Ticks:
@@ -59,3 +60,34 @@ def test_gc_pauses_are_counted_while_hooked():
     finally:
         clock.unhook_gc()
     assert clock._on_gc not in gc.callbacks
+
+
+def test_off_cpu_and_steal_say_whether_a_slow_iteration_ran_or_waited():
+    c, cpu = Ticks(), Ticks()
+    steal = [100]
+    clock = LoopClock(c, cpu_clock=cpu, steal=lambda: steal[0])
+    c.t += 0.030                     # 30 ms of wall, 12 of them on the thread's CPU
+    cpu.t += 0.012
+    steal[0] += 2                    # the VM took 2 ticks from some vCPU meanwhile
+    clock.lap("decode_launch")
+    assert clock.take() == {"decode_launch": 30.0}
+    tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+    assert clock.last_os == {"off_cpu": 18.0, "steal": 2 * tick_ms}
+    c.t += 0.004                     # the next iteration ran all the time it took
+    cpu.t += 0.004
+    clock.lap("result")
+    clock.take()
+    assert clock.last_os == {"off_cpu": 0.0, "steal": 0.0}
+    no_proc = LoopClock(c, cpu_clock=cpu, steal=lambda: None)  # no /proc/stat: steal unknown
+    no_proc.lap("poll")
+    no_proc.take()
+    assert no_proc.last_os["steal"] is None
+
+
+def test_steal_is_the_eighth_number_of_proc_stats_cpu_line(tmp_path):
+    f = tmp_path / "stat"
+    f.write_text("cpu  342321 0 22919 2684771 2264 0 701 243 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    assert steal_ticks(str(f)) == 243
+    f.write_text("cpu  1 2 3 4 5 6 7\n")          # a kernel that reports no steal
+    assert steal_ticks(str(f)) is None
+    assert steal_ticks(str(tmp_path / "none")) is None
