@@ -10,6 +10,9 @@
 #                                                     # The 20 long prompts of disconnect_preempted go
 #                                                     # one at a time: over 400 s at 4 req/s (session 19
 #                                                     # cut them there); faults.json fills as they come
+#   bash bench/plans/reliability.sh preempt RATE      # disconnect_preempted alone x 20 over a RATE background
+#                                                     # (<= 8000 tokens, below capacity: a backlog keeps
+#                                                     # the long prompts past their deadline, unpreempted)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE [WARM_S] # soak report (slopes after WARM_S, default 60);
@@ -23,13 +26,13 @@
 # finishes): a 30-minute soak spans several commands, whose only job is to keep the machine held.
 # With install and start (~5 minutes) it needs ~36 minutes of one machine: more than a session's 30
 # minutes of device time unless the machine counts part of its held time (the run reply's lease.counts).
-# At full count, one machine each: serve; faults 4; kv 0.5 -- and serve; soak 6 18; wait ...; end 4 180
-# (15 minutes at 1.5x after 3 of warm-up, ~25 minutes).
+# At full count, one machine each: serve; faults 4; kv 0.5 -- and serve; preempt 2; soak 6 15;
+# wait ...; end 4 60 (~27 minutes with the install: the preemption faults are the soak's warm-up).
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
 # tar it to $OUT after each command.
 set -u
-STEP=${1:?serve|soak|faults|fuzz|wait|end|kv}
+STEP=${1:?serve|soak|faults|preempt|fuzz|wait|end|kv}
 R=/tmp/rel; PORT=30000; URL=http://127.0.0.1:$PORT
 mkdir -p $R
 healthy() { python -c "import urllib.request; urllib.request.urlopen('$URL/health', timeout=2)" 2> /dev/null; }
@@ -70,6 +73,11 @@ faults)
         --load-input-cap 8000 --preempt-tokens 100000 $([ "$2" = 0 ] && echo --external-load) \
         --out $R/faults.json | tail -40
     ;;
+preempt)
+    python -m bench.faults --server-url $URL --repeat 20 --rate "${2:?rate, req/s}" --load-s 300 --context-len 131072 \
+        --faults disconnect_preempted --load-input-cap 8000 --preempt-tokens 100000 \
+        --out $R/faults_preempt.json 2> $R/preempt.log | tail -30
+    ;;
 fuzz)
     # out-of-range token ids kill plain SGLang 0.5.16 too (bench/results/reliability.json): tested
     # on their own there, skipped here so that one request does not end the pass
@@ -107,5 +115,5 @@ kv)
     tail -30 $R/preempt.log
     echo "retractions logged: $(grep -c 'KV cache pool is full' $R/kv_server.log)" | tee $R/kv_retractions.txt
     ;;
-*) echo "step: serve, soak, faults, fuzz, wait, end or kv"; exit 2 ;;
+*) echo "step: serve, soak, faults, preempt, fuzz, wait, end or kv"; exit 2 ;;
 esac
