@@ -148,7 +148,7 @@ def goodput_comparison(s: dict, factor_chunked: float = 2.0) -> list[dict]:
     return rows
 
 
-def _iv(lo: float, hi: float) -> str:
+def interval_text(lo: float, hi: float) -> str:
     if lo == 0 and hi != float("inf"):
         return f"< {hi:g}"
     return f"≥ {lo:g}" if hi == float("inf") else f"[{lo:g}, {hi:g})"
@@ -166,9 +166,9 @@ def render_goodput(rows: list[dict]) -> list[str]:
              "|---|---|---:|---|---:|---:|---|"]
     for r in rows:
         m, b = r["tested"]
-        b_txt = _iv(*r["baseline_interval"]) if b <= 0 else f"{b:g}"
+        b_txt = interval_text(*r["baseline_interval"]) if b <= 0 else f"{b:g}"
         lines.append(f"| {r['claim']} | {r['baseline']} | {m:g} vs {b_txt} | {r['verdict_tested']} | "
-                     f"{_iv(*r['mux'])} | {_iv(*r['baseline_interval'])} | {r['verdict']} |")
+                     f"{interval_text(*r['mux'])} | {interval_text(*r['baseline_interval'])} | {r['verdict']} |")
     return lines + [""]
 
 
