@@ -53,6 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sglang_mux.loop_clock import cpu_ticks
+
 from . import client, metrics, report, search, systems, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,20 +119,9 @@ def host_hardware() -> dict:
     return {"gpu_uuids": uuids, "cpu_model": cpu, "cpus": os.cpu_count()}
 
 
-def proc_stat_cpu(path: str = "/proc/stat") -> list[int] | None:
-    """The host's CPU time so far, all CPUs, in clock ticks: user nice system idle iowait irq
-    softirq steal ...; None where there is no /proc/stat."""
-    try:
-        with open(path) as f:
-            fields = f.readline().split()
-        return [int(x) for x in fields[1:]] if fields[:1] == ["cpu"] else None
-    except (OSError, ValueError):
-        return None
-
-
 def host_cpu(before: list[int] | None, after: list[int] | None) -> dict | None:
-    """What the host's CPUs did over a point: the share busy (user, nice, system, irq, softirq)
-    and the VM's steal, in ms summed over all vCPUs and as a share of all their time. The same
+    """What the host's CPUs did over a point, from two ``loop_clock.cpu_ticks`` readings: the
+    share busy (user, nice, system, irq, softirq) and the VM's steal, in ms summed over all vCPUs and as a share of all their time. The same
     system's P99 TBT differs by several ms from one VM to the next; this says whether the VM's
     host took CPU time from it."""
     if not before or not after or len(before) < 8 or len(after) < 8:
@@ -612,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{wl.span_s:.0f} s (cache flushed: {flushed})")
                 deadline = wl.span_s + a.drain_s
                 t_point = time.time()
-                cpu0 = proc_stat_cpu()
+                cpu0 = cpu_ticks()
                 tl_start = file_size(timeline) if timeline else None
                 recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
                                                  request_timeout_s=a.request_timeout_s,
@@ -622,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
                     "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
                     "flushed_cache": flushed, "server_command": cmd, "server_url": url,
                     "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
-                    "host_cpu": host_cpu(cpu0, proc_stat_cpu()),
+                    "host_cpu": host_cpu(cpu0, cpu_ticks()),
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
                 write_atomic(point_file(out, sys_name, r),
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))

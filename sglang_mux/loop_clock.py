@@ -24,14 +24,21 @@ from typing import Callable
 _TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
-def steal_ticks(path: str = "/proc/stat") -> int | None:
-    """The VM's steal time so far, all vCPUs, in clock ticks; None where there is none."""
+def cpu_ticks(path: str = "/proc/stat") -> list[int] | None:
+    """All CPUs' time so far, in clock ticks: user nice system idle iowait irq softirq steal
+    ...; None where there is no /proc/stat."""
     try:
         with open(path, "rb") as f:
             fields = f.readline().split()
-        return int(fields[8]) if fields[:1] == [b"cpu"] and len(fields) > 8 else None
+        return [int(x) for x in fields[1:]] if fields[:1] == [b"cpu"] else None
     except (OSError, ValueError):
         return None
+
+
+def steal_ticks(path: str = "/proc/stat") -> int | None:
+    """The VM's steal time so far, all vCPUs, in clock ticks; None where there is none."""
+    t = cpu_ticks(path)
+    return t[7] if t is not None and len(t) > 7 else None
 
 
 class LoopClock:

@@ -29,7 +29,7 @@ def test_resumable_sweep_with_stub_system(tmp_path, capsys):
     assert len(recs) == 4 and all(r["ok"] for r in recs)
     meta = json.loads((tmp_path / "stub__4.meta.json").read_text())
     assert meta["flushed_cache"] and meta["workload"]["salt"] == "rate=4"
-    if run.proc_stat_cpu() is not None:  # a Linux host: what its CPUs did over the point
+    if run.cpu_ticks() is not None:  # a Linux host: what its CPUs did over the point
         assert 0 <= meta["host_cpu"]["busy_share"] <= 1 and meta["host_cpu"]["steal_ms"] >= 0
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["systems"]["stub"]["goodput_rps"] == 4.0 and s["slo"]["tbt_ms"] == 50.0
@@ -154,10 +154,10 @@ def test_host_cpu_over_a_point(tmp_path):
     """user nice system idle iowait irq softirq steal: 1 s of 4 vCPUs at 100 ticks/s."""
     f = tmp_path / "stat"
     f.write_text("cpu  1000 0 200 5000 10 0 5 40 0 0\ncpu0 1 1 1 1 1 1 1 1 1 1\n")
-    before = run.proc_stat_cpu(str(f))
+    before = run.cpu_ticks(str(f))
     assert before == [1000, 0, 200, 5000, 10, 0, 5, 40, 0, 0]
     after = [1000 + 200, 0, 200 + 40, 5000 + 150, 10 + 0, 0, 5 + 2, 40 + 8, 0, 0]
     tick_ms = 1000 / __import__("os").sysconf("SC_CLK_TCK")
     assert run.host_cpu(before, after) == {"busy_share": 0.605, "steal_share": 0.02, "steal_ms": 8 * tick_ms}
     assert run.host_cpu(None, after) is None and run.host_cpu(before, before) is None
-    assert run.proc_stat_cpu(str(tmp_path / "none")) is None
+    assert run.cpu_ticks(str(tmp_path / "none")) is None
