@@ -20,9 +20,8 @@ import math
 import sys
 from pathlib import Path
 
-from . import report
+from . import report, systems
 
-CHUNKED_ALL = tuple(f"sglang-chunked-{b}{m}" for b in (256, 512, 1024, 2048) for m in ("", "-nomix"))
 _NOT_THE_CLAIM = ("seed", "source")  # what may differ between runs of one claim
 _DEFAULTS = {"session_sample": 1}  # a key a later bench.run writes, at the value that meant it before
 
@@ -48,13 +47,13 @@ def run_row(s: dict, factor: float, name: str = "") -> dict:
     if not comp:
         raise SystemExit(f"{name}: needs a mux and at least one sglang-chunked-* system")
     c = comp[0]
-    ran = [n for n in CHUNKED_ALL if (s["systems"].get(n) or {}).get("points")]
+    ran = [n for n in systems.CHUNKED if (s["systems"].get(n) or {}).get("points")]
     return {"run": name, "seed": (s.get("workload") or {}).get("seed"), "device": s.get("device"),
             "gpu_uuids": (s.get("hardware") or {}).get("gpu_uuids"),
             "attention_backend": s.get("attention_backend"), "baseline": c["baseline"],
             "mux": c["mux"], "baseline_interval": c["baseline_interval"],
             "ratio": list(ratio_interval(tuple(c["mux"]), tuple(c["baseline_interval"]))),
-            "verdict": c["verdict"], "chunked_ran": ran, "all_chunked": len(ran) == len(CHUNKED_ALL)}
+            "verdict": c["verdict"], "chunked_ran": ran, "all_chunked": len(ran) == len(systems.CHUNKED)}
 
 
 def claim(summaries: dict[str, dict], factor: float = 2.0) -> dict:
@@ -76,9 +75,9 @@ def claim(summaries: dict[str, dict], factor: float = 2.0) -> dict:
     verdict = "fails" if "fails" in verdicts else "holds" if verdicts == {"holds"} else "open"
     seeds: dict[str, list] = {}
     for r in rows:
-        seeds.setdefault(r["device"] or "unknown", [])
-        if r["seed"] not in seeds[r["device"] or "unknown"]:
-            seeds[r["device"] or "unknown"].append(r["seed"])
+        s = seeds.setdefault(r["device"] or "unknown", [])
+        if r["seed"] not in s:
+            s.append(r["seed"])
     return {"claim": f"mux ≥ {factor:g}x best chunked prefill", "verdict": verdict, "runs": rows,
             "seeds_by_device": {d: sorted(v, key=str) for d, v in seeds.items()},
             "two_seeds_each": all(len(v) >= 2 for v in seeds.values()),

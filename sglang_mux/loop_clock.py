@@ -44,13 +44,15 @@ def steal_ticks(path: str = "/proc/stat") -> int | None:
 class LoopClock:
     def __init__(self, clock: Callable[[], float] = time.perf_counter,
                  cpu_clock: Callable[[], float] = time.thread_time,
-                 steal: Callable[[], int | None] = steal_ticks):
+                 steal: Callable[[], int | None] = steal_ticks, os_stats: bool = True):
+        # os_stats off (no timeline to carry them): no /proc/stat read on every loop iteration
         self._clock, self._cpu_clock, self._steal = clock, cpu_clock, steal
+        self._os = os_stats
         self._laps: dict[str, float] = {}
         self._gc_ms = 0.0
         self._gc_start: float | None = None
         self._hooked = False
-        self.last_os: dict[str, float] | None = None  # the last take()'s off-CPU and steal ms
+        self.last_os: dict[str, float] | None = None  # the last take()'s off-CPU and steal ms (os_stats)
         self.reset()
 
     def hook_gc(self) -> None:
@@ -83,16 +85,20 @@ class LoopClock:
         out = {k: round(v, 3) for k, v in self._laps.items()}
         if self._gc_ms:
             out["gc"] = round(self._gc_ms, 3)
-        now, cpu, steal = self._clock(), self._cpu_clock(), self._steal()
-        self.last_os = {"off_cpu": round(max(0.0, (now - self._t0) - (cpu - self._cpu0)) * 1e3, 3),
-                        "steal": None if steal is None or self._steal0 is None
-                        else round((steal - self._steal0) * _TICK_MS, 1)}
+        now, (cpu, steal) = self._clock(), self._os_now()
+        if self._os:
+            self.last_os = {"off_cpu": round(max(0.0, (now - self._t0) - (cpu - self._cpu0)) * 1e3, 3),
+                            "steal": None if steal is None or self._steal0 is None
+                            else round((steal - self._steal0) * _TICK_MS, 1)}
         self._start(now, cpu, steal)  # one reading ends this span and begins the next
         return out
 
     def reset(self) -> None:
         """Start afresh (an iteration without a decode result: its gap is not a token's)."""
-        self._start(self._clock(), self._cpu_clock(), self._steal())
+        self._start(self._clock(), *self._os_now())
+
+    def _os_now(self) -> tuple[float, int | None]:
+        return (self._cpu_clock(), self._steal()) if self._os else (0.0, None)
 
     def _start(self, now: float, cpu: float, steal: int | None) -> None:
         self._laps = {}

@@ -114,7 +114,7 @@ def init_mux(self):
         args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
         policy=_build_policy(args, estimator), estimator=estimator,
         host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-        clock=LoopClock(),
+        clock=LoopClock(os_stats=bool(args.timeline)),
     )
     try:
         from sglang_mux import mux_metrics

@@ -84,6 +84,21 @@ def test_off_cpu_and_steal_say_whether_a_slow_iteration_ran_or_waited():
     assert no_proc.last_os["steal"] is None
 
 
+def test_without_os_stats_nothing_is_read_but_the_laps():
+    """A server without a timeline has no use for them: no /proc/stat read per iteration."""
+    c = Ticks()
+
+    def never():
+        raise AssertionError("read although os_stats is off")
+    clock = LoopClock(c, cpu_clock=never, steal=never, os_stats=False)
+    c.t += 0.002
+    clock.lap("recv")
+    clock.reset()
+    c.t += 0.003
+    clock.lap("recv")
+    assert clock.take() == {"recv": 3.0} and clock.last_os is None
+
+
 def test_steal_is_the_eighth_number_of_proc_stats_cpu_line(tmp_path):
     f = tmp_path / "stat"
     f.write_text("cpu  342321 0 22919 2684771 2264 0 701 243 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
