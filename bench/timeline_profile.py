@@ -8,7 +8,9 @@ estimator against the GPU (measured / worst-case decode: above 1 means the estim
 a worst case — solo-fit error at D132/P0, fit or contention beyond the guard elsewhere), and
 the host time between decode iterations (decision interval − measured decode: scheduling,
 result processing, prefill launches — a bubble for decode), and, from a server that records
-them, the loop's phases (``host_ms``: which one makes the tail). The point's bytes of the timeline
+them, the loop's phases (``host_ms``: which one makes the tail) and the contention guard each
+co-run iteration was planned with over the table's value (``guard``: what online refinement
+has added since the server started). The point's bytes of the timeline
 come from its ``.meta.json`` (``timeline_bytes``), so the decisions are exactly that point's.
 
 With ``--enable-metrics`` on the server, ``bench.run`` keeps the ``sglang_mux`` counters after
@@ -72,7 +74,25 @@ def profile(t: pd.DataFrame) -> dict:
     phases = host_phases(t)
     if phases:
         out["host_phases_ms"] = phases
+    g = guard_growth(t)
+    if g:
+        out["guard_in_use_over_table"] = g
     return out
+
+
+def guard_growth(t: pd.DataFrame) -> dict | None:
+    """The contention guard the co-run decode iterations were planned with over the table's
+    value for the same query: what online refinement has added by then (None: no such rows)."""
+    if "guard" not in t:
+        return None
+    g = t["guard"][t["guard"].map(lambda x: isinstance(x, dict))]
+    if g.empty:
+        return None
+    r = pd.Series([x["in_use"] / x["table"] for x in g], index=g.index)
+    half = len(r) // 2
+    return {"iterations": int(len(r)), "p50": round(float(r.median()), 4), "p90": round(float(r.quantile(0.9)), 4),
+            "max": round(float(r.max()), 4), "p50_first_half": round(float(r.iloc[:max(half, 1)].median()), 4),
+            "p50_second_half": round(float(r.iloc[half:].median()), 4)}
 
 
 def host_phases(t: pd.DataFrame, tail: float = 0.05) -> dict | None:
@@ -210,6 +230,11 @@ def render(p: dict) -> str:
         lines += ["", f"measured / worst-case decode: P50 {r['p50']:.3f}, P90 {r['p90']:.3f}, "
                       f"P99 {r['p99']:.3f}, max {r['max']:.3f}; above 1 in {100 * r['share_above_1']:.1f} % "
                       f"of iterations ({', '.join(f'{k}: {v}' for k, v in r['above_1_by_config'].items())})"]
+    gg = p.get("guard_in_use_over_table")
+    if gg:
+        lines.append(f"contention guard in use / the table's, co-run decode ({gg['iterations']} iterations): "
+                     f"P50 {gg['p50']:.3f}, P90 {gg['p90']:.3f}, max {gg['max']:.3f}; P50 in the first half "
+                     f"{gg['p50_first_half']:.3f}, in the second {gg['p50_second_half']:.3f}")
     g = p.get("host_gap_ms")
     if g:
         lines.append(f"host time between decode iterations: P50 {g['p50']:.2f} ms, P90 {g['p90']:.2f} ms")

@@ -9,7 +9,8 @@ Construction:
   table of another backend it would not use).
 
 Online refinement:
-- decode: ``observe_decode`` feeds measured/predicted-solo into the guard, which only rises.
+- decode: ``observe_decode`` feeds measured/predicted-solo into the guard, which only rises
+  (or, with ``set_guard_quantile(q < 1)``, tracks that quantile above the table's values).
   Observations above ``MAX_PLAUSIBLE_SLOWDOWN`` are logged and dropped: a GC pause or a
   profiler hiccup must not inflate a cell forever (the paper's worst is 1.3x);
 - prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
@@ -211,10 +212,22 @@ class Estimator:
         return t * self.decode_correction(decode_sms) if self.learn_decode else t
 
     def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
-                       prefill_reused: int) -> float:
+                       prefill_reused: int, profiled: bool = False) -> float:
+        """The guard in use; ``profiled``: the table's value, before online refinement."""
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return 1.0
+        if profiled and isinstance(self._guard, ConstantGuard):
+            return self._guard.value
+        if profiled:
+            return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused, profiled=True)
         return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+
+    def set_guard_quantile(self, q: float) -> None:
+        """Refine a table's guard online to the q-quantile of what serving measures (1 = the max,
+        the paper's rule; contention_guard explains). A cold start's constant guard keeps the max:
+        its decode correction learns the rest."""
+        if isinstance(self._guard, ContentionGuard):
+            self._guard.set_online_quantile(q)
 
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                         prefill_reused: int, max_reused: int | None = None) -> float:

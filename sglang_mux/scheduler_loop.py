@@ -110,6 +110,7 @@ def init_mux(self):
         granularity=args.sm_granularity,
         probe=lambda: safe_probe(parts),
     )
+    estimator.set_guard_quantile(args.guard_quantile)
     self._mux = MuxState(
         args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
         policy=_build_policy(args, estimator), estimator=estimator,
@@ -372,6 +373,14 @@ def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
     return m.parts.full_decode if has_decode else m.parts.full_prefill
 
 
+def guard_record(estimator, decode_sms: int, bs: int, sum_reused: int, p_new: int, p_reused: int) -> dict:
+    """A co-run decode iteration's contention guard as planned and as the table has it (the
+    timeline's ``guard``): their ratio is what online refinement has added."""
+    q = (decode_sms, bs, sum_reused, p_new, p_reused)
+    return {"in_use": round(estimator.guard_slowdown(*q), 4),
+            "table": round(estimator.guard_slowdown(*q, profiled=True), 4)}
+
+
 def mux_event_loop(self):
     """Replaces SchedulerMultiplexMixin.event_loop_pdmux."""
     import torch
@@ -456,6 +465,8 @@ def mux_event_loop(self):
                 co = run is not None and run.inflight and cfg.is_multiplexed
                 p_new = sum(r.n for r in run.state.reqs) if co else 0
                 p_reused = sum(r.r for r in run.state.reqs) if co else 0
+                guard = guard_record(m.estimator, cfg.decode_sms, bs, sum_reused, p_new, p_reused) \
+                    if m.timeline and co and bs > 0 else None
                 refined = bs > 0 and m.estimator.observe_decode(cfg.decode_sms, bs, sum_reused, p_new, p_reused, ms,
                                                                 max_reused=snap.decode_max_reused)
                 if m.metrics:
@@ -465,7 +476,8 @@ def mux_event_loop(self):
                 if m.timeline:
                     m.timeline.write(plan, now=now, decode_bs=bs, measured_decode_ms=ms,
                                      decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
-                                     decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os)
+                                     decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
+                                     **({"guard": guard} if guard else {}))
             else:
                 m.last_decode_done = None  # no decode this step: the next gap is not a token's
                 clock.reset()

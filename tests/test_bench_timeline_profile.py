@@ -150,3 +150,22 @@ def test_the_tail_says_whether_the_loop_ran_or_waited(tmp_path):
     p = TP.profile(TP.point_timeline(write_point(tmp_path / "b", rows), "mux", 4))
     assert p["host_phases_ms"]["os"]["tail"]["steal_share"] is None
     assert "steal unknown" in TP.render(p)
+
+
+def test_guard_growth_over_the_table(tmp_path):
+    """Co-run rows carry the guard in use and the table's value: their ratio is what online
+    refinement added, and its halves say whether it still climbs."""
+    rows = []
+    for i in range(40):
+        r = rec(i * 0.04, 48, 84, 40, 40.0, 30.0)
+        r["guard"] = {"in_use": 1.3 * (1.0 if i < 20 else 1.2), "table": 1.3}
+        rows.append(r)
+    rows.append(rec(1.6, 132, 0, 10, 10.0, 9.0))  # decode alone: no guard, not counted
+    p = TP.profile(TP.point_timeline(write_point(tmp_path, rows), "mux", 4))
+    g = p["guard_in_use_over_table"]
+    assert g["iterations"] == 40 and g["max"] == pytest.approx(1.2)
+    assert (g["p50_first_half"], g["p50_second_half"]) == (pytest.approx(1.0), pytest.approx(1.2))
+    assert "P50 in the first half 1.000, in the second 1.200" in TP.render(p)
+    (tmp_path / "b").mkdir()
+    old = [rec(i * 0.04, 48, 84, 40, 40.0, 30.0) for i in range(4)]  # an older server: no guard field
+    assert "guard_in_use_over_table" not in TP.profile(TP.point_timeline(write_point(tmp_path / "b", old), "mux", 4))

@@ -164,3 +164,20 @@ def test_unmeasurable_idle_time_never_stops_serving():
     assert not run.inflight and m.idle_unmeasurable          # all chunks retired, idle given up
     assert reg.get_sample_value("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.030)
     assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
+
+
+def test_guard_record_shows_what_online_refinement_added(tmp_path):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from synth_tables import write_synthetic_table
+    from sglang_mux.estimator import Estimator
+
+    est = Estimator.from_table(write_synthetic_table(tmp_path / "llama-3.1-8b__nvidia-h200__triton"))
+    q = (64, 16, 16 * 3000, 8192, 2048)
+    before = sl.guard_record(est, *q)
+    assert before["in_use"] == before["table"] > 1.0
+    est.observe_decode(*q, est.decode_worst_ms(*q) * 1.2)
+    after = sl.guard_record(est, *q)
+    assert after["table"] == before["table"]
+    assert after["in_use"] == pytest.approx(before["table"] * 1.2, abs=1e-3)
