@@ -89,6 +89,10 @@ class MuxMetrics:
         self._p_host = _get_or_create(Counter, PREFIX + "prefill_launch_host_seconds",
                                       "Host (CPU) time spent launching prefill layer chunks; above "
                                       "prefill_busy_seconds, prefill waits on the host, not the GPU", ln, r)
+        self._p_corr = _get_or_create(Gauge, PREFIX + "prefill_correction",
+                                      "Online prefill correction per prefill partition: served / the table's solo "
+                                      "estimate (EWMA); above 1, prefill runs slower beside decode than alone",
+                                      ln + ("prefill_sms",), r, multiprocess_mode="mostrecent")
         self._p_ratio = _get_or_create(Histogram, PREFIX + "prefill_latency_ratio",
                                        "Measured prefill chunk latency (scaled to the model) / estimate",
                                        ln, r, buckets=RATIO_BUCKETS)
@@ -140,6 +144,9 @@ class MuxMetrics:
             self._l(self._p_idle).inc(idle_ms * 1e-3)
         if ratio is not None and ratio > 0:
             self._l(self._p_ratio).observe(ratio)
+
+    def on_prefill_correction(self, prefill_sms: int, value: float) -> None:
+        self._l(self._p_corr, prefill_sms=str(prefill_sms)).set(value)
 
     def on_prefill_launch(self, host_ms: float) -> None:
         """The host's time to launch one prefill layer chunk."""
@@ -222,11 +229,14 @@ class TimelineWriter:
 
 
 def load_timeline(path: str | os.PathLike):
-    """The timeline as a DataFrame, one row per decision, in file order."""
+    """The timeline as a DataFrame, one row per decision, in file order (``.xz``: as results keep it)."""
+    import lzma
+
     import pandas as pd
 
     rows = []
-    with open(path, encoding="utf-8") as f:
+    opener = lzma.open if str(path).endswith(".xz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
             line = line.strip()
             if not line:

@@ -316,6 +316,8 @@ def _poll_prefill(self, now: float) -> None:
                     logger.warning("sglang_mux: prefill idle time not measurable (%s); not counted", e)
                     m.idle_unmeasurable = True
             m.metrics.on_prefill_chunk(ms, idle, ratio)
+            if psms:
+                m.metrics.on_prefill_correction(psms, m.estimator.prefill_correction(psms))
         run.last_end = end
     if run.batch.split_prefill_finished and not run.inflight:
         batch = run.batch

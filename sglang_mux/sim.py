@@ -3,7 +3,8 @@
     python -m sglang_mux.sim --table DIR [--trace conversation|synthetic|FILE]
         [--policy dispatcher|batch-size|fixed:64|all|a,b,...] [--rate R | --time-scale S]
         [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--no-preemption]
-        [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H] [--timeline out.jsonl] [--json]
+        [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H] [--decode-jitter TIMELINE]
+        [--prefill-slowdown X] [--online-guard Q] [--timeline out.jsonl] [--json]
 
 Modelling choices (the same for every policy, so that policies are compared like for like):
 
@@ -22,7 +23,7 @@ Modelling choices (the same for every policy, so that policies are compared like
   upper bound, as in the paper's design. The round lasts one decode iteration; without decode,
   it lasts the launched prefill layers.
 - Prefill: the active batch runs at its solo speed T_P(prefill_sms)/N_T per layer (the paper
-  models no prefill slowdown) and advances fluidly through the launched layers: at each
+  models no prefill slowdown; ``--prefill-slowdown`` below adds the one served) and advances fluidly through the launched layers: at each
   decision the engine tops its queue up to N_PL layers beyond the layer now executing
   (launched layers stay launched), so with N_PL from the formula the prefill partition stays
   busy for the whole iteration; a plan with prefill_layers = 0 (e.g. overload-decode-first)
@@ -32,6 +33,19 @@ Modelling choices (the same for every policy, so that policies are compared like
   A batch that finishes mid-round is noticed at the round's end (the scheduler polls its CUDA
   event once per iteration): its first tokens are emitted then and it joins the next round's
   decode batch; the prefill partition idles for the rest of that round (< 1 iteration).
+- Decode jitter (``--decode-jitter TIMELINE``): a served point's co-run decode iterations,
+  measured / planned worst case, resampled (seeded): a co-run decode iteration then takes the
+  table's worst case times a draw, so it can exceed it as served ones do (overrides
+  ``--slowdown`` for co-run iterations).
+- Prefill beside decode (``--prefill-slowdown X``, default 1): a round that runs decode too
+  runs prefill at X times its table estimate. Measured in serving: on an H100 at TBT 30 ms the
+  prefill stream was busy 33.4 s for work the table puts at ~26 s (3 req/s) and 42.5 s for ~31 s
+  (3.5 req/s), ~1.3-1.4x (bench/results/sim_calibration_s20/); the server's online correction
+  (``sglang_mux:prefill_correction``) follows it.
+- Online guard (``--online-guard Q``): the policy plans with a copy of the estimator whose guard
+  every co-run decode iteration refines, as the server's does (Q = 1: the max, the paper's rule;
+  Q < 1: that quantile; contention_guard explains); the table stays the GPU's truth. Without
+  it the policy plans with the table, unrefined.
 - Host time (``--host-ms``): each decode iteration lasts its GPU time plus the loop's host
   time (a token's gap; prefill runs on through it), and the snapshot carries it as the
   server's does, so the dispatcher budgets it. 0 = the GPU alone.
@@ -42,12 +56,14 @@ Modelling choices (the same for every policy, so that policies are compared like
   (including first token -> first decode token); a request's TTFT SLO is --ttft-slo-ms +
   --ttft-ms-per-token x its prompt tokens; SLO attainment = share of requests with
   TTFT <= its TTFT SLO and every TBT <= TBT SLO; throughput = output tokens / (last finish - first
-  arrival). Partition time shares are over busy time.
+  arrival). Partition time shares are over busy time; ``prefill_busy_s``: time the prefill
+  partition ran layers (the server's ``sglang_mux:prefill_busy_seconds``).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import heapq
 import json
 import math
@@ -57,7 +73,7 @@ from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -181,17 +197,73 @@ def _wpct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     return float(v[min(len(v) - 1, int(np.searchsorted(c, q / 100.0 * c[-1])))])
 
 
+def _nearest(by_sms: Mapping[int, float], d: int) -> float:
+    """The value of the partition nearest to `d` SMs (the full GPU: decode alone, none)."""
+    return by_sms.get(d) or by_sms[min(by_sms, key=lambda k: (abs(k - d), k))]
+
+
+def decode_jitter(timeline_path) -> np.ndarray:
+    """Measured / planned worst-case decode of a served timeline's co-run iterations."""
+    from sglang_mux.mux_metrics import load_timeline
+
+    t = load_timeline(timeline_path)
+    need = {"measured_decode_ms", "t_decode_worst_ms", "prefill_sms", "decode_bs"}
+    if t.empty or not need <= set(t.columns):
+        raise ValueError(f"{timeline_path}: no measured decode iterations (a server's --mux-timeline has them)")
+    co = t[t["measured_decode_ms"].notna() & (t["prefill_sms"] > 0) & (t["decode_bs"] > 0)
+           & (t["t_decode_worst_ms"] > 0)]
+    if co.empty:
+        raise ValueError(f"{timeline_path}: no co-run decode iterations to draw jitter from")
+    return (co["measured_decode_ms"] / co["t_decode_worst_ms"]).to_numpy(dtype=float)
+
+
+def table_prefill_slowdown(table_dir, estimator) -> dict[int, float]:
+    """Per decode partition, the median over the table's co-run cells of the prefill's layer
+    launches beside looping decode graphs over the solo fit's time for those layers
+    (``cells.jsonl``: what ``profiling.run`` measured; the fit itself ignores them)."""
+    from statistics import median
+
+    from sglang_mux.estimator import PrefillReq
+
+    path = Path(table_dir) / "cells.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (profiling.run writes it beside the table)")
+    ratios: dict[int, list[float]] = defaultdict(list)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            c = json.loads(line) if line.strip() else {}
+            if c.get("kind") != "contention" or not c.get("prefill_launch_ms"):
+                continue
+            cell = c["cell"]
+            solo = estimator.prefill_ms(cell["prefill_sms"], [PrefillReq(cell["n"], cell["r"])]) \
+                * c["layers_per_launch"] / estimator.num_layers
+            if solo > 0:
+                ratios[int(cell["decode_sms"])].append(c["prefill_launch_ms"] / solo)
+    if not ratios:
+        raise ValueError(f"{path}: no co-run cell timed its prefill launches")
+    return {d: max(1.0, median(v)) for d, v in sorted(ratios.items())}
+
+
 def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy",
              tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0,
              slowdown: str = "uniform", seed: int = 0, timeline=None,
-             max_rounds: int = 10_000_000, host_ms: float = 0.0) -> SimResult:
+             max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
+             planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring.
-    ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on)."""
+    ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on).
+    ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
+    the estimator `policy` plans with, refined online by every co-run decode (None: nothing is)."""
     if host_ms < 0:
         raise ValueError(f"host_ms must be >= 0, got {host_ms}")
     if slowdown not in ("uniform", "worst", "none"):
         raise ValueError(f"slowdown must be uniform, worst or none, got {slowdown!r}")
+    pslow = dict(prefill_slowdown) if isinstance(prefill_slowdown, Mapping) else None
+    if not all(x >= 1.0 for x in (pslow.values() if pslow is not None else [prefill_slowdown])):
+        raise ValueError(f"prefill_slowdown must be >= 1 (co-running never speeds prefill up), got {prefill_slowdown}")
+    if planner is estimator:
+        raise ValueError("planner must be a copy of the estimator: refining the truth would change the GPU")
     rng = random.Random(seed)
+    jit = None if jitter is None else list(jitter)
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
     n = len(reqs)
@@ -219,6 +291,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     share: dict[str, float] = defaultdict(float)
     reasons: dict[str, int] = defaultdict(int)
     t, nxt, done, rounds, decisions, preemptions, idle_s = 0.0, 0, 0, 0, 0, 0, 0.0
+    prefill_busy_ms = 0.0
 
     while done < n:
         while nxt < n and reqs[nxt].arrival_s <= t + 1e-12:
@@ -263,6 +336,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             raise RuntimeError(f"policy gave no SMs to a decode batch of {dec_bs}: {plan}")
         if runs_prefill:
             layer_ms = est.prefill_ms(plan.prefill_sms, active.reqs) / L
+            if runs_decode:
+                layer_ms *= prefill_slowdown if pslow is None else _nearest(pslow, plan.decode_sms)
             prog, launched = progress[id(active)]
             # Keep N_PL layers queued beyond the one executing; launched layers stay launched.
             target = max(launched, min(L, math.ceil(prog - 1e-9) + plan.prefill_layers))
@@ -270,11 +345,17 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         if runs_decode:
             d = plan.decode_sms
             tau = est.decode_solo_ms(d, dec_bs, dec_ctx, max_reused=dec_max)
-            if runs_prefill and d < total and slowdown != "none":
+            co_run = runs_prefill and d < total
+            if co_run:
                 pn = sum(r.n for r in active.reqs)
                 pr = sum(r.r for r in active.reqs)
+            if co_run and jit is not None:
+                tau = est.decode_worst_ms(d, dec_bs, dec_ctx, pn, pr, max_reused=dec_max) * rng.choice(jit)
+            elif co_run and slowdown != "none":
                 g = max(1.0, est.decode_worst_ms(d, dec_bs, dec_ctx, pn, pr, max_reused=dec_max) / tau)
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
+            if co_run and planner is not None:
+                planner.observe_decode(d, dec_bs, dec_ctx, pn, pr, tau, max_reused=dec_max)
             tau += host_ms  # a token's gap: the GPU's time, then the loop's
         elif runs_prefill:
             tau = avail_ms
@@ -287,6 +368,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
 
         completed_at = None
         if runs_prefill:
+            prefill_busy_ms += min(avail_ms, tau)
             if avail_ms <= tau + 1e-9:
                 prog = float(target)
                 if target >= L:  # noticed (event polled) at the round's end: first token then
@@ -359,7 +441,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         "makespan_s": makespan, "preemptions": preemptions, "decisions": decisions,
         "decode_iterations": rounds, "reasons": dict(reasons),
         "partition_share": {k: v / busy for k, v in sorted(share.items(), key=lambda kv: -kv[1])} if busy else {},
-        "idle_s": idle_s,
+        "idle_s": idle_s, "prefill_busy_s": prefill_busy_ms / 1e3,
     }
     return SimResult(name, summary, ttft, finish)
 
@@ -374,14 +456,23 @@ def policy_names(spec: str, estimator) -> list[str]:
 
 def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float = 50.0,
                  ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0, preemption: bool = True,
-                 slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0) -> list[SimResult]:
+                 slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
+                 jitter: Sequence[float] | None = None, online_guard: float | None = None,
+                 prefill_slowdown: float | Mapping[int, float] = 1.0) -> list[SimResult]:
+    """``online_guard``: each policy plans with its own copy of `estimator`, whose guard is
+    refined online to that quantile (1 = the max); None: it plans with `estimator` itself."""
     out = []
     for nm in policy_names(spec, estimator):
-        pol = make_policy(nm, estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms, preemption=preemption,
-                          ttft_ms_per_token=ttft_ms_per_token)
+        planner = None
+        if online_guard is not None:
+            planner = copy.deepcopy(estimator)
+            planner.set_guard_quantile(online_guard)
+        pol = make_policy(nm, planner or estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
+                          preemption=preemption, ttft_ms_per_token=ttft_ms_per_token)
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
-                            timeline=timeline, host_ms=host_ms))
+                            timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
+                            prefill_slowdown=prefill_slowdown))
     return out
 
 
@@ -429,15 +520,47 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--host-ms", type=float, default=0.0,
                     help="the loop's host time per decode iteration (measured: 2-4 ms, bench.timeline_profile); "
                          "the dispatcher budgets it as the server does")
+    ap.add_argument("--decode-jitter", metavar="TIMELINE",
+                    help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
+                         "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
+    ap.add_argument("--prefill-slowdown", default="1", metavar="X|table",
+                    help="prefill beside a decode runs X times its table estimate, or per decode partition as the "
+                         "table's co-run cells measured it ('table'); default 1 (the paper's model)")
+    ap.add_argument("--online-guard", type=float, metavar="Q",
+                    help="the policy plans with a guard refined online as the server's is: 1 = max, < 1 = that "
+                         "quantile (default: the table's guard, unrefined)")
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
     if a.session_sample < 1:
         ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
+    if a.prefill_slowdown != "table":
+        try:
+            a.prefill_slowdown = float(a.prefill_slowdown)
+        except ValueError:
+            ap.error(f"--prefill-slowdown takes a number X >= 1 or 'table', got {a.prefill_slowdown!r}")
+        if not a.prefill_slowdown >= 1.0:
+            ap.error(f"--prefill-slowdown X multiplies prefill beside decode: give X >= 1, got {a.prefill_slowdown}")
+    if a.online_guard is not None and not 0.5 <= a.online_guard <= 1.0:
+        ap.error(f"--online-guard Q takes a quantile in [0.5, 1] (1 = the max, the server's default), got {a.online_guard}")
+    jitter = None
+    if a.decode_jitter:
+        try:
+            jitter = decode_jitter(a.decode_jitter)
+        except (OSError, ValueError) as e:
+            ap.error(f"--decode-jitter: {e}")
     if estimator is None:
         from sglang_mux.estimator import Estimator
 
         estimator = Estimator.from_table(a.table)
+    prefill_slowdown = a.prefill_slowdown
+    if prefill_slowdown == "table":
+        if not a.table:
+            ap.error("--prefill-slowdown table needs --table")
+        try:
+            prefill_slowdown = table_prefill_slowdown(a.table, estimator)
+        except ValueError as e:
+            ap.error(f"--prefill-slowdown table: {e}")
     reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
                       cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed,
                       session_sample=a.session_sample)
@@ -449,12 +572,14 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     try:
         res = run_policies(reqs, estimator, a.policy, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                            ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
-                           seed=a.seed, timeline=tl, host_ms=a.host_ms)
+                           seed=a.seed, timeline=tl, host_ms=a.host_ms, jitter=jitter, online_guard=a.online_guard,
+                           prefill_slowdown=prefill_slowdown)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
-             "arrival": a.arrival, "host_ms": a.host_ms,
+             "arrival": a.arrival, "host_ms": a.host_ms, "decode_jitter": a.decode_jitter,
+             "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption, "slowdown": a.slowdown,
              "seed": a.seed, "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,

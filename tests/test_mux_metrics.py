@@ -31,6 +31,9 @@ def test_metrics_values():
     m.on_guard_refinement(2)
     m.on_prefill_launch(12.5)
     m.on_prefill_launch(0.0)  # nothing measured: not counted
+    m.on_prefill_correction(84, 1.1)
+    m.on_prefill_correction(84, 1.35)  # the latest value per partition
+    m.on_prefill_correction(68, 1.2)
     assert _val(reg, "sglang_mux:decisions_total", {"reason": "best-fit"}) == 2
     assert _val(reg, "sglang_mux:decisions_total", {"reason": "overload-decode-first"}) == 1
     assert _val(reg, "sglang_mux:preemptions_total") == 1
@@ -40,6 +43,8 @@ def test_metrics_values():
     assert _val(reg, "sglang_mux:decode_latency_ratio_bucket", {"le": "1.0"}) == 1
     assert _val(reg, "sglang_mux:decision_seconds_count") == 1
     assert _val(reg, "sglang_mux:prefill_launch_host_seconds_total") == pytest.approx(0.0125)
+    assert _val(reg, "sglang_mux:prefill_correction", {"prefill_sms": "84"}) == 1.35
+    assert _val(reg, "sglang_mux:prefill_correction", {"prefill_sms": "68"}) == 1.2
     assert b"sglang_mux:decode_sms" in generate_latest(reg)
 
 
@@ -80,6 +85,10 @@ def test_timeline_roundtrip(tmp_path):
         tl.write(_plan(), now=2.0)
     assert len(load_timeline(path)) == 4
     json.loads(path.read_text().splitlines()[0])  # each line is plain JSON
+    import lzma
+    xz = tmp_path / "tl.jsonl.xz"
+    xz.write_bytes(lzma.compress(path.read_bytes()))  # as bench/results keeps timelines
+    assert list(load_timeline(xz)["time"]) == list(load_timeline(path)["time"])
 
 
 def test_timeline_is_rotated_at_its_size_cap(tmp_path):

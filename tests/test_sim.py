@@ -190,3 +190,93 @@ def test_longest_decode_context_reaches_the_estimator():
         assert m > s - m >= 2001
     # Both grow by one token per decode round.
     assert all(m2 - m1 == 1 and s2 - s1 == 2 for (s1, m1), (s2, m2) in zip(pairs, pairs[1:]))
+
+
+def test_prefill_beside_decode_runs_slower():
+    """b's prefill runs beside a's decode; a's ran alone on the full GPU."""
+    est = FakeEstimator()
+    reqs = [sim.TraceReq("a", 0.0, 8000, 200, 0), sim.TraceReq("b", 0.9, 2000, 10, 0)]
+    base = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d")
+    slow = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d", prefill_slowdown=2.0)
+    assert slow.ttft_s[0] == base.ttft_s[0]
+    assert slow.ttft_s[1] > base.ttft_s[1] * 1.5
+    # a's prefill alone on the full GPU, then b's beside a's decode at twice its estimate
+    alone, beside = est.prefill_ms(132, [PrefillReq(8000, 0)]), base.summary["prefill_busy_s"] * 1e3 - \
+        est.prefill_ms(132, [PrefillReq(8000, 0)])
+    assert slow.summary["prefill_busy_s"] * 1e3 == pytest.approx(alone + 2 * beside)
+    per_partition = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d",
+                                 prefill_slowdown={d: 2.0 for d in est.decode_sms_options})
+    assert list(per_partition.ttft_s) == list(slow.ttft_s)
+    with pytest.raises(ValueError, match="prefill_slowdown"):
+        sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), prefill_slowdown=0.9)
+
+
+def test_online_guard_max_ratchets_on_outliers_and_quantile_does_not(est):
+    import copy
+
+    reqs = sim.load_trace("conversation", limit=120, rate=2.0, input_cap=8000)
+    jitter = [0.9] * 99 + [1.3]  # one co-run iteration in 100 runs 1.3x past the table's worst case
+    grown = {}
+    for q in (1.0, 0.99):
+        planner = copy.deepcopy(est)
+        planner.set_guard_quantile(q)
+        seen, observe = [], planner.observe_decode
+
+        def record(d, bs, sr, pn, pr, ms, max_reused=None, observe=observe, seen=seen):
+            seen.append((d, bs, sr, pn, pr))
+            return observe(d, bs, sr, pn, pr, ms, max_reused=max_reused)
+
+        planner.observe_decode = record
+        sim.simulate(reqs, est, MuxDispatcher(planner, 50, 5000), jitter=jitter, planner=planner)
+        assert len(seen) > 500
+        grown[q] = max(planner.guard_slowdown(*x) / planner.guard_slowdown(*x, profiled=True) for x in seen)
+        assert all(est.guard_slowdown(*x) == est.guard_slowdown(*x, profiled=True) for x in seen)  # truth as is
+    assert grown[1.0] == pytest.approx(1.3, rel=0.01)
+    assert 1.0 <= grown[0.99] < 1.1
+    with pytest.raises(ValueError, match="copy"):
+        sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), planner=est)
+
+
+def test_decode_jitter_reads_the_co_run_iterations(tmp_path):
+    rows = [{"measured_decode_ms": 30.0, "t_decode_worst_ms": 40.0, "prefill_sms": 84, "decode_bs": 8},
+            {"measured_decode_ms": 12.0, "t_decode_worst_ms": 10.0, "prefill_sms": 0, "decode_bs": 8},  # alone
+            {"measured_decode_ms": 44.0, "t_decode_worst_ms": 40.0, "prefill_sms": 84, "decode_bs": 8},
+            {"t_decode_worst_ms": 0.0, "prefill_sms": 132, "decode_bs": 0}]  # prefill only
+    assert list(sim.decode_jitter(_write(tmp_path, rows))) == pytest.approx([0.75, 1.1])
+    with pytest.raises(ValueError, match="co-run"):
+        sim.decode_jitter(_write(tmp_path, rows[1:2]))
+
+
+def test_cli_calibration_options(tmp_path, capsys):
+    tl = _write(tmp_path, [{"measured_decode_ms": 30.0, "t_decode_worst_ms": 40.0, "prefill_sms": 84,
+                            "decode_bs": 8}])
+    sim.main(["--trace", "conversation", "--limit", "12", "--rate", "1", "--json", "--decode-jitter", tl,
+              "--prefill-slowdown", "1.3"], estimator=FakeEstimator())
+    setup = json.loads(capsys.readouterr().out)["setup"]
+    assert (setup["decode_jitter"], setup["prefill_slowdown"], setup["online_guard"]) == (tl, 1.3, None)
+    for bad, msg in ((["--prefill-slowdown", "0.5"], "X >= 1"), (["--online-guard", "0.2"], "quantile"),
+                     (["--decode-jitter", str(tmp_path / "none.jsonl")], "--decode-jitter"),
+                     (["--prefill-slowdown", "table"], "needs --table"), (["--prefill-slowdown", "x"], "'table'")):
+        with pytest.raises(SystemExit):
+            sim.main(["--trace", "conversation", "--limit", "5", "--rate", "1", *bad], estimator=FakeEstimator())
+        assert msg in capsys.readouterr().err
+
+
+def test_table_prefill_slowdown_is_the_co_run_median_per_partition(tmp_path):
+    est = FakeEstimator()
+
+    def cell(d, n, r, lpl, ratio):  # a co-run cell whose prefill launches took ratio x the solo fit
+        solo = est.prefill_ms(132 - d, [PrefillReq(n, r)]) * lpl / est.num_layers
+        return {"kind": "contention", "cell": {"decode_sms": d, "prefill_sms": 132 - d, "n": n, "r": r},
+                "layers_per_launch": lpl, "prefill_launch_ms": solo * ratio}
+
+    rows = [cell(48, 2048, 0, 3, 1.1), cell(48, 8192, 4096, 4, 1.3), cell(48, 32768, 0, 1, 1.2),
+            cell(64, 8192, 0, 2, 1.4), cell(16, 8192, 0, 2, 0.95),  # faster than solo: noise, floored at 1
+            {"kind": "contention", "cell": {"decode_sms": 80}, "prefill_launch_ms": None},  # not timed
+            {"kind": "solo_decode", "cell": {"decode_sms": 48}}]
+    (tmp_path / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = sim.table_prefill_slowdown(tmp_path, est)
+    assert got == {16: 1.0, 48: pytest.approx(1.2), 64: pytest.approx(1.4)}
+    assert sim._nearest(got, 48) == pytest.approx(1.2) and sim._nearest(got, 56) == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="no such file"):
+        sim.table_prefill_slowdown(tmp_path / "none", est)

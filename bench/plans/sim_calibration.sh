@@ -1,0 +1,30 @@
+#!/bin/bash
+# CPU only. The simulator against session 20's served TBT-30 point (bench/results/sim_calibration_s20/):
+# the capped conversation at 3-5 req/s, the same prompts and Poisson arrivals as bench.run's points,
+# for each prefill-beside-decode model (1 = the paper's, the table's co-run cells, 1.4 = fitted to the
+# served prefill busy time) and each guard (the table's; refined online to its max, as served; to its P99).
+# Co-run decode draws its measured / worst-case ratio from the served point's timeline.
+#   bash bench/plans/sim_calibration.sh OUT.jsonl
+set -eu
+OUT=${1:?usage: sim_calibration.sh OUT.jsonl}
+T=contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3
+J=bench/results/sim_calibration_s20/jitter_mux_3.timeline.jsonl.xz
+: > "$OUT"
+for tbt in 30 50; do for x in 1 table 1.4; do for og in none 1 0.99; do
+    for r in "3 135" "3.5 158" "4 180" "4.5 202" "5 225"; do   # bench.run's request count per 45 s point
+        set -- $r
+        extra=(); [ "$og" != none ] && extra=(--online-guard "$og")
+        cmd=(python -m sglang_mux.sim --table $T --trace conversation --arrival poisson --rate "$1" --limit "$2"
+             --input-cap 8000 --host-ms 1.9 --tbt-slo-ms "$tbt" --decode-jitter $J --prefill-slowdown "$x"
+             "${extra[@]}" --json)
+        "${cmd[@]}" 2> /dev/null | python -c '
+import json, sys
+d = json.load(sys.stdin); r = d["results"][0]
+print(json.dumps({"tbt_slo_ms": float(sys.argv[1]), "prefill_slowdown": sys.argv[2], "online_guard": sys.argv[3],
+                  "rate": float(sys.argv[4]), "requests": r["requests"], "ttft_p99_s": round(r["ttft_p99_s"], 3),
+                  "tbt_p99_ms": round(r["tbt_p99_ms"], 2), "prefill_busy_s": round(r["prefill_busy_s"], 2),
+                  "partition_share": {k: round(v, 3) for k, v in r["partition_share"].items()},
+                  "command": sys.argv[5]}))' "$tbt" "$x" "$og" "$1" "${cmd[*]}" >> "$OUT"
+    done
+done; done; done
+echo "$(wc -l < "$OUT") points in $OUT"
