@@ -118,7 +118,8 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     m = mux_state()
     m.metrics = MuxMetrics(registry=reg)
     seen = []
-    m.estimator = NS(observe_prefill=lambda psms, reqs, ms: seen.append((psms, ms)) or 1.25)
+    m.estimator = NS(observe_prefill=lambda psms, reqs, ms: seen.append((psms, ms)) or 1.25,
+                     prefill_correction=lambda psms: 1.3)
     # three chunks of 8 layers on 84 SMs: 10 ms each, a 2 ms gap, then back-to-back; the
     # third has not finished yet
     run = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(4096)]),
@@ -134,6 +135,7 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)
     assert v("sglang_mux:prefill_latency_ratio_count") == 2
     assert v("sglang_mux:prefill_latency_ratio_sum") == pytest.approx(2.5)
+    assert reg.get_sample_value("sglang_mux:prefill_correction", {"prefill_sms": "84"}) == 1.3
     # a resumed batch's pause is not a bubble
     run.last_end = None
     run.inflight[0][1].done = True
@@ -155,7 +157,7 @@ def test_unmeasurable_idle_time_never_stops_serving():
     reg = CollectorRegistry()
     m = mux_state()
     m.metrics = MuxMetrics(registry=reg)
-    m.estimator = NS(observe_prefill=lambda *a: None)
+    m.estimator = NS(observe_prefill=lambda *a: None, prefill_correction=lambda psms: 1.0)
     run = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(64)]),
                          inflight=[(Incomparable(0), Incomparable(10), 8, 84), (Incomparable(12), Incomparable(22), 8, 84),
                                    (Incomparable(23), Incomparable(33), 8, 84)])
