@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from profiling.grid import KIND_CONTENTION, KIND_SOLO_DECODE, KIND_SOLO_PREFILL, Cell
+from sglang_mux.tables import CELLS_LOG
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,6 @@ COLUMNS = {
 FILES = {KIND_SOLO_PREFILL: "solo_prefill.csv", KIND_SOLO_DECODE: "solo_decode.csv",
          KIND_CONTENTION: "contention.csv"}
 N_KEY = {KIND_SOLO_PREFILL: 5, KIND_SOLO_DECODE: 3, KIND_CONTENTION: 5}
-CELLS_LOG = "cells.jsonl"
 SKIPPED_LOG = "skipped.jsonl"
 META = "meta.json"
 

@@ -220,27 +220,22 @@ def decode_jitter(timeline_path) -> np.ndarray:
 def table_prefill_slowdown(table_dir, estimator) -> dict[int, float]:
     """Per decode partition, the median over the table's co-run cells of the prefill's layer
     launches beside looping decode graphs over the solo fit's time for those layers
-    (``cells.jsonl``: what ``profiling.run`` measured; the fit itself ignores them)."""
+    (``tables.corun_cells``: what ``profiling.run`` measured; the fit itself ignores them)."""
     from statistics import median
 
     from sglang_mux.estimator import PrefillReq
+    from sglang_mux.tables import TableError, corun_cells
 
-    path = Path(table_dir) / "cells.jsonl"
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file (profiling.run writes it beside the table)")
+    try:
+        cells = corun_cells(table_dir)
+    except TableError as e:
+        raise ValueError(str(e)) from None
     ratios: dict[int, list[float]] = defaultdict(list)
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            c = json.loads(line) if line.strip() else {}
-            if c.get("kind") != "contention" or not c.get("prefill_launch_ms"):
-                continue
-            cell = c["cell"]
-            solo = estimator.prefill_ms(cell["prefill_sms"], [PrefillReq(cell["n"], cell["r"])]) \
-                * c["layers_per_launch"] / estimator.num_layers
-            if solo > 0:
-                ratios[int(cell["decode_sms"])].append(c["prefill_launch_ms"] / solo)
-    if not ratios:
-        raise ValueError(f"{path}: no co-run cell timed its prefill launches")
+    for c in cells:
+        solo = estimator.prefill_ms(c["prefill_sms"], [PrefillReq(c["n"], c["r"])]) \
+            * c["layers_per_launch"] / estimator.num_layers
+        if solo > 0:
+            ratios[int(c["decode_sms"])].append(c["prefill_launch_ms"] / solo)
     return {d: max(1.0, median(v)) for d, v in sorted(ratios.items())}
 
 

@@ -41,6 +41,7 @@ CONTENTION = "contention.csv"
 GEMM_CURVE = "gemm_curve.csv"
 FIT = "fit.json"
 GUARD = "guard.json"
+CELLS_LOG = "cells.jsonl"  # profiling.run's raw log: every measured cell with its samples
 
 SOLO_PREFILL_COLS = ["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"]
 SOLO_DECODE_COLS = ["decode_sms", "bs", "sum_reused", "latency_ms"]
@@ -430,3 +431,30 @@ def _tables_of(root: str | Path, model_shape, gpu_name: str) -> list[tuple[Path,
             continue
         out.append((d, meta))
     return out
+
+
+def corun_cells(path: str | Path) -> list[dict]:
+    """The co-run cells of a table's raw profiling log (``cells.jsonl``) whose prefill launches
+    were timed beside the looping decode graphs, the last measurement of each cell: decode_sms,
+    prefill_sms, decode_bs, decode_reused, n, r (the prefill's new and reused tokens),
+    layers_per_launch, prefill_launch_ms (median per launch), decode_corun_ms (median)."""
+    from statistics import median
+
+    file = Path(path) / CELLS_LOG
+    if not file.is_file():
+        raise TableError(file, "no such file (profiling.run writes it beside the table)")
+    last: dict[tuple, dict] = {}
+    with open(file, encoding="utf-8") as f:
+        for line in f:
+            c = json.loads(line) if line.strip() else {}
+            if c.get("kind") != "contention" or not c.get("prefill_launch_ms") or not c.get("corun_samples"):
+                continue
+            cell = c["cell"]
+            last[tuple(c.get("key") or sorted(cell.items()))] = {
+                **{k: cell[k] for k in ("decode_sms", "prefill_sms", "decode_bs", "decode_reused", "n", "r")},
+                "layers_per_launch": int(c["layers_per_launch"]), "prefill_launch_ms": float(c["prefill_launch_ms"]),
+                "decode_corun_ms": float(median(c["corun_samples"]))}
+    if not last:
+        raise TableError(file, "no co-run cell timed its prefill launches (a table profiled before they were kept)")
+    return list(last.values())
+

@@ -267,11 +267,14 @@ def test_table_prefill_slowdown_is_the_co_run_median_per_partition(tmp_path):
 
     def cell(d, n, r, lpl, ratio):  # a co-run cell whose prefill launches took ratio x the solo fit
         solo = est.prefill_ms(132 - d, [PrefillReq(n, r)]) * lpl / est.num_layers
-        return {"kind": "contention", "cell": {"decode_sms": d, "prefill_sms": 132 - d, "n": n, "r": r},
-                "layers_per_launch": lpl, "prefill_launch_ms": solo * ratio}
+        return {"kind": "contention", "key": [d, n, r, 32, 4096],
+                "cell": {"decode_sms": d, "prefill_sms": 132 - d, "n": n, "r": r, "decode_bs": 32,
+                         "decode_reused": 4096},
+                "layers_per_launch": lpl, "prefill_launch_ms": solo * ratio, "corun_samples": [20.0, 21.0, 22.0]}
 
     rows = [cell(48, 2048, 0, 3, 1.1), cell(48, 8192, 4096, 4, 1.3), cell(48, 32768, 0, 1, 1.2),
-            cell(64, 8192, 0, 2, 1.4), cell(16, 8192, 0, 2, 0.95),  # faster than solo: noise, floored at 1
+            cell(64, 8192, 0, 2, 3.0), cell(64, 8192, 0, 2, 1.4),  # re-measured: the last line counts
+            cell(16, 8192, 0, 2, 0.95),  # faster than solo: noise, floored at 1
             {"kind": "contention", "cell": {"decode_sms": 80}, "prefill_launch_ms": None},  # not timed
             {"kind": "solo_decode", "cell": {"decode_sms": 48}}]
     (tmp_path / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -194,3 +194,19 @@ def test_shipped_tables_name_their_backend():
     for d in sorted((ROOT / "contention_tables").iterdir()):
         t = read_table(d)
         assert d.name.endswith("__" + t.attention_backend), d
+
+
+def test_corun_cells_of_a_shipped_table_and_their_errors(tmp_path):
+    """Every shipped FA3 H100 table has its raw log: one entry per co-run cell, the last
+    measurement of each, with the prefill launches timed."""
+    from sglang_mux.tables import corun_cells
+
+    cells = corun_cells(ROOT / "contention_tables" / "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3")
+    ct = pd.read_csv(ROOT / "contention_tables" / "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3" / "contention.csv")
+    assert len(cells) == len(ct) and all(c["prefill_launch_ms"] > 0 and c["decode_corun_ms"] > 0 for c in cells)
+    assert {c["decode_sms"] for c in cells} == set(ct["decode_sms"])
+    with pytest.raises(TableError, match="no such file"):
+        corun_cells(tmp_path)
+    (tmp_path / "cells.jsonl").write_text(json.dumps({"kind": "solo_decode", "cell": {}}) + "\n")
+    with pytest.raises(TableError, match="timed its prefill launches"):
+        corun_cells(tmp_path)
