@@ -23,8 +23,8 @@ Modelling choices (the same for every policy, so that policies are compared like
   upper bound, as in the paper's design. The round lasts one decode iteration; without decode,
   it lasts the launched prefill layers.
 - Prefill: the active batch runs at its solo speed T_P(prefill_sms)/N_T per layer (the paper
-  models no prefill slowdown; ``--prefill-slowdown`` below adds the one served) and advances fluidly through the launched layers: at each
-  decision the engine tops its queue up to N_PL layers beyond the layer now executing
+  models no prefill slowdown; ``--prefill-slowdown`` below adds one) and advances fluidly
+  through the launched layers: at each decision the engine tops its queue up to N_PL layers beyond the layer now executing
   (launched layers stay launched), so with N_PL from the formula the prefill partition stays
   busy for the whole iteration; a plan with prefill_layers = 0 (e.g. overload-decode-first)
   holds the prefill, launched layers included. Snapshot.layers_done = completed layers. Partition changes
@@ -37,11 +37,12 @@ Modelling choices (the same for every policy, so that policies are compared like
   measured / planned worst case, resampled (seeded): a co-run decode iteration then takes the
   table's worst case times a draw, so it can exceed it as served ones do (overrides
   ``--slowdown`` for co-run iterations).
-- Prefill beside decode (``--prefill-slowdown X``, default 1): a round that runs decode too
-  runs prefill at X times its table estimate. Measured in serving: on an H100 at TBT 30 ms the
-  prefill stream was busy 33.4 s for work the table puts at ~26 s (3 req/s) and 42.5 s for ~31 s
-  (3.5 req/s), ~1.3-1.4x (bench/results/sim_calibration_s20/); the server's online correction
-  (``sglang_mux:prefill_correction``) follows it.
+- Prefill beside decode (``--prefill-slowdown X|table``, default 1): a round that runs decode
+  too runs prefill at X times its table estimate, or, with ``table``, at the median slowdown
+  the table's own co-run cells measured for that decode partition (1.07-1.46x on the H100 FA3
+  table). Served on an H100 at TBT 30 ms it was ~1.4x: the prefill stream was busy 33.4 s where
+  the table's solo speed gives 23.8 s (bench/results/sim_calibration_s20/); the server's online
+  correction (``sglang_mux:prefill_correction``) follows it.
 - Online guard (``--online-guard Q``): the policy plans with a copy of the estimator whose guard
   every co-run decode iteration refines, as the server's does (Q = 1: the max, the paper's rule;
   Q < 1: that quantile; contention_guard explains); the table stays the GPU's truth. Without
@@ -198,7 +199,7 @@ def _wpct(values: np.ndarray, weights: np.ndarray, q: float) -> float:
 
 
 def _nearest(by_sms: Mapping[int, float], d: int) -> float:
-    """The value of the partition nearest to `d` SMs (the full GPU: decode alone, none)."""
+    """The value of the partition nearest to `d` SMs (ties: the smaller)."""
     return by_sms.get(d) or by_sms[min(by_sms, key=lambda k: (abs(k - d), k))]
 
 
