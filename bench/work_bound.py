@@ -10,12 +10,16 @@ computes it):
 - prefill: R x the mean full-GPU solo prefill time of a request (the table's fit);
 - decode: an iteration every t = TBT SLO - host ms at most, with bs = R x mean output x t
   running requests (Little's law), each iteration the full-GPU solo decode time of bs requests
-  at the mean context: decode(bs) / t of the GPU;
+  all at the mean context (no long request setting a floor): decode(bs) / t of the GPU;
 - weights: decode(1 request, 1 token of context) / t, the part of decode that a mixed chunk
-  shares with the prefill's GEMMs (the weights are read once for both).
+  shares with the prefill's GEMMs (the weights are read once for both);
+- chunked prefill (``--chunk B``): R x the mean over requests of the sum over their B-token
+  chunks, each at the fit's time for B new tokens after the prefix already there (small GEMMs,
+  the prefix's KV read again by every chunk); without ``--chunk``, the whole-prompt prefill.
 
 The schedules compared: **time-slicing** (decode and prefill one after the other at full-GPU
-speed) fits where prefill + decode <= 1; **mixed chunks** where prefill + decode - weights <= 1;
+speed) fits where prefill + decode <= 1; **mixed chunks** where chunked prefill + decode -
+weights <= 1;
 **spatial co-running** where prefill + decode <= E, E being a co-run efficiency the table's own
 co-run cells measured (decode's share of its full-GPU rate plus prefill's share of its full-GPU
 rate, over cells with at least ``--min-bs`` decode requests; 1 = no gain over time-slicing):
@@ -54,7 +58,20 @@ def corun_efficiency(table_dir, estimator, min_bs: int = 32) -> dict:
     return {"max": round(max(eff), 3), "median": round(median(eff), 3), "cells": len(eff), "min_bs": min_bs}
 
 
-def shares(reqs, estimator, rate: float, tbt_slo_ms: float, host_ms: float = 2.0) -> dict:
+def chunked_prefill_ms(estimator, n: int, reused: int, chunk: int) -> float:
+    """A prompt's prefill on the full GPU in `chunk`-token pieces, each after the ones before."""
+    from sglang_mux.estimator import PrefillReq
+
+    t, done = 0.0, 0
+    while done < n:
+        c = min(chunk, n - done)
+        t += estimator.prefill_ms(estimator.total_sms, [PrefillReq(c, reused + done)])
+        done += c
+    return t
+
+
+def shares(reqs, estimator, rate: float, tbt_slo_ms: float, host_ms: float = 2.0,
+           chunk: int | None = None) -> dict:
     """The GPU's shares at `rate` (module docstring)."""
     from sglang_mux.estimator import PrefillReq
 
@@ -64,16 +81,18 @@ def shares(reqs, estimator, rate: float, tbt_slo_ms: float, host_ms: float = 2.0
         raise ValueError(f"the TBT SLO ({tbt_slo_ms} ms) leaves no decode time after {host_ms} ms of host")
     pre_s = float(np.mean([estimator.prefill_ms(total, [PrefillReq(q.n_input - q.reused, q.reused)])
                            for q in reqs])) / 1e3
+    chunk_s = pre_s if not chunk else float(np.mean(
+        [chunked_prefill_ms(estimator, q.n_input - q.reused, q.reused, chunk) for q in reqs])) / 1e3
     out = float(np.mean([q.output_len for q in reqs]))
     ctx = float(np.mean([q.n_input for q in reqs])) + out / 2
-    longest = max(q.n_input + q.output_len for q in reqs)
     bs = max(1, round(rate * out * t_it / 1e3))
-    dec_ms = estimator.decode_solo_ms(total, bs, int(bs * ctx), max_reused=longest)
+    # a uniform batch at the mean context: the smallest occupancy floor, as a bound wants
+    dec_ms = estimator.decode_solo_ms(total, bs, int(bs * ctx), max_reused=None)
     w_ms = estimator.decode_solo_ms(total, 1, 1, max_reused=1)
-    p, d, w = rate * pre_s, dec_ms / t_it, w_ms / t_it
-    return {"rate": rate, "prefill": round(p, 3), "decode": round(d, 3), "weights": round(w, 3),
-            "decode_bs": bs, "decode_ms": round(dec_ms, 2), "iteration_ms": t_it,
-            "time_slicing": round(p + d, 3), "mixed": round(p + d - w, 3)}
+    p, pc, d, w = rate * pre_s, rate * chunk_s, dec_ms / t_it, w_ms / t_it
+    return {"rate": rate, "prefill": round(p, 3), "chunked_prefill": round(pc, 3), "decode": round(d, 3),
+            "weights": round(w, 3), "decode_bs": bs, "decode_ms": round(dec_ms, 2), "iteration_ms": t_it,
+            "time_slicing": round(p + d, 3), "mixed": round(pc + d - w, 3)}
 
 
 def bounds(rows: Sequence[dict], efficiency: dict, baseline: float | None = None) -> dict:
@@ -94,13 +113,13 @@ def bounds(rows: Sequence[dict], efficiency: dict, baseline: float | None = None
 def render(res: dict) -> str:
     e = res["corun_efficiency"]
     lines = [f"TBT SLO {res['tbt_slo_ms']:g} ms, {res['requests']} requests of {res['trace']} (inputs <= "
-             f"{res['input_cap']}); co-run efficiency E over the table's cells with >= {e['min_bs']} decode "
+             f"{res['input_cap'] or 'uncapped'}; chunks of {res['chunk'] or 'the whole prompt'}); co-run efficiency E over the table's cells with >= {e['min_bs']} decode "
              f"requests: max {e['max']}, median {e['median']} ({e['cells']} cells)", "",
-             "| rate | prefill | decode (bs) | weights | time-slicing | mixed | fits: slicing / mixed / co-run ≤ E |",
-             "|---:|---:|---:|---:|---:|---:|---|"]
+             "| rate | prefill | chunked prefill | decode (bs) | weights | time-slicing | mixed | fits: slicing / mixed / co-run ≤ E |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|"]
     yn = lambda ok: "✓" if ok else "✗"  # noqa: E731
     for r in res["rows"]:
-        lines.append(f"| {r['rate']:g} | {r['prefill']:.2f} | {r['decode']:.2f} ({r['decode_bs']}) | "
+        lines.append(f"| {r['rate']:g} | {r['prefill']:.2f} | {r['chunked_prefill']:.2f} | {r['decode']:.2f} ({r['decode_bs']}) | "
                      f"{r['weights']:.2f} | {r['time_slicing']:.2f} | {r['mixed']:.2f} | "
                      f"{yn(r['time_slicing'] <= 1)} / {yn(r['mixed'] <= 1)} / {yn(r['time_slicing'] <= e['max'])} |")
     b = res["bounds"]
@@ -124,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rates", required=True, help="comma list of request rates")
     ap.add_argument("--min-bs", type=int, default=32, help="co-run cells with at least this many decode requests")
     ap.add_argument("--baseline", type=float, help="a measured goodput of the best chunked prefill (req/s)")
+    ap.add_argument("--chunk", type=int, help="the mixed schedule's prefill chunk (tokens; default: whole prompts)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:
@@ -132,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--rates takes a comma list of numbers, got {a.rates!r}")
     if not rates or min(rates) <= 0:
         ap.error("--rates needs at least one rate > 0")
+    if a.chunk is not None and a.chunk < 1:
+        ap.error(f"--chunk takes a chunk size in tokens >= 1, got {a.chunk}")
     from sglang_mux.estimator import Estimator
     from sglang_mux.sim import load_trace
     from sglang_mux.tables import TableError
@@ -140,10 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         est = Estimator.from_table(a.table)
         eff = corun_efficiency(a.table, est, a.min_bs)
         reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap)
-        rows = [shares(reqs, est, r, a.tbt_slo_ms, a.host_ms) for r in rates]
+        rows = [shares(reqs, est, r, a.tbt_slo_ms, a.host_ms, a.chunk) for r in rates]
     except (TableError, ValueError, FileNotFoundError) as e:
         ap.error(str(e))
-    res = {"table": a.table, "trace": a.trace, "requests": len(reqs), "input_cap": a.input_cap,
+    res = {"table": a.table, "trace": a.trace, "requests": len(reqs), "input_cap": a.input_cap, "chunk": a.chunk,
            "tbt_slo_ms": a.tbt_slo_ms, "host_ms": a.host_ms, "corun_efficiency": eff, "rows": rows,
            "bounds": bounds(rows, eff, a.baseline), "command": "python -m bench.work_bound " + " ".join(
                argv if argv is not None else sys.argv[1:])}

@@ -30,6 +30,14 @@ def test_shares_at_a_rate():
     assert s["decode"] == pytest.approx(9.75 / 28, abs=1e-3) and s["weights"] == pytest.approx(7.25 / 28, abs=1e-3)
     assert s["time_slicing"] == pytest.approx(0.128 + 9.75 / 28, abs=2e-3)
     assert s["mixed"] == pytest.approx(s["time_slicing"] - s["weights"], abs=2e-3)
+    assert s["chunked_prefill"] == s["prefill"]  # no --chunk: whole prompts
+    # in 4000-token chunks: a pays 40, 40 + 4 and 20 + 8 ms (each chunk after the ones before),
+    # b's 2000 new tokens fit one chunk after its 8000 reused: 28 ms
+    assert WB.chunked_prefill_ms(Fake(), 10000, 0, 4000) == pytest.approx(112.0)
+    c = WB.shares(reqs, Fake(), rate=2.0, tbt_slo_ms=30, host_ms=2.0, chunk=4000)
+    assert c["chunked_prefill"] == pytest.approx(2 * (112 + 28) / 2 / 1e3)
+    assert c["mixed"] == pytest.approx(c["chunked_prefill"] + c["decode"] - c["weights"], abs=2e-3)
+    assert c["time_slicing"] == s["time_slicing"]
     with pytest.raises(ValueError, match="no decode time"):
         WB.shares(reqs, Fake(), 2.0, tbt_slo_ms=2.0, host_ms=2.0)
 
@@ -55,9 +63,12 @@ def test_corun_efficiency_of_the_h100_table():
 
 def test_cli(capsys):
     WB.main(["--table", str(H100_FA3), "--input-cap", "8000", "--tbt-slo-ms", "30", "--rates", "3,6",
-             "--baseline", "4", "--limit", "50"])
+             "--baseline", "4", "--limit", "50", "--chunk", "512"])
     out = capsys.readouterr().out
-    assert "| 3 |" in out and "| 6 |" in out and "a lead of at most" in out
+    assert "| 3 |" in out and "| 6 |" in out and "a lead of at most" in out and "chunks of 512" in out
     with pytest.raises(SystemExit):
         WB.main(["--table", str(H100_FA3), "--rates", "fast"])
     assert "comma list" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        WB.main(["--table", str(H100_FA3), "--rates", "3", "--chunk", "0"])
+    assert "--chunk" in capsys.readouterr().err
