@@ -2,7 +2,8 @@
 bound on the goodput any scheduler can reach, and on the mux's lead over chunked prefill.
 
     python -m bench.work_bound --table contention_tables/<dir> --input-cap 8000 --tbt-slo-ms 30 \\
-        --rates 3,3.5,4,4.5,5,6 [--trace conversation] [--limit 300] [--host-ms 2] [--json]
+        --rates 3,3.5,4,4.5,5,6 [--chunk 512] [--baseline 4] [--trace conversation] [--limit 300]
+        [--host-ms 2] [--min-bs 32] [--json]
 
 Per second of serving at rate R (requests of the trace slice, prefix reuse as the simulator
 computes it):
@@ -19,11 +20,11 @@ computes it):
 
 The schedules compared: **time-slicing** (decode and prefill one after the other at full-GPU
 speed) fits where prefill + decode <= 1; **mixed chunks** where chunked prefill + decode -
-weights <= 1;
-**spatial co-running** where prefill + decode <= E, E being a co-run efficiency the table's own
-co-run cells measured (decode's share of its full-GPU rate plus prefill's share of its full-GPU
-rate, over cells with at least ``--min-bs`` decode requests; 1 = no gain over time-slicing):
-their max (every co-run as good as the best cell: the bound) and their median. Queueing, host
+weights <= 1; **spatial co-running** where prefill + decode <= E, E being a co-run efficiency
+the table's own co-run cells measured (decode's share of its full-GPU rate plus prefill's
+share of its full-GPU rate, over cells with at least ``--min-bs`` decode requests; 1 = no gain
+over time-slicing): their max (every co-run as good as the best cell: the bound) and their
+median. Queueing, host
 stalls and TTFT are left out, so each is a bound from above. ``--baseline R``: a measured
 goodput of the best chunked prefill; the mux's lead over it is at most the co-run bound / R.
 """
