@@ -42,17 +42,17 @@ import numpy as np
 
 def corun_efficiency(table_dir, estimator, min_bs: int = 32) -> dict:
     """The table's co-run cells with >= min_bs decode requests: max and median efficiency."""
-    from sglang_mux.estimator import PrefillReq
+    from sglang_mux.sim import cell_prefill_solo_ms
     from sglang_mux.tables import corun_cells
 
-    total, layers = estimator.total_sms, estimator.num_layers
+    total = estimator.total_sms
     eff = []
     for c in corun_cells(table_dir):
         if c["decode_bs"] < min_bs:
             continue
         r = c["decode_reused"]
         dec = estimator.decode_solo_ms(total, c["decode_bs"], c["decode_bs"] * r, max_reused=r)
-        pre = estimator.prefill_ms(total, [PrefillReq(c["n"], c["r"])]) * c["layers_per_launch"] / layers
+        pre = cell_prefill_solo_ms(estimator, c, total)
         eff.append(dec / c["decode_corun_ms"] + pre / c["prefill_launch_ms"])
     if not eff:
         raise ValueError(f"{table_dir}: no co-run cell with >= {min_bs} decode requests")

@@ -216,11 +216,7 @@ class Estimator:
         """The guard in use; ``profiled``: the table's value, before online refinement."""
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return 1.0
-        if not profiled:
-            return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
-        if isinstance(self._guard, ConstantGuard):
-            return self._guard.value
-        return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused, profiled=True)
+        return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused, profiled=profiled)
 
     def set_guard_quantile(self, q: float) -> None:
         """Refine a table's guard online to the q-quantile of what serving measures (1 = the max,

@@ -218,13 +218,21 @@ def decode_jitter(timeline_path) -> np.ndarray:
     return (co["measured_decode_ms"] / co["t_decode_worst_ms"]).to_numpy(dtype=float)
 
 
+def cell_prefill_solo_ms(estimator, cell: Mapping, prefill_sms: int) -> float:
+    """The solo fit's time, on `prefill_sms` SMs, for the layers one prefill launch of a
+    ``tables.corun_cells`` cell ran (its launch time is the co-run one to compare with)."""
+    from sglang_mux.estimator import PrefillReq
+
+    return estimator.prefill_ms(prefill_sms, [PrefillReq(cell["n"], cell["r"])]) \
+        * cell["layers_per_launch"] / estimator.num_layers
+
+
 def table_prefill_slowdown(table_dir, estimator) -> dict[int, float]:
     """Per decode partition, the median over the table's co-run cells of the prefill's layer
     launches beside looping decode graphs over the solo fit's time for those layers
     (``tables.corun_cells``: what ``profiling.run`` measured; the fit itself ignores them)."""
     from statistics import median
 
-    from sglang_mux.estimator import PrefillReq
     from sglang_mux.tables import TableError, corun_cells
 
     try:
@@ -233,8 +241,7 @@ def table_prefill_slowdown(table_dir, estimator) -> dict[int, float]:
         raise ValueError(str(e)) from None
     ratios: dict[int, list[float]] = defaultdict(list)
     for c in cells:
-        solo = estimator.prefill_ms(c["prefill_sms"], [PrefillReq(c["n"], c["r"])]) \
-            * c["layers_per_launch"] / estimator.num_layers
+        solo = cell_prefill_solo_ms(estimator, c, c["prefill_sms"])
         if solo > 0:
             ratios[int(c["decode_sms"])].append(c["prefill_launch_ms"] / solo)
     return {d: max(1.0, median(v)) for d, v in sorted(ratios.items())}

@@ -160,6 +160,7 @@ def test_constant_guard():
     assert g.lookup(16, 1, 10, 10, 0) == 1.3
     g.observe(16, 1, 10, 10, 0, 1.6)
     assert g.lookup(16, 1, 10, 10, 0) == 1.6 and g.lookup(32, 1, 10, 10, 0) == 1.3
+    assert g.lookup(16, 1, 10, 10, 0, profiled=True) == 1.3  # the constant, before what serving raised
     with pytest.raises(ValueError):
         ConstantGuard(0.9)
 
