@@ -16,6 +16,7 @@
 #       > /tmp/sweep/driver.log 2>&1 < /dev/null &)      then: until [ -f /tmp/sweep_done ]; do sleep 10; done
 # SYSTEMS="mux mux-hostq99 sglang-chunked-512" runs those instead of the ten (a mux variant
 # against the best chunked baseline on one host, as in bench/results/tbt_tail_ab_h100_s19/).
+# SEED=1 draws the arrivals from Poisson seed 1 (issue 17 wants each claim on two seeds).
 # TBT_SLO_MS=30 judges every point by P99 TBT <= 30 ms and starts the mux for that target: one
 # column of issue 17's SLO map (python -m bench.slo_map OUT --tbt 30 --ttft 2000,5000), e.g.
 #   TBT_SLO_MS=30 SYSTEMS="mux sglang-chunked-256 sglang-chunked-512 sglang-chunked-1024" \
@@ -34,7 +35,7 @@ if [ "$(sort -u "$OUT/host.txt" | wc -l)" -gt 1 ]; then
     echo "this sweep began on another GPU ($OUT/host.txt): start it again in a new OUT"; exit 2
 fi
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
-COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
+COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
         --startup-estimate-s 90)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
