@@ -10,8 +10,6 @@ name                     server
                          for the whole TBT SLO, not the SLO less the loop's host time)
 ``mux-hostq<NN>``        ``... --mux-policy dispatcher --mux-tbt-host-quantile 0.NN`` (the TBT budget
                          takes that quantile of the loop's host time off the SLO; the default 0.9)
-``mux-guardq<NN>``       ``... --mux-policy dispatcher --mux-guard-quantile 0.NN`` (the contention
-                         guard refined online to that quantile of the slowdowns served, not their max)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
                          ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
                          scheduling through the mux launcher; its overhead vs ``sglang``)
@@ -89,14 +87,14 @@ def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
     if system in ("mux", "mux-nopreempt", "mux-nohost") or \
-            re.fullmatch(r"mux-(fixed-\d+|hostq\d\d|guardq\d\d)", system):
+            re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
             re.fullmatch(r"sglang-chunked-\d+(-nomix)?", system):
         return "sglang"
     if system == "stub":
         return "stub"
-    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-guardq<NN>, "
+    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -178,9 +176,6 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         q = re.fullmatch(r"mux-hostq(\d\d)", system)
         if q:
             cmd += ["--mux-tbt-host-quantile", f"0.{q.group(1)}"]
-        q = re.fullmatch(r"mux-guardq(\d\d)", system)
-        if q:
-            cmd += ["--mux-guard-quantile", f"0.{q.group(1)}"]
         if tbt_slo_ms is not None:
             cmd += ["--mux-tbt-slo-ms", f"{tbt_slo_ms:g}"]
         if ttft_slo_ms is not None:

@@ -29,15 +29,14 @@ or above every profiled partition: the nearest one times ``outside_margin``.
 
 Every value returned is at least 1.0 (a co-runner never makes decode faster in the worst case).
 
-Online refinement: ``observe`` moves the value of the query's cell (or, outside the grid, of a
-per-cell outside override; for an unprofiled partition, of its override) with what serving
-measures. ``online_quantile`` = 1 (the default, the paper's rule): the value rises to any larger
-observed slowdown and never falls. A max over every iteration a server ever ran keeps rising
-with the count of samples: on an H100 it lifted the decode worst case 11-17 % over two benchmark
-points at unchanged measured times (bench/results/slo30_fa3_h100_s20/). ``online_quantile`` = q
-< 1 tracks the q-quantile of the observations instead (a Robbins-Monro step of
-``QUANTILE_STEP`` x value: up by q steps on an exceedance, down by 1 - q otherwise, so one
-outlier lifts a cell by ~2 %, not to itself), never below what profiling measured.
+Online refinement: ``observe`` raises the value of the query's cell (or, outside the grid, of
+a per-cell outside override; for an unprofiled partition, of its override) to the observed
+slowdown when larger; it never lowers anything. Such a max keeps rising with the samples a
+server has served (decode's worst case grew 3-17 % over two benchmark points at unchanged
+measured times: bench/results/slo30_fa3_h100_s20/, guard_ab_tbt30_h100_s21/); refining to a
+quantile instead changed no goodput there, so the paper's rule stays. ``lookup(...,
+profiled=True)`` answers the table's value, without what serving has raised (the timeline
+records both).
 
 Lookup is 4 bisects and nested-list indexing (about 1-2 µs).
 """
@@ -53,7 +52,6 @@ from typing import Callable, Mapping, Sequence
 AXES = ("prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req")
 OUTSIDE_MARGIN = 1.1
 FLOOR = 1.0
-QUANTILE_STEP = 0.02  # relative step of the online quantile tracker (module docstring)
 
 
 def _num(v: float):
@@ -66,8 +64,7 @@ class ContentionGuard:
 
     def __init__(self, axes: Mapping[str, Sequence[float]], cells: Mapping[int, list],
                  outside_margin: float = OUTSIDE_MARGIN, points: Mapping[int, list] | None = None,
-                 measured_range: tuple[float, float] | None = None, online_quantile: float = 1.0):
-        self.set_online_quantile(online_quantile)
+                 measured_range: tuple[float, float] | None = None):
         self.axes = {a: [_num(v) for v in axes[a]] for a in AXES}
         for a, pts in self.axes.items():
             if not pts or any(b <= a_ for a_, b in zip(pts, pts[1:])):
@@ -83,7 +80,7 @@ class ContentionGuard:
         for d, c in cells.items():
             _check_shape(c, shape, f"cells[{d}]")
             self._cells[int(d)] = _copy(c)
-        self._profiled = {d: _copy(c) for d, c in self._cells.items()}  # the floor online values keep
+        self._profiled = {d: _copy(c) for d, c in self._cells.items()}  # the table's, as refinement began
         if not self._cells:
             raise ValueError("guard has no decode partitions")
         self.partitions = sorted(self._cells)
@@ -91,11 +88,6 @@ class ContentionGuard:
         self.measured_range = measured_range
         self._outside: dict[tuple, float] = {}  # (d, i0..i3) -> max slowdown seen outside the grid
         self._unprofiled: dict[int, float] = {}  # decode_sms not profiled -> max slowdown seen
-
-    def set_online_quantile(self, q: float) -> None:
-        if not 0.5 <= q <= 1.0:
-            raise ValueError(f"online_quantile must be in [0.5, 1] (1 = the max), got {q}")
-        self.online_quantile = float(q)
 
     # ------------------------------------------------------------------ hot path
 
@@ -159,30 +151,23 @@ class ContentionGuard:
 
     def observe(self, decode_sms: int, bs: int, sum_reused: float, prefill_new: float,
                 prefill_reused: float, slowdown: float) -> None:
-        """Refine the guard with a measured slowdown (module docstring: max or quantile)."""
+        """Raise the guard where a larger slowdown was seen; never lowers a value."""
         if not (slowdown > 0.0 and math.isfinite(slowdown)):
             return
         cells = self._cells.get(decode_sms)
         if cells is None:
-            base = self._lookup_unprofiled(decode_sms, bs, sum_reused, prefill_new, prefill_reused, True)
-            self._unprofiled[decode_sms] = self._refine(self._unprofiled.get(decode_sms, base), slowdown, base)
+            if slowdown > self._unprofiled.get(decode_sms, 0.0):
+                self._unprofiled[decode_sms] = slowdown
             return
         i0, i1, i2, i3, out = self._locate4(bs, sum_reused, prefill_new, prefill_reused)
         if out:
             key = (decode_sms, i0, i1, i2, i3)
-            base = self._profiled[decode_sms][i0][i1][i2][i3] * self.outside_margin
-            self._outside[key] = self._refine(self._outside.get(key, base), slowdown, base)
+            if slowdown > self._outside.get(key, 0.0):
+                self._outside[key] = slowdown
             return
         row = cells[i0][i1][i2]
-        row[i3] = self._refine(row[i3], slowdown, self._profiled[decode_sms][i0][i1][i2][i3])
-
-    def _refine(self, value: float, x: float, floor: float) -> float:
-        q = self.online_quantile
-        if q >= 1.0:
-            return x if x > value else value
-        step = QUANTILE_STEP * value
-        value += step * q if x > value else -step * (1.0 - q)
-        return value if value > floor else floor
+        if slowdown > row[i3]:
+            row[i3] = slowdown
 
     # ------------------------------------------------------------------ inspection
 

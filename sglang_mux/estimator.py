@@ -9,8 +9,7 @@ Construction:
   table of another backend it would not use).
 
 Online refinement:
-- decode: ``observe_decode`` feeds measured/predicted-solo into the guard, which only rises
-  (or, with ``set_guard_quantile(q < 1)``, tracks that quantile above the table's values).
+- decode: ``observe_decode`` feeds measured/predicted-solo into the guard, which only rises.
   Observations above ``MAX_PLAUSIBLE_SLOWDOWN`` are logged and dropped: a GC pause or a
   profiler hiccup must not inflate a cell forever (the paper's worst is 1.3x);
 - prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
@@ -217,13 +216,6 @@ class Estimator:
         if decode_sms >= self.total_sms or prefill_new <= 0:
             return 1.0
         return self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused, profiled=profiled)
-
-    def set_guard_quantile(self, q: float) -> None:
-        """Refine a table's guard online to the q-quantile of what serving measures (1 = the max,
-        the paper's rule; contention_guard explains). A cold start's constant guard keeps the max:
-        its decode correction learns the rest."""
-        if isinstance(self._guard, ContentionGuard):
-            self._guard.set_online_quantile(q)
 
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                         prefill_reused: int, max_reused: int | None = None) -> float:

@@ -40,7 +40,6 @@ class MuxArgs:
     timeline_max_mb: float = 256.0
     tbt_host_budget: bool = True
     tbt_host_quantile: float = 0.9  # which quantile of the loop's host time the TBT budget takes
-    guard_quantile: float = 1.0  # online guard refinement: 1 = max (the paper's), q < 1 = that quantile
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -53,10 +52,6 @@ class MuxArgs:
         if not 0.0 <= self.tbt_host_quantile <= 1.0:
             raise MuxArgError(f"--mux-tbt-host-quantile must be in [0, 1] (got {self.tbt_host_quantile}); "
                               "0.9 is the default, 0.99 plans for the tail of the host's time")
-        if not 0.5 <= self.guard_quantile <= 1.0:
-            raise MuxArgError(f"--mux-guard-quantile must be in [0.5, 1] (got {self.guard_quantile}); "
-                              "1 (the default) refines the contention guard to the max slowdown served, "
-                              "0.99 to its 99th percentile")
         if not self.timeline_max_mb > 0:
             raise MuxArgError(f"--mux-timeline-max-mb must be > 0 (got {self.timeline_max_mb})")
         if self.policy not in POLICIES:
@@ -115,10 +110,6 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mux-tbt-host-quantile", type=float, default=d.tbt_host_quantile,
                    help="the quantile of the loop's recent host times (per decode iteration) that the TBT budget "
                         "takes off the SLO")
-    g.add_argument("--mux-guard-quantile", type=float, default=d.guard_quantile,
-                   help="online refinement of a table's contention guard: 1 raises a cell to the largest decode "
-                        "slowdown served (the paper's rule), q < 1 tracks the q-quantile of them, never below "
-                        "the table")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -140,7 +131,6 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         timeline_max_mb=ns.mux_timeline_max_mb,
         tbt_host_budget=ns.mux_tbt_host_budget,
         tbt_host_quantile=ns.mux_tbt_host_quantile,
-        guard_quantile=ns.mux_guard_quantile,
         disable_mux=ns.disable_mux,
     )
     return args, rest

@@ -110,7 +110,6 @@ def init_mux(self):
         granularity=args.sm_granularity,
         probe=lambda: safe_probe(parts),
     )
-    estimator.set_guard_quantile(args.guard_quantile)
     self._mux = MuxState(
         args=args, parts=parts, cfgs=cfgs, cfg_index={c: i for i, c in enumerate(cfgs)},
         policy=_build_policy(args, estimator), estimator=estimator,

@@ -4,7 +4,7 @@
         [--policy dispatcher|batch-size|fixed:64|all|a,b,...] [--rate R | --time-scale S]
         [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--no-preemption]
         [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H] [--decode-jitter TIMELINE]
-        [--prefill-slowdown X] [--online-guard Q] [--timeline out.jsonl] [--json]
+        [--prefill-slowdown X] [--online-guard] [--timeline out.jsonl] [--json]
 
 Modelling choices (the same for every policy, so that policies are compared like for like):
 
@@ -43,10 +43,9 @@ Modelling choices (the same for every policy, so that policies are compared like
   table). Served on an H100 at TBT 30 ms it was ~1.4x: the prefill stream was busy 33.4 s where
   the table's solo speed gives 23.8 s (bench/results/sim_calibration_s20/); the server's online
   correction (``sglang_mux:prefill_correction``) follows it.
-- Online guard (``--online-guard Q``): the policy plans with a copy of the estimator whose guard
-  every co-run decode iteration refines, as the server's does (Q = 1: the max, the paper's rule;
-  Q < 1: that quantile; contention_guard explains); the table stays the GPU's truth. Without
-  it the policy plans with the table, unrefined.
+- Online guard (``--online-guard``): the policy plans with a copy of the estimator whose guard
+  every co-run decode iteration raises to the slowdown it measured, as the server's does; the
+  table stays the GPU's truth. Without it the policy plans with the table, unrefined.
 - Host time (``--host-ms``): each decode iteration lasts its GPU time plus the loop's host
   time (a token's gap; prefill runs on through it), and the snapshot carries it as the
   server's does, so the dispatcher budgets it. 0 = the GPU alone.
@@ -460,16 +459,15 @@ def policy_names(spec: str, estimator) -> list[str]:
 def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float = 50.0,
                  ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0, preemption: bool = True,
                  slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
-                 jitter: Sequence[float] | None = None, online_guard: float | None = None,
+                 jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0) -> list[SimResult]:
-    """``online_guard``: each policy plans with its own copy of `estimator`, whose guard is
-    refined online to that quantile (1 = the max); None: it plans with `estimator` itself."""
+    """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
+    refines online; False: it plans with `estimator` itself."""
     out = []
     for nm in policy_names(spec, estimator):
         planner = None
-        if online_guard is not None:
+        if online_guard:
             planner = copy.deepcopy(estimator)
-            planner.set_guard_quantile(online_guard)
         pol = make_policy(nm, planner or estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                           preemption=preemption, ttft_ms_per_token=ttft_ms_per_token)
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
@@ -529,9 +527,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--prefill-slowdown", default="1", metavar="X|table",
                     help="prefill beside a decode runs X times its table estimate, or per decode partition as the "
                          "table's co-run cells measured it ('table'); default 1 (the paper's model)")
-    ap.add_argument("--online-guard", type=float, metavar="Q",
-                    help="the policy plans with a guard refined online as the server's is: 1 = max, < 1 = that "
-                         "quantile (default: the table's guard, unrefined)")
+    ap.add_argument("--online-guard", action="store_true",
+                    help="the policy plans with a guard raised online to what serving measures, as the server's "
+                         "is (default: the table's guard, unrefined)")
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
@@ -544,8 +542,6 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
             ap.error(f"--prefill-slowdown takes a number X >= 1 or 'table', got {a.prefill_slowdown!r}")
         if not a.prefill_slowdown >= 1.0:
             ap.error(f"--prefill-slowdown X multiplies prefill beside decode: give X >= 1, got {a.prefill_slowdown}")
-    if a.online_guard is not None and not 0.5 <= a.online_guard <= 1.0:
-        ap.error(f"--online-guard Q takes a quantile in [0.5, 1] (1 = the max, the server's default), got {a.online_guard}")
     jitter = None
     if a.decode_jitter:
         try:

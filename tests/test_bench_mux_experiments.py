@@ -60,13 +60,6 @@ def test_mux_hostq_sets_the_host_time_quantile():
         systems.kind("mux-hostq5")
 
 
-def test_mux_guardq_sets_the_guard_quantile():
-    mux, _ = split_argv(systems.server_command("mux-guardq99", MODEL, 1, tbt_slo_ms=30)[3:])
-    assert systems.kind("mux-guardq99") == "mux"
-    assert (mux.guard_quantile, mux.tbt_host_quantile, mux.tbt_slo_ms) == (0.99, 0.9, 30.0)
-    assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].guard_quantile == 1.0
-
-
 def test_mux_nopreempt_and_ttft_per_token():
     cmd = systems.server_command("mux-nopreempt", MODEL, 1, tbt_slo_ms=50, ttft_slo_ms=800,
                                  ttft_ms_per_token=0.25, extra_args=["--x", "1"])

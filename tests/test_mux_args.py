@@ -40,7 +40,6 @@ def test_env_round_trip(monkeypatch):
     (dict(policy="fixed", fixed_decode_sms=40), "multiple"),
     (dict(timeline_max_mb=0), "--mux-timeline-max-mb"),
     (dict(tbt_host_quantile=1.5), "--mux-tbt-host-quantile"),
-    (dict(guard_quantile=0.2), "--mux-guard-quantile"),
 ])
 def test_invalid_args_are_explained(kw, msg):
     with pytest.raises(MuxArgError, match=msg):

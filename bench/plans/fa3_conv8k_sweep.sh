@@ -21,9 +21,8 @@
 # column of issue 17's SLO map (python -m bench.slo_map OUT --tbt 30 --ttft 2000,5000), e.g.
 #   TBT_SLO_MS=30 SYSTEMS="mux sglang-chunked-256 sglang-chunked-512 sglang-chunked-1024" \
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/slo30 2,2.5,3,3.5,4 1500
-# Session 20 at 30 ms (bench/results/slo30_fa3_h100_s20/): mux 3, chunked 512 + mixed >= 4. Next, the
-# guard refined to its P99 instead of its max against both, on one host (~17 minutes):
-#   TBT_SLO_MS=30 SYSTEMS="mux mux-guardq99 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/gq 3,3.5,4 1020
+# At 30 ms: mux 3, chunked 512 + mixed >= 4 (bench/results/slo30_fa3_h100_s20/); on another host,
+# seeds 0 and 1, mux 3 / 2.5, chunked 512 + mixed 4 / < 3 (bench/results/guard_ab_tbt30_h100_s21/).
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}

@@ -2,7 +2,7 @@
 # CPU only. The simulator against session 20's served TBT-30 point (bench/results/sim_calibration_s20/):
 # the capped conversation at 3-5 req/s, the same prompts and Poisson arrivals as bench.run's points,
 # for each prefill-beside-decode model (1 = the paper's, the table's co-run cells, 1.4 = fitted to the
-# served prefill busy time) and each guard (the table's; refined online to its max, as served; to its P99).
+# served prefill busy time) and each guard (the table's; refined online to its max, as served).
 # Co-run decode draws its measured / worst-case ratio from the served point's timeline.
 #   bash bench/plans/sim_calibration.sh OUT.jsonl
 set -eu
@@ -10,10 +10,10 @@ OUT=${1:?usage: sim_calibration.sh OUT.jsonl}
 T=contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3
 J=bench/results/sim_calibration_s20/jitter_mux_3.timeline.jsonl.xz
 : > "$OUT"
-for tbt in 30 50; do for x in 1 table 1.4; do for og in none 1 0.99; do
+for tbt in 30 50; do for x in 1 table 1.4; do for og in table online; do
     for r in "3 135" "3.5 158" "4 180" "4.5 202" "5 225"; do   # bench.run's request count per 45 s point
         set -- $r
-        extra=(); [ "$og" != none ] && extra=(--online-guard "$og")
+        extra=(); [ "$og" = online ] && extra=(--online-guard)
         cmd=(python -m sglang_mux.sim --table $T --trace conversation --arrival poisson --rate "$1" --limit "$2"
              --input-cap 8000 --host-ms 1.9 --tbt-slo-ms "$tbt" --decode-jitter $J --prefill-slowdown "$x"
              "${extra[@]}" --json)
