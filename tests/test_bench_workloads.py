@@ -44,6 +44,14 @@ def test_full_trace_reuse_matches_readme():
     assert W.hash_block_reuse(rows, full_blocks_only=False) == pytest.approx(0.366, abs=0.001)
 
 
+def test_shipped_session_slice_is_every_turn_of_one_session_in_20():
+    rows = W.load_trace("conversation", W.DATA_DIR / "conversation_sessions20.jsonl")
+    assert len(rows) == 640 and W.sample_sessions(rows, 20) == rows  # every session kept is whole
+    assert max(r["input_length"] for r in rows) > 100_000  # uncapped: the long prompts are there
+    if (W.shared_traces() / "mooncake_conversation.jsonl").exists():
+        assert W.sample_sessions(W.load_trace("conversation"), 20) == rows
+
+
 def test_input_cap_truncates_from_the_end():
     rows = W.load_trace("conversation", W.DATA_DIR / "conversation_first1000.jsonl")[:50]
     full = W.trace_workload(rows)
