@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sglang_mux.mux_metrics import host_ms_per_decode
+
 from . import record
 from . import run as runmod
 
@@ -105,8 +107,7 @@ def host_phases(t: pd.DataFrame, tail: float = 0.05) -> dict | None:
     if rows.empty:
         return None
     laps = pd.DataFrame(list(rows["host_ms"]), index=rows.index).fillna(0.0)
-    # "gc" is a pause inside the phases, already in their laps
-    host = laps.drop(columns=["gc"], errors="ignore").sum(axis=1) - rows["measured_decode_ms"]
+    host = host_ms_per_decode(t)
     in_tail = host >= host.quantile(1 - tail)
     worst = laps[in_tail]
     out = {"iterations": int(len(laps)), "tail_iterations": int(len(worst)),

@@ -246,3 +246,18 @@ def load_timeline(path: str | os.PathLike):
             except json.JSONDecodeError:  # torn last line of a crashed writer
                 continue
     return pd.DataFrame(rows)
+
+
+def host_ms_per_decode(t):
+    """Per decode iteration of a timeline (rows with the server's ``host_ms`` laps and a measured
+    decode): the loop's host time, its laps between two decode results less the GPU's time
+    ("gc" is a pause inside the other laps, so it is not added again)."""
+    import pandas as pd
+
+    if "host_ms" not in t or "measured_decode_ms" not in t:
+        return pd.Series(dtype=float)
+    rows = t[t["host_ms"].map(lambda x: isinstance(x, dict) and bool(x)) & t["measured_decode_ms"].notna()]
+    if rows.empty:
+        return pd.Series(dtype=float)
+    laps = pd.DataFrame(list(rows["host_ms"]), index=rows.index).fillna(0.0)
+    return laps.drop(columns=["gc"], errors="ignore").sum(axis=1) - rows["measured_decode_ms"]

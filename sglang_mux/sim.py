@@ -3,7 +3,7 @@
     python -m sglang_mux.sim --table DIR [--trace conversation|synthetic|FILE]
         [--policy dispatcher|batch-size|fixed:64|all|a,b,...] [--rate R | --time-scale S]
         [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--no-preemption]
-        [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H] [--decode-jitter TIMELINE]
+        [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H | --host-from TIMELINE] [--decode-jitter TIMELINE]
         [--prefill-slowdown X] [--online-guard] [--timeline out.jsonl] [--json]
 
 Modelling choices (the same for every policy, so that policies are compared like for like):
@@ -48,7 +48,11 @@ Modelling choices (the same for every policy, so that policies are compared like
   table stays the GPU's truth. Without it the policy plans with the table, unrefined.
 - Host time (``--host-ms``): each decode iteration lasts its GPU time plus the loop's host
   time (a token's gap; prefill runs on through it), and the snapshot carries it as the
-  server's does, so the dispatcher budgets it. 0 = the GPU alone.
+  server's does, so the dispatcher budgets it. 0 = the GPU alone. ``--host-from TIMELINE``
+  instead draws each iteration's host time from a served timeline's decode iterations (seeded;
+  ``mux_metrics.host_ms_per_decode``), and the dispatcher budgets the P90 of the last 256 drawn,
+  as the server's ``--mux-tbt-host-quantile`` default does: the served TBT tail is GPU time plus
+  this host-time tail.
 - Decode context: each decode request's reused length is its prompt plus the tokens generated
   so far; the estimator gets their sum and their maximum (Snapshot.decode_max_reused); no
   KV-capacity limit, no request admission limit.
@@ -57,7 +61,9 @@ Modelling choices (the same for every policy, so that policies are compared like
   --ttft-ms-per-token x its prompt tokens; SLO attainment = share of requests with
   TTFT <= its TTFT SLO and every TBT <= TBT SLO; throughput = output tokens / (last finish - first
   arrival). Partition time shares are over busy time; ``prefill_busy_s``: time the prefill
-  partition ran layers (the server's ``sglang_mux:prefill_busy_seconds``).
+  partition ran layers (the server's ``sglang_mux:prefill_busy_seconds``); ``ttft_drift``: the
+  benchmark's drift test (``bench.metrics.drift``) on the TTFTs in arrival order, which fails a
+  served point whose queue still grows when arrivals stop.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from sglang_mux.dispatch import Snapshot, WaitingReq, apply_plan, make_policy
+from sglang_mux.dispatch import DecodeHostTime, Snapshot, WaitingReq, apply_plan, make_policy
 
 BLOCK = 512
 BUNDLED = {"conversation": "mooncake_conversation_head300.jsonl",
@@ -217,6 +223,16 @@ def decode_jitter(timeline_path) -> np.ndarray:
     return (co["measured_decode_ms"] / co["t_decode_worst_ms"]).to_numpy(dtype=float)
 
 
+def served_host_ms(timeline_path) -> np.ndarray:
+    """The loop's host time of each decode iteration of a served timeline (>= 0 ms)."""
+    from sglang_mux.mux_metrics import host_ms_per_decode, load_timeline
+
+    h = host_ms_per_decode(load_timeline(timeline_path))
+    if h.empty:
+        raise ValueError(f"{timeline_path}: no decode iterations with host_ms laps (a server's --mux-timeline has them)")
+    return h.clip(lower=0.0).to_numpy(dtype=float)
+
+
 def cell_prefill_solo_ms(estimator, cell: Mapping, prefill_sms: int) -> float:
     """The solo fit's time, on `prefill_sms` SMs, for the layers one prefill launch of a
     ``tables.corun_cells`` cell ran (its launch time is the co-run one to compare with)."""
@@ -250,9 +266,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0,
              slowdown: str = "uniform", seed: int = 0, timeline=None,
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
-             planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0) -> SimResult:
+             planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
+             host_draws: Sequence[float] | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring.
-    ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on).
+    ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
+    ``host_draws``: instead, each iteration's host time is a draw from them, budgeted as served.
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode (None: nothing is)."""
     if host_ms < 0:
@@ -266,6 +284,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         raise ValueError("planner must be a copy of the estimator: refining the truth would change the GPU")
     rng = random.Random(seed)
     jit = None if jitter is None else list(jitter)
+    hosts = None if host_draws is None else list(host_draws)
+    if hosts is not None and (not hosts or min(hosts) < 0):
+        raise ValueError("host_draws must be a non-empty list of host times >= 0 ms")
+    host_budget = DecodeHostTime() if hosts is not None else None
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
     n = len(reqs)
@@ -321,7 +343,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             heapq.heappop(ctx_heap)
         dec_max = -ctx_heap[0][0] + rounds if ctx_heap else 0
         plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
-                                    paused_prefill=paused, waiting=waiting, decode_host_ms=host_ms))
+                                    paused_prefill=paused, waiting=waiting,
+                                    decode_host_ms=host_ms if host_budget is None else host_budget.value_ms))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -358,7 +381,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
             if co_run and planner is not None:
                 planner.observe_decode(d, dec_bs, dec_ctx, pn, pr, tau, max_reused=dec_max)
-            tau += host_ms  # a token's gap: the GPU's time, then the loop's
+            h = host_ms if hosts is None else rng.choice(hosts)
+            if host_budget is not None:
+                host_budget.observe(tau + h, tau)
+            tau += h  # a token's gap: the GPU's time, then the loop's
         elif runs_prefill:
             tau = avail_ms
         else:  # nothing can run now (e.g. nothing has arrived that the policy would start)
@@ -414,6 +440,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             raise RuntimeError("simulation exceeded max_rounds")
 
     # ---- metrics ----
+    from bench.metrics import drift  # the benchmark's own pass rule, so a simulated point is judged alike
+
     ttft = first_tok - arrival
     tau_a = np.asarray(taus)
     reg_w = np.asarray(regular, dtype=float)
@@ -444,6 +472,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         "decode_iterations": rounds, "reasons": dict(reasons),
         "partition_share": {k: v / busy for k, v in sorted(share.items(), key=lambda kv: -kv[1])} if busy else {},
         "idle_s": idle_s, "prefill_busy_s": prefill_busy_ms / 1e3,
+        "ttft_drift": drift(ttft * 1e3),  # reqs are in arrival order
     }
     return SimResult(name, summary, ttft, finish)
 
@@ -460,7 +489,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0, preemption: bool = True,
                  slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
-                 prefill_slowdown: float | Mapping[int, float] = 1.0) -> list[SimResult]:
+                 prefill_slowdown: float | Mapping[int, float] = 1.0,
+                 host_draws: Sequence[float] | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online; False: it plans with `estimator` itself."""
     out = []
@@ -473,7 +503,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
-                            prefill_slowdown=prefill_slowdown))
+                            prefill_slowdown=prefill_slowdown, host_draws=host_draws))
     return out
 
 
@@ -518,9 +548,13 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--slowdown", choices=("uniform", "worst", "none"), default="uniform",
                     help="actual co-run decode slowdown: U(1, guard), the guard, or none")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--host-ms", type=float, default=0.0,
+    hg = ap.add_mutually_exclusive_group()
+    hg.add_argument("--host-ms", type=float, default=0.0,
                     help="the loop's host time per decode iteration (measured: 2-4 ms, bench.timeline_profile); "
                          "the dispatcher budgets it as the server does")
+    hg.add_argument("--host-from", metavar="TIMELINE",
+                    help="draw each decode iteration's host time from a served --mux-timeline (.jsonl or .xz) "
+                         "instead; the dispatcher budgets their recent P90 as the server does")
     ap.add_argument("--decode-jitter", metavar="TIMELINE",
                     help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
                          "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
@@ -548,6 +582,12 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
             jitter = decode_jitter(a.decode_jitter)
         except (OSError, ValueError) as e:
             ap.error(f"--decode-jitter: {e}")
+    host_draws = None
+    if a.host_from:
+        try:
+            host_draws = served_host_ms(a.host_from)
+        except (OSError, ValueError) as e:
+            ap.error(f"--host-from: {e}")
     if estimator is None:
         from sglang_mux.estimator import Estimator
 
@@ -572,12 +612,12 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
         res = run_policies(reqs, estimator, a.policy, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                            ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
                            seed=a.seed, timeline=tl, host_ms=a.host_ms, jitter=jitter, online_guard=a.online_guard,
-                           prefill_slowdown=prefill_slowdown)
+                           prefill_slowdown=prefill_slowdown, host_draws=host_draws)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
-             "arrival": a.arrival, "host_ms": a.host_ms, "decode_jitter": a.decode_jitter,
+             "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
              "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption, "slowdown": a.slowdown,

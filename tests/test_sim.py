@@ -113,6 +113,41 @@ def test_host_time_lengthens_every_decode_iteration():
         sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_ms=-1.0)
 
 
+def test_host_draws_are_charged_and_budgeted_as_served():
+    est = FakeEstimator()
+    reqs = [sim.TraceReq("a", 0.0, 8000, 4, 0)]
+    fixed = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_ms=3.0)
+    budgets = []
+    pol = MuxDispatcher(est, 50, 5000)
+    plan = pol.plan
+    pol.plan = lambda snap: budgets.append(snap.decode_host_ms) or plan(snap)
+    drawn = sim.simulate(reqs, est, pol, host_draws=[3.0])
+    assert list(drawn.finish_s) == pytest.approx(list(fixed.finish_s))  # one value: the fixed host time
+    assert budgets[-3:] == [0.0, 3.0, 3.0] and not any(budgets[:-3])  # prefill quanta, then 3 decode iterations
+    for bad in ([], [-1.0]):
+        with pytest.raises(ValueError, match="host_draws"):
+            sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_draws=bad)
+
+
+def test_summary_has_the_benchmarks_drift_test():
+    est = FakeEstimator()
+    calm = [sim.TraceReq(str(i), 2.0 * i, 8000, 4, 0) for i in range(20)]
+    flood = [sim.TraceReq(str(i), 0.05 * i, 8000, 4, 0) for i in range(20)]  # 0.8 s of prefill each
+    assert sim.simulate(calm, est, MuxDispatcher(est, 50, 5000)).summary["ttft_drift"]["ok"] is True
+    d = sim.simulate(flood, est, MuxDispatcher(est, 50, 5000)).summary["ttft_drift"]
+    assert d["ok"] is False and d["tail_median_ms"] > d["limit_ms"]
+
+
+def test_served_host_ms_is_laps_less_gpu_time(tmp_path):
+    rows = [{"measured_decode_ms": 20.0, "host_ms": {"book": 0.5, "sync": 21.0, "gc": 4.0, "result": 1.0}},
+            {"measured_decode_ms": 10.0, "host_ms": {"sync": 9.5}},  # GPU time over the laps: 0
+            {"measured_decode_ms": None, "host_ms": {"sync": 5.0}},  # prefill only
+            {"measured_decode_ms": 8.0}]  # an older server: no laps
+    assert list(sim.served_host_ms(_write(tmp_path, rows))) == pytest.approx([2.5, 0.0])
+    with pytest.raises(ValueError, match="host_ms laps"):
+        sim.served_host_ms(_write(tmp_path, rows[3:]))
+
+
 def test_all_requests_finish_fast(est):
     reqs = sim.load_trace("synthetic", limit=60, rate=2.0, input_cap=16384)
     for r in sim.run_policies(reqs, est, "dispatcher,batch-size,fixed:48"):
@@ -250,7 +285,8 @@ def test_cli_calibration_options(tmp_path, capsys):
               "--prefill-slowdown", "1.3"], estimator=FakeEstimator())
     setup = json.loads(capsys.readouterr().out)["setup"]
     assert (setup["decode_jitter"], setup["prefill_slowdown"], setup["online_guard"]) == (tl, 1.3, False)
-    for bad, msg in ((["--prefill-slowdown", "0.5"], "X >= 1"),
+    for bad, msg in ((["--prefill-slowdown", "0.5"], "X >= 1"), (["--host-ms", "2", "--host-from", tl], "not allowed"),
+                     (["--host-from", str(tmp_path / "none.jsonl")], "--host-from"),
                      (["--decode-jitter", str(tmp_path / "none.jsonl")], "--decode-jitter"),
                      (["--prefill-slowdown", "table"], "needs --table"), (["--prefill-slowdown", "x"], "'table'")):
         with pytest.raises(SystemExit):
