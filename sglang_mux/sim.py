@@ -49,10 +49,12 @@ Modelling choices (the same for every policy, so that policies are compared like
 - Host time (``--host-ms``): each decode iteration lasts its GPU time plus the loop's host
   time (a token's gap; prefill runs on through it), and the snapshot carries it as the
   server's does, so the dispatcher budgets it. 0 = the GPU alone. ``--host-from TIMELINE``
-  instead draws each iteration's host time from a served timeline's decode iterations (seeded;
-  ``mux_metrics.host_ms_per_decode``), and the dispatcher budgets the P90 of the last 256 drawn,
-  as the server's ``--mux-tbt-host-quantile`` default does: the served TBT tail is GPU time plus
-  this host-time tail.
+  instead draws each iteration's host time from a served timeline's decode iterations of the
+  same kind, co-run or decode alone (seeded; ``mux_metrics.host_ms_per_decode``): a co-run
+  iteration's host time carries the prefill's launches (P99 7.6 ms against 4.5 alone on an
+  H100), and co-run batches are the largest, so drawing from all iterations alike thins the
+  token-weighted TBT tail. The dispatcher budgets the P90 of the last 256 drawn, as the server's
+  ``--mux-tbt-host-quantile`` default does.
 - Decode context: each decode request's reused length is its prompt plus the tokens generated
   so far; the estimator gets their sum and their maximum (Snapshot.decode_max_reused); no
   KV-capacity limit, no request admission limit.
@@ -223,14 +225,17 @@ def decode_jitter(timeline_path) -> np.ndarray:
     return (co["measured_decode_ms"] / co["t_decode_worst_ms"]).to_numpy(dtype=float)
 
 
-def served_host_ms(timeline_path) -> np.ndarray:
-    """The loop's host time of each decode iteration of a served timeline (>= 0 ms)."""
+def served_host_ms(timeline_path) -> tuple[np.ndarray, np.ndarray]:
+    """The loop's host time (>= 0 ms) of a served timeline's decode iterations: (co-run, alone)."""
     from sglang_mux.mux_metrics import host_ms_per_decode, load_timeline
 
-    h = host_ms_per_decode(load_timeline(timeline_path))
-    if h.empty:
-        raise ValueError(f"{timeline_path}: no decode iterations with host_ms laps (a server's --mux-timeline has them)")
-    return h.clip(lower=0.0).to_numpy(dtype=float)
+    t = load_timeline(timeline_path)
+    h = host_ms_per_decode(t).clip(lower=0.0)
+    co = t.loc[h.index, "prefill_sms"].fillna(0) > 0 if "prefill_sms" in t else None
+    if co is None or not co.any() or co.all():
+        raise ValueError(f"{timeline_path}: needs decode iterations with host_ms laps both beside a prefill and "
+                         "alone (a server's --mux-timeline over a benchmark point has both)")
+    return h[co].to_numpy(dtype=float), h[~co].to_numpy(dtype=float)
 
 
 def cell_prefill_solo_ms(estimator, cell: Mapping, prefill_sms: int) -> float:
@@ -267,10 +272,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              slowdown: str = "uniform", seed: int = 0, timeline=None,
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
-             host_draws: Sequence[float] | None = None) -> SimResult:
+             host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring.
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
-    ``host_draws``: instead, each iteration's host time is a draw from them, budgeted as served.
+    ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
+    draws from, budgeted as served.
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode (None: nothing is)."""
     if host_ms < 0:
@@ -284,9 +290,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         raise ValueError("planner must be a copy of the estimator: refining the truth would change the GPU")
     rng = random.Random(seed)
     jit = None if jitter is None else list(jitter)
-    hosts = None if host_draws is None else list(host_draws)
-    if hosts is not None and (not hosts or min(hosts) < 0):
-        raise ValueError("host_draws must be a non-empty list of host times >= 0 ms")
+    hosts = None if host_draws is None else [list(h) for h in host_draws]
+    if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
+        raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
     host_budget = DecodeHostTime() if hosts is not None else None
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
@@ -381,7 +387,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
             if co_run and planner is not None:
                 planner.observe_decode(d, dec_bs, dec_ctx, pn, pr, tau, max_reused=dec_max)
-            h = host_ms if hosts is None else rng.choice(hosts)
+            h = host_ms if hosts is None else rng.choice(hosts[0] if co_run else hosts[1])
             if host_budget is not None:
                 host_budget.observe(tau + h, tau)
             tau += h  # a token's gap: the GPU's time, then the loop's
@@ -490,7 +496,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
-                 host_draws: Sequence[float] | None = None) -> list[SimResult]:
+                 host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online; False: it plans with `estimator` itself."""
     out = []

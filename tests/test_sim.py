@@ -121,10 +121,10 @@ def test_host_draws_are_charged_and_budgeted_as_served():
     pol = MuxDispatcher(est, 50, 5000)
     plan = pol.plan
     pol.plan = lambda snap: budgets.append(snap.decode_host_ms) or plan(snap)
-    drawn = sim.simulate(reqs, est, pol, host_draws=[3.0])
+    drawn = sim.simulate(reqs, est, pol, host_draws=([99.0], [3.0]))  # decode alone draws from the second
     assert list(drawn.finish_s) == pytest.approx(list(fixed.finish_s))  # one value: the fixed host time
     assert budgets[-3:] == [0.0, 3.0, 3.0] and not any(budgets[:-3])  # prefill quanta, then 3 decode iterations
-    for bad in ([], [-1.0]):
+    for bad in (([], [1.0]), ([1.0], [-1.0]), ([1.0],)):
         with pytest.raises(ValueError, match="host_draws"):
             sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_draws=bad)
 
@@ -139,13 +139,16 @@ def test_summary_has_the_benchmarks_drift_test():
 
 
 def test_served_host_ms_is_laps_less_gpu_time(tmp_path):
-    rows = [{"measured_decode_ms": 20.0, "host_ms": {"book": 0.5, "sync": 21.0, "gc": 4.0, "result": 1.0}},
-            {"measured_decode_ms": 10.0, "host_ms": {"sync": 9.5}},  # GPU time over the laps: 0
-            {"measured_decode_ms": None, "host_ms": {"sync": 5.0}},  # prefill only
-            {"measured_decode_ms": 8.0}]  # an older server: no laps
-    assert list(sim.served_host_ms(_write(tmp_path, rows))) == pytest.approx([2.5, 0.0])
+    rows = [{"measured_decode_ms": 20.0, "prefill_sms": 84, "host_ms": {"book": 0.5, "sync": 21.0, "gc": 4.0,
+                                                                         "result": 1.0}},
+            {"measured_decode_ms": 10.0, "prefill_sms": 0, "host_ms": {"sync": 9.5}},  # GPU over the laps: 0
+            {"measured_decode_ms": 9.0, "prefill_sms": 0, "host_ms": {"sync": 10.0}},
+            {"measured_decode_ms": None, "prefill_sms": 132, "host_ms": {"sync": 5.0}},  # prefill only
+            {"measured_decode_ms": 8.0, "prefill_sms": 84}]  # an older server: no laps
+    co, alone = sim.served_host_ms(_write(tmp_path, rows))
+    assert (list(co), list(alone)) == (pytest.approx([2.5]), pytest.approx([0.0, 1.0]))
     with pytest.raises(ValueError, match="host_ms laps"):
-        sim.served_host_ms(_write(tmp_path, rows[3:]))
+        sim.served_host_ms(_write(tmp_path, rows[1:]))  # none beside a prefill
 
 
 def test_all_requests_finish_fast(est):
