@@ -10,6 +10,8 @@ name                     server
                          for the whole TBT SLO, not the SLO less the loop's host time)
 ``mux-hostq<NN>``        ``... --mux-policy dispatcher --mux-tbt-host-quantile 0.NN`` (the TBT budget
                          takes that quantile of the loop's host time off the SLO; the default 0.9)
+``mux-defer``            ``... --mux-policy dispatcher --mux-defer-prefill-start`` (a new prefill
+                         batch is formed after the decode launch, off the token's path)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
                          ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
                          scheduling through the mux launcher; its overhead vs ``sglang``)
@@ -40,13 +42,13 @@ runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
 ``--server-args`` to bench the same configuration). The backend each system ran with is read
 back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
 recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
-``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
+``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
 ``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
 fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
 
 ``all`` is the main comparison (``ALL``: every chunked budget with and without mixing); the
-ablations ``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>`` and ``mux-off`` are run by name.
+ablations ``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer`` and ``mux-off`` are run by name.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def expand(names: str | Sequence[str]) -> list[str]:
 def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
-    if system in ("mux", "mux-nopreempt", "mux-nohost") or \
+    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer") or \
             re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
@@ -94,7 +96,7 @@ def kind(system: str) -> str:
         return "sglang"
     if system == "stub":
         return "stub"
-    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, "
+    raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -173,6 +175,8 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
             cmd += ["--no-mux-preemption"]
         if system == "mux-nohost":
             cmd += ["--no-mux-tbt-host-budget"]
+        if system == "mux-defer":
+            cmd += ["--mux-defer-prefill-start"]
         q = re.fullmatch(r"mux-hostq(\d\d)", system)
         if q:
             cmd += ["--mux-tbt-host-quantile", f"0.{q.group(1)}"]

@@ -40,6 +40,7 @@ class MuxArgs:
     timeline_max_mb: float = 256.0
     tbt_host_budget: bool = True
     tbt_host_quantile: float = 0.9  # which quantile of the loop's host time the TBT budget takes
+    defer_prefill_start: bool = False  # form a new prefill batch after the decode launch (scheduler_loop)
     disable_mux: bool = False
 
     def validate(self, total_sms: int | None = None) -> None:
@@ -110,6 +111,10 @@ def add_mux_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mux-tbt-host-quantile", type=float, default=d.tbt_host_quantile,
                    help="the quantile of the loop's recent host times (per decode iteration) that the TBT budget "
                         "takes off the SLO")
+    g.add_argument("--mux-defer-prefill-start", action="store_true",
+                   help="form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after "
+                        "the decode iteration is launched, so its host time overlaps the decode's GPU time "
+                        "instead of lengthening a token's gap (not yet measured on a GPU)")
     g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
 
 
@@ -131,6 +136,7 @@ def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
         timeline_max_mb=ns.mux_timeline_max_mb,
         tbt_host_budget=ns.mux_tbt_host_budget,
         tbt_host_quantile=ns.mux_tbt_host_quantile,
+        defer_prefill_start=ns.mux_defer_prefill_start,
         disable_mux=ns.disable_mux,
     )
     return args, rest

@@ -339,7 +339,10 @@ def _poll_prefill(self, now: float) -> None:
             m.active.last_end = None  # its pause is the policy's choice, not a bubble
 
 
-def _apply_plan(self, plan, now: float) -> None:
+def _apply_plan(self, plan, now: float, defer_start: bool = False) -> bool:
+    """Carry out the plan's preemption or new prefill batch. ``defer_start``: a plain start (no
+    preemption) is left to the caller, who forms the batch once the decode iteration is launched
+    so that SGLang's batch formation overlaps the decode's GPU time; returns whether it did so."""
     m = self._mux
     if plan.preempt and m.active is not None and m.paused is None:
         # Its launched layers must finish first: the prefill attention backend's metadata
@@ -360,7 +363,10 @@ def _apply_plan(self, plan, now: float) -> None:
         elif m.active is None and m.paused is None:
             _start_prefill(self, now, plan.new_prefill_rids)
     elif plan.new_prefill_rids and m.active is None:
+        if defer_start:
+            return True
         _start_prefill(self, now, plan.new_prefill_rids)
+    return False
 
 
 def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
@@ -406,11 +412,12 @@ def mux_event_loop(self):
             t0 = time.perf_counter()
             plan = m.policy.plan(snap)
             decide_us = (time.perf_counter() - t0) * 1e6
-            _apply_plan(self, plan, now)
+            decoding = self.running_batch is not None and not self.running_batch.is_empty()
+            deferred = _apply_plan(self, plan, now, defer_start=m.args.defer_prefill_start and decoding)
             clock.lap("plan")
 
             has_decode = self.running_batch is not None and not self.running_batch.is_empty()
-            has_prefill = m.active is not None
+            has_prefill = m.active is not None or deferred
             if m.metrics:
                 m.metrics.on_plan(plan, decide_us)
                 m.metrics.on_memory(now=now)
@@ -437,6 +444,9 @@ def mux_event_loop(self):
                         decode_result = self.run_batch(decode_batch)
                         d_end.record(decode_stream)
             clock.lap("decode_launch")
+            if deferred:  # the decode is on the GPU: form the new prefill batch meanwhile
+                _start_prefill(self, now, plan.new_prefill_rids)
+                clock.lap("prefill_start")
 
             run = m.active
             # prefill_layers == 0 means the policy holds prefill back (overload: decode first).

@@ -60,6 +60,13 @@ def test_mux_hostq_sets_the_host_time_quantile():
         systems.kind("mux-hostq5")
 
 
+def test_mux_defer_forms_prefill_batches_after_the_decode_launch():
+    mux, _ = split_argv(systems.server_command("mux-defer", MODEL, 1, tbt_slo_ms=30)[3:])
+    assert systems.kind("mux-defer") == "mux"
+    assert (mux.defer_prefill_start, mux.policy, mux.tbt_slo_ms) == (True, "dispatcher", 30.0)
+    assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].defer_prefill_start is False
+
+
 def test_mux_nopreempt_and_ttft_per_token():
     cmd = systems.server_command("mux-nopreempt", MODEL, 1, tbt_slo_ms=50, ttft_slo_ms=800,
                                  ttft_ms_per_token=0.25, extra_args=["--x", "1"])

@@ -1,6 +1,7 @@
 """The CPU-testable parts of the scheduler glue (no torch, no sglang): what goes into a
 Snapshot, which partition a Plan maps to, and bookkeeping of arrival times."""
 
+import dataclasses
 from types import SimpleNamespace as NS
 
 import pytest
@@ -183,3 +184,22 @@ def test_guard_record_shows_what_online_refinement_added(tmp_path):
     after = sl.guard_record(est, *q)
     assert after["table"] == before["table"]
     assert after["in_use"] == pytest.approx(before["table"] * 1.2, abs=1e-3)
+
+
+def test_a_plain_prefill_start_can_wait_for_the_decode_launch(monkeypatch):
+    started = []
+    monkeypatch.setattr(sl, "_start_prefill", lambda self, now, rids=(): started.append(tuple(rids)) or True)
+    m = mux_state()
+    sched = NS(_mux=m)
+    new = dataclasses.replace(plan(48, 84), new_prefill_rids=("a", "b"))
+    assert sl._apply_plan(sched, new, 0.0, defer_start=True) is True and started == []  # the caller starts it
+    assert sl._apply_plan(sched, new, 0.0) is False and started == [("a", "b")]  # formed at once
+    m.active = object()  # a batch already running: nothing to start, nothing deferred
+    assert sl._apply_plan(sched, new, 0.0, defer_start=True) is False and started == [("a", "b")]
+
+
+def test_defer_prefill_start_is_a_flag_off_by_default():
+    from sglang_mux.mux_args import split_argv
+
+    assert split_argv([])[0].defer_prefill_start is False
+    assert split_argv(["--mux-defer-prefill-start"])[0].defer_prefill_start is True

@@ -23,6 +23,9 @@
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/slo30 2,2.5,3,3.5,4 1500
 # At 30 ms: mux 3, chunked 512 + mixed >= 4 (bench/results/slo30_fa3_h100_s20/); on another host,
 # seeds 0 and 1, mux 3 / 2.5, chunked 512 + mixed 4 / < 3 (bench/results/guard_ab_tbt30_h100_s21/).
+# Next, a new prefill batch formed after the decode launch (the calibrated simulator: 3 -> 4 on seed 0,
+# bench/results/sim_calibration_s21/), on one host (~17 minutes):
+#   TBT_SLO_MS=30 SYSTEMS="mux mux-defer sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/d 3,3.5,4,4.5 1380
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
