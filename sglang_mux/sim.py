@@ -582,18 +582,15 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
             ap.error(f"--prefill-slowdown takes a number X >= 1 or 'table', got {a.prefill_slowdown!r}")
         if not a.prefill_slowdown >= 1.0:
             ap.error(f"--prefill-slowdown X multiplies prefill beside decode: give X >= 1, got {a.prefill_slowdown}")
-    jitter = None
-    if a.decode_jitter:
+
+    def from_timeline(flag, read, path):
         try:
-            jitter = decode_jitter(a.decode_jitter)
+            return read(path) if path else None
         except (OSError, ValueError) as e:
-            ap.error(f"--decode-jitter: {e}")
-    host_draws = None
-    if a.host_from:
-        try:
-            host_draws = served_host_ms(a.host_from)
-        except (OSError, ValueError) as e:
-            ap.error(f"--host-from: {e}")
+            ap.error(f"{flag}: {e}")
+
+    jitter = from_timeline("--decode-jitter", decode_jitter, a.decode_jitter)
+    host_draws = from_timeline("--host-from", served_host_ms, a.host_from)
     if estimator is None:
         from sglang_mux.estimator import Estimator
 
