@@ -26,18 +26,13 @@
 set -u
 OUT=${1:?usage: conv_uncapped_search.sh OUT [seconds]}
 BUDGET=${2:-540}
-T0=$(date +%s)
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> "$OUT/host.txt"
-if [ "$(sort -u "$OUT/host.txt" | wc -l)" -gt 1 ]; then
-    echo "this search began on another GPU ($OUT/host.txt): start it again in a new OUT"; exit 2
-fi
+source "$(dirname "$0")/one_host.sh"
+one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 COMMON=(--tbt-slo-ms 50 --ttft-slo-ms 10000 --seed "${SEED:-0}" --workload conversation
         --trace-path bench/data/conversation_sessions20.jsonl --arrival poisson --duration-s 45 --drain-s 45
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
         --startup-estimate-s 90)
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     l=$(left)
     if [ "$l" -lt 240 ]; then   # a start (~90 s) and one point (45 s + 45 s drain + flush)

@@ -30,17 +30,12 @@ set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 BUDGET=${3:-540}
-T0=$(date +%s)
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> "$OUT/host.txt"
-if [ "$(sort -u "$OUT/host.txt" | wc -l)" -gt 1 ]; then
-    echo "this sweep began on another GPU ($OUT/host.txt): start it again in a new OUT"; exit 2
-fi
+source "$(dirname "$0")/one_host.sh"
+one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
         --startup-estimate-s 90)
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
      sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix sglang-chunked-256-nomix sglang"
 for sys in ${SYSTEMS:-$TEN}; do
