@@ -1,5 +1,6 @@
 """The CPU-testable parts of the scheduler glue (no torch, no sglang): what goes into a
-Snapshot, which partition a Plan maps to, and bookkeeping of arrival times."""
+Snapshot, which partition a Plan maps to, when a new prefill batch is formed, and bookkeeping of
+arrival times."""
 
 import dataclasses
 from types import SimpleNamespace as NS
