@@ -57,6 +57,7 @@ class MuxState:
     host_time: object = None  # dispatch.DecodeHostTime, None with --no-mux-tbt-host-budget
     last_decode_done: float | None = None  # perf_counter after the last decode's result (None: gap broken)
     clock: object = None  # loop_clock.LoopClock: host time per phase, into the timeline
+    defer_failed: bool = False  # the last new prefill batch formed after a decode launch could not start
 
 
 def _build_policy(args: MuxArgs, estimator):
@@ -369,6 +370,15 @@ def _apply_plan(self, plan, now: float, defer_start: bool = False) -> bool:
     return False
 
 
+def _may_defer_start(m: MuxState, decoding: bool) -> bool:
+    """Whether a new prefill batch may be formed after this iteration's decode launch: the flag is
+    on, a decode runs (its GPU time is what the formation overlaps), and the last deferred start did
+    not fail. The decode's partition was planned for a prefill that then could not start (no KV for
+    the chosen requests), so until a start succeeds the batch is formed first again and decode gets
+    the whole GPU while prefill waits, as without the flag."""
+    return bool(m.args.defer_prefill_start) and decoding and not m.defer_failed
+
+
 def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
     """The partition to run now: the plan's, or a full mode when only one phase has work."""
     if has_decode and has_prefill:
@@ -413,7 +423,9 @@ def mux_event_loop(self):
             plan = m.policy.plan(snap)
             decide_us = (time.perf_counter() - t0) * 1e6
             decoding = self.running_batch is not None and not self.running_batch.is_empty()
-            deferred = _apply_plan(self, plan, now, defer_start=m.args.defer_prefill_start and decoding)
+            deferred = _apply_plan(self, plan, now, defer_start=_may_defer_start(m, decoding))
+            if m.active is not None:
+                m.defer_failed = False
             clock.lap("plan")
 
             has_decode = self.running_batch is not None and not self.running_batch.is_empty()
@@ -445,7 +457,7 @@ def mux_event_loop(self):
                         d_end.record(decode_stream)
             clock.lap("decode_launch")
             if deferred:  # the decode is on the GPU: form the new prefill batch meanwhile
-                _start_prefill(self, now, plan.new_prefill_rids)
+                m.defer_failed = not _start_prefill(self, now, plan.new_prefill_rids)
                 clock.lap("prefill_start")
 
             run = m.active

@@ -199,8 +199,13 @@ def test_a_plain_prefill_start_can_wait_for_the_decode_launch(monkeypatch):
     assert sl._apply_plan(sched, new, 0.0, defer_start=True) is False and started == [("a", "b")]
 
 
-def test_defer_prefill_start_is_a_flag_off_by_default():
+def test_deferring_needs_the_flag_a_decode_and_no_failed_start():
     from sglang_mux.mux_args import split_argv
 
-    assert split_argv([])[0].defer_prefill_start is False
-    assert split_argv(["--mux-defer-prefill-start"])[0].defer_prefill_start is True
+    m = mux_state()
+    m.args = split_argv([])[0]
+    assert m.args.defer_prefill_start is False and not sl._may_defer_start(m, decoding=True)
+    m.args = split_argv(["--mux-defer-prefill-start"])[0]
+    assert sl._may_defer_start(m, decoding=True) and not sl._may_defer_start(m, decoding=False)
+    m.defer_failed = True  # no KV for the last deferred batch: form the next one first again
+    assert not sl._may_defer_start(m, decoding=True)
