@@ -458,6 +458,10 @@ def mux_event_loop(self):
             clock.lap("decode_launch")
             if deferred:  # the decode is on the GPU: form the new prefill batch meanwhile
                 m.defer_failed = not _start_prefill(self, now, plan.new_prefill_rids)
+                if not m.defer_failed:
+                    # Its inputs were just copied on this (non-mux) stream; the first layers follow at
+                    # once, where without deferring the decode launch stood in between.
+                    prefill_stream.wait_stream(torch.cuda.current_stream())
                 clock.lap("prefill_start")
 
             run = m.active
