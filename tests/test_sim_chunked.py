@@ -1,0 +1,57 @@
+"""sglang_mux.sim_chunked: SGLang's chunked prefill with the estimator playing the GPU."""
+
+import json
+
+import pytest
+
+from sglang_mux import sim, sim_chunked
+from sglang_mux.estimator import PrefillReq
+
+
+class FakeEstimator:
+    total_sms = 132
+
+    def prefill_ms(self, p, reqs):
+        return sum(0.01 * q.n + 1e-4 * q.r for q in reqs) + 2.0
+
+    def decode_solo_ms(self, d, bs, sum_reused, max_reused=None):
+        return 5.0 + 0.1 * bs + 1e-4 * sum_reused
+
+
+def test_a_prompt_is_cut_into_budget_chunks_with_its_prefix_as_context():
+    est = FakeEstimator()
+    r = sim_chunked.simulate_chunked([sim.TraceReq("a", 0.0, 1000, 3, 0)], est, budget=512, host_ms=1.0)
+    chunks = est.prefill_ms(132, [PrefillReq(512, 0)]) + est.prefill_ms(132, [PrefillReq(488, 512)]) + 2.0
+    assert r.ttft_s[0] == pytest.approx(chunks / 1e3)  # first token after the last chunk
+    fin = chunks + est.decode_solo_ms(132, 1, 1001) + est.decode_solo_ms(132, 1, 1002) + 2.0
+    assert r.finish_s[0] == pytest.approx(fin / 1e3)
+    assert r.summary["tbt_p99_ms"] == pytest.approx(est.decode_solo_ms(132, 1, 1002) + 1.0)
+
+
+def test_mixed_chunks_carry_the_decode_batch_and_unmixed_ones_stall_it():
+    est = FakeEstimator()
+    reqs = [sim.TraceReq("a", 0.0, 100, 2, 0), sim.TraceReq("b", 0.0005, 3000, 1, 0)]  # one gap: a's
+    mixed = sim_chunked.simulate_chunked(reqs, est, budget=1000)
+    # b's first chunk runs as one extend batch with a's decode token (context 101)
+    step = est.prefill_ms(132, [PrefillReq(1000, 0), PrefillReq(1, 101)])
+    t_a = est.prefill_ms(132, [PrefillReq(100, 0)])
+    assert mixed.summary["tbt_p99_ms"] == pytest.approx(step)
+    alone = sim_chunked.simulate_chunked(reqs, est, budget=1000, mixed=False)
+    # unmixed: a waits while b's three chunks run, so its one gap spans them and its own step
+    chunks = sum(est.prefill_ms(132, [PrefillReq(1000, r)]) for r in (0, 1000, 2000))
+    assert alone.summary["tbt_p99_ms"] == pytest.approx(chunks + est.decode_solo_ms(132, 1, 101))
+    assert alone.ttft_s[1] < mixed.ttft_s[1]  # ... and b's prompt gets there sooner
+    assert mixed.ttft_s[0] == alone.ttft_s[0] == pytest.approx(t_a / 1e3)
+    assert "ttft_drift" in mixed.summary
+
+
+def test_cli_prints_json_and_rejects_bad_budgets(capsys):
+    sim_chunked.main(["--trace", "conversation", "--limit", "20", "--rate", "2", "--json", "--budget", "256"],
+                     estimator=FakeEstimator())
+    out = json.loads(capsys.readouterr().out)
+    assert out["results"][0]["policy"] == "chunked-256" and out["results"][0]["requests"] == 20
+    with pytest.raises(SystemExit):
+        sim_chunked.main(["--budget", "0"], estimator=FakeEstimator())
+    assert "--budget" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="budget"):
+        sim_chunked.simulate_chunked([sim.TraceReq("a", 0.0, 10, 2, 0)], FakeEstimator(), budget=0)
