@@ -10,7 +10,7 @@ from sglang_mux.sim_chunked import simulate_chunked
 T = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 J = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"
 TRACE = "bench/data/conversation_sessions20.jsonl"
-RATES = (0.25, 0.5, 0.75, 1.0, 1.25)
+RATES = (0.5, 0.75, 1.0, 1.25)  # the plan climbs from 0.5
 SPAN = 90  # seconds of arrivals per point
 TBT, TTFTS = 50.0, (10.0, 5.0)
 
