@@ -14,7 +14,7 @@
 # simulators put systems on either side of the line by which requests fell in
 # (bench/results/sim_uncapped_conv_s21/). Points this long leave no room for a +-5 % bisection of
 # three systems in one 30-minute machine, so each system climbs RATES (0.5, 0.75, 1 by default:
-# the calibrated simulators put the mux at 0.75 and chunked prefill at 0.5) and stops at its first
+# the calibrated simulators put the mux at 0.75 and chunked prefill at 0.5-0.75) and stops at its first
 # failure; goodput is then the interval [last pass, first failure). SEARCH=LO,HI bisects instead.
 #   bash bench/plans/conv_uncapped_sweep.sh OUT [seconds available, default 540]
 # At most 25 minutes of one machine for the default SYSTEMS, the mux and chunked 512 and 1024 + mixed
