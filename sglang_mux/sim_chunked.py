@@ -11,10 +11,10 @@ the same iteration, as SGLang runs it: one extend batch, each piece with the pro
 as reused context and each decoding request one new token on its context, timed by the table's
 prefill model (bench/results/sim_chunked_s21/ compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
-step (the table's decode model). ``host_ms`` is
-added to every iteration (SGLang overlaps most of its host time with the GPU: default 0). A
-request's first token comes at the end of the iteration that ran its last piece; it decodes
-from the next iteration on. No KV-capacity limit, as in ``sim``.
+step (the table's decode model). ``host_ms`` is added to every iteration: 2 ms reproduces the
+served points (default 0, the GPU alone). A request's first token comes at the end of the
+iteration that ran its last piece; it decodes from the next iteration on. No KV-capacity limit,
+as in ``sim``.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None, estimator=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=int, default=512, help="prompt tokens per iteration (--chunked-prefill-size)")
     ap.add_argument("--no-mixed", action="store_true", help="a chunk runs alone (no --enable-mixed-chunk)")
-    ap.add_argument("--host-ms", type=float, default=0.0, help="host time added to every iteration")
+    ap.add_argument("--host-ms", type=float, default=0.0,
+                    help="host time added to every iteration (2 reproduces the served H100 points)")
     ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
     ap.add_argument("--ttft-slo-ms", type=float, default=5000.0)
     ap.add_argument("--json", action="store_true")
