@@ -530,11 +530,9 @@ def _table(results: list[SimResult]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None, estimator=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
+def add_trace_args(ap: argparse.ArgumentParser) -> None:
+    """The replayed requests, their arrivals and the SLOs (this simulator's and sim_chunked's)."""
     ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
-    ap.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>/ dir")
-    ap.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<SMs> | all | comma list")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--rate", type=float, help="rescale arrivals to this many requests/s")
     g.add_argument("--time-scale", type=float, help="multiply inter-arrival times by this")
@@ -546,14 +544,28 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                     help="keep one session in K, every turn of it (as bench.run --session-sample)")
     ap.add_argument("--input-cap", type=int, help="truncate prompts to this many tokens")
     ap.add_argument("--cache-tokens", type=int, help="prefix cache capacity (LRU); default unbounded")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
     ap.add_argument("--ttft-slo-ms", type=float, default=5000.0)
+
+
+def trace_from_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> list[TraceReq]:
+    if a.session_sample < 1:
+        ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
+    return load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
+                      cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed, session_sample=a.session_sample)
+
+
+def main(argv: Sequence[str] | None = None, estimator=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
+    add_trace_args(ap)
+    ap.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>/ dir")
+    ap.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<SMs> | all | comma list")
     ap.add_argument("--ttft-ms-per-token", type=float, default=0.0,
                     help="length-aware TTFT SLO: += this x prompt tokens (preemption needs it > 0)")
     ap.add_argument("--no-preemption", action="store_true")
     ap.add_argument("--slowdown", choices=("uniform", "worst", "none"), default="uniform",
                     help="actual co-run decode slowdown: U(1, guard), the guard, or none")
-    ap.add_argument("--seed", type=int, default=0)
     hg = ap.add_mutually_exclusive_group()
     hg.add_argument("--host-ms", type=float, default=0.0,
                     help="the loop's host time per decode iteration (measured: 2-4 ms, bench.timeline_profile); "
@@ -573,8 +585,6 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
-    if a.session_sample < 1:
-        ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
     if a.prefill_slowdown != "table":
         try:
             a.prefill_slowdown = float(a.prefill_slowdown)
@@ -603,9 +613,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
             prefill_slowdown = table_prefill_slowdown(a.table, estimator)
         except ValueError as e:
             ap.error(f"--prefill-slowdown table: {e}")
-    reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
-                      cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed,
-                      session_sample=a.session_sample)
+    reqs = trace_from_args(ap, a)
     tl = None
     if a.timeline:
         from sglang_mux.mux_metrics import TimelineWriter

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sglang_mux.sim import SimResult, TraceReq, load_trace
+from sglang_mux.sim import SimResult, TraceReq, add_trace_args, trace_from_args
 
 
 def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, mixed: bool = True,
@@ -113,33 +113,22 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
 
 def main(argv: list[str] | None = None, estimator=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sglang_mux.sim_chunked", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--table", help="contention_tables/<model>__<gpu>__<backend>/")
-    ap.add_argument("--trace", default="conversation", help="conversation | synthetic | a trace file")
-    ap.add_argument("--rate", type=float)
-    ap.add_argument("--arrival", choices=("trace", "poisson"), default="trace")
-    ap.add_argument("--limit", type=int)
-    ap.add_argument("--session-sample", type=int, default=1, metavar="K")
-    ap.add_argument("--input-cap", type=int)
-    ap.add_argument("--cache-tokens", type=int)
-    ap.add_argument("--seed", type=int, default=0)
+    add_trace_args(ap)
+    ap.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>__<backend>/ "
+                    "(the estimator plays the GPU)")
     ap.add_argument("--budget", type=int, default=512, help="prompt tokens per iteration (--chunked-prefill-size)")
     ap.add_argument("--no-mixed", action="store_true", help="a chunk runs alone (no --enable-mixed-chunk)")
     ap.add_argument("--host-ms", type=float, default=0.0,
                     help="host time added to every iteration (2 reproduces the served H100 points)")
-    ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
-    ap.add_argument("--ttft-slo-ms", type=float, default=5000.0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.budget <= 0 or a.host_ms < 0:
         ap.error("--budget must be > 0 and --host-ms >= 0")
     if estimator is None:
-        if not a.table:
-            ap.error("--table is required (the estimator plays the GPU)")
         from sglang_mux.estimator import Estimator
 
         estimator = Estimator.from_table(a.table)
-    reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, cache_tokens=a.cache_tokens,
-                      arrival=a.arrival, seed=a.seed, session_sample=a.session_sample)
+    reqs = trace_from_args(ap, a)
     r = simulate_chunked(reqs, estimator, budget=a.budget, mixed=not a.no_mixed, host_ms=a.host_ms,
                          tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms)
     if a.json:
