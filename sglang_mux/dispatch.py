@@ -477,12 +477,6 @@ def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0
 
 # ---- CLI ------------------------------------------------------------------------------------
 
-def _load_estimator(table: str):
-    from sglang_mux.estimator import Estimator
-
-    return Estimator.from_table(table)
-
-
 def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sglang_mux.dispatch", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -508,7 +502,11 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
     a = ap.parse_args(argv)
     if a.decode_max_reused is not None and a.decode_max_reused < a.decode_reused:
         ap.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
-    est = estimator if estimator is not None else _load_estimator(a.table)
+    est = estimator
+    if est is None:
+        from sglang_mux.estimator import from_table_arg
+
+        est = from_table_arg(p, a.table)  # p: the error shows the plan subcommand's usage
     pol = make_policy(a.policy, est, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                       preemption=not a.no_preemption, ttft_ms_per_token=a.ttft_ms_per_token)
     now = 1000.0

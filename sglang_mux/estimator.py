@@ -312,6 +312,15 @@ class Estimator:
         return self._solo
 
 
+def from_table_arg(parser: argparse.ArgumentParser, path: str | Path) -> Estimator:
+    """``Estimator.from_table`` for a CLI's ``--table``: a missing or bad table is a usage error
+    (``parser.error``: usage line, the TableError's message, exit status 2), not a traceback."""
+    try:
+        return Estimator.from_table(path)
+    except TableError as e:
+        parser.error(str(e))
+
+
 def read_table_sms_check(t, dec, pre) -> None:
     """The partitions the engine will use must be profiled (solo CSVs + contention.csv)."""
     for name, df, col, want in ((SOLO_DECODE, t.solo_decode, "decode_sms", dec),

@@ -602,9 +602,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     jitter = from_timeline("--decode-jitter", decode_jitter, a.decode_jitter)
     host_draws = from_timeline("--host-from", served_host_ms, a.host_from)
     if estimator is None:
-        from sglang_mux.estimator import Estimator
+        from sglang_mux.estimator import from_table_arg
 
-        estimator = Estimator.from_table(a.table)
+        estimator = from_table_arg(ap, a.table)
     prefill_slowdown = a.prefill_slowdown
     if prefill_slowdown == "table":
         if not a.table:

@@ -125,9 +125,9 @@ def main(argv: list[str] | None = None, estimator=None) -> int:
     if a.budget <= 0 or a.host_ms < 0:
         ap.error("--budget must be > 0 and --host-ms >= 0")
     if estimator is None:
-        from sglang_mux.estimator import Estimator
+        from sglang_mux.estimator import from_table_arg
 
-        estimator = Estimator.from_table(a.table)
+        estimator = from_table_arg(ap, a.table)
     reqs = trace_from_args(ap, a)
     r = simulate_chunked(reqs, estimator, budget=a.budget, mixed=not a.no_mixed, host_ms=a.host_ms,
                          tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms)

@@ -413,6 +413,15 @@ def test_cli_prints_plan_json():
     assert out["decode_sms"] + out["prefill_sms"] == 132 and out["reason"] == "best-fit"
 
 
+def test_cli_missing_table_is_a_usage_error(tmp_path, capsys):
+    table = str(tmp_path / "no_such_table")
+    with pytest.raises(SystemExit) as exc:
+        D.main(["plan", "--table", table, "--decode-bs", "32", "--decode-reused", "2048", "--prefill-new", "8192"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m sglang_mux.dispatch plan") and f"error: {table}: missing table directory" in err
+
+
 # ---- performance ---------------------------------------------------------------------------------
 
 def _median_us(policy, snaps, reps=300):

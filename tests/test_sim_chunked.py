@@ -55,3 +55,12 @@ def test_cli_prints_json_and_rejects_bad_budgets(capsys):
     assert "--budget" in capsys.readouterr().err
     with pytest.raises(ValueError, match="budget"):
         sim_chunked.simulate_chunked([sim.TraceReq("a", 0.0, 10, 2, 0)], FakeEstimator(), budget=0)
+
+
+def test_cli_missing_table_is_a_usage_error(tmp_path, capsys):
+    table = str(tmp_path / "no_such_table")
+    with pytest.raises(SystemExit) as exc:
+        sim_chunked.main(["--table", table, "--trace", "conversation", "--limit", "5", "--rate", "1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m sglang_mux.sim_chunked") and f"error: {table}: missing table directory" in err
