@@ -370,6 +370,25 @@ def _apply_plan(self, plan, now: float, defer_start: bool = False) -> bool:
     return False
 
 
+def _limit_prompts(self, free_bytes: int, total_bytes: int) -> None:
+    """Refuse prompts too long for one prefill's activations (prefill_memory.py) rather than run
+    out of memory mid-prefill, which kills every request in flight. Called once the KV pool and the
+    decode graphs are allocated: what is free then is what prefills have."""
+    from sglang_mux import prefill_memory
+
+    per_token = prefill_memory.bytes_per_token_of(os.path.join(self.server_args.model_path, "config.json"))
+    lim = prefill_memory.prompt_limit(
+        free_bytes=free_bytes, total_bytes=total_bytes, per_token=per_token,
+        max_input_len=self.max_req_input_len, max_prefill_tokens=self.max_prefill_tokens,
+        mem_fraction=self.server_args.mem_fraction_static)
+    if lim.message:
+        logger.warning(lim.message)
+    else:
+        logger.info("sglang_mux: %.1f GiB free for prefill activations: one prefill holds %d prompt tokens, "
+                    "the server accepts %d", free_bytes / prefill_memory.GIB, lim.fits, lim.max_input_len)
+    self.max_req_input_len = lim.max_input_len
+
+
 def _may_defer_start(m: MuxState, decoding: bool) -> bool:
     """Whether a new prefill batch may be formed after this iteration's decode launch: the flag is
     on, a decode runs (its GPU time is what the formation overlaps), and the last deferred start did
@@ -407,6 +426,7 @@ def mux_event_loop(self):
     clock = m.clock
     clock.hook_gc()
     torch.cuda.empty_cache()
+    _limit_prompts(self, *torch.cuda.mem_get_info())
     with torch.inference_mode():
         while True:
             if self.gracefully_exit:

@@ -209,3 +209,15 @@ def test_deferring_needs_the_flag_a_decode_and_no_failed_start():
     assert sl._may_defer_start(m, decoding=True) and not sl._may_defer_start(m, decoding=False)
     m.defer_failed = True  # no KV for the last deferred batch: form the next one first again
     assert not sl._may_defer_start(m, decoding=True)
+
+
+def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
+    sched = NS(server_args=NS(model_path="launch/models/llama-3.1-8b", mem_fraction_static=0.85),
+               max_req_input_len=131071, max_prefill_tokens=16384)
+    with caplog.at_level("WARNING", logger="sglang_mux.scheduler_loop"):
+        sl._limit_prompts(sched, free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
+    assert sched.max_req_input_len == 56480
+    assert "--mem-fraction-static 0.73" in caplog.text
+    sched.max_req_input_len = 131071
+    sl._limit_prompts(sched, free_bytes=20 * 2**30, total_bytes=int(79.18 * 2**30))
+    assert sched.max_req_input_len == 131071

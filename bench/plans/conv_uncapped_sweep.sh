@@ -3,23 +3,22 @@
 # conversation trace WITHOUT the 8K cap, all on SGLang's default attention backend (FA3 on H100/H200).
 # Slice: one session in 20 of the whole trace, every turn (bench/data/conversation_sessions20.jsonl,
 # 640 requests, prompts up to 118K tokens; the same rows as --session-sample 20 on
-# ../shared/traces/mooncake_conversation.jsonl). One GPU's KV pool (~317K tokens, Llama-3.1-8B
-# shape on an H100) keeps 28 % of its prompt tokens reusable in trace order; the whole trace in
+# ../shared/traces/mooncake_conversation.jsonl). A KV pool of ~317K tokens (Llama-3.1-8B
+# shape on an H100; the servers had 423K, the mux 359K) keeps 28 % of its prompt tokens reusable in trace order; the whole trace in
 # order keeps 4 % (bench/results/ttft_floor_conversation.json).
 # SLOs: P99 TBT <= 50 ms, P99 TTFT <= 10 s, no drift. Each prompt alone on the whole H100 puts the
 # slice's P99 TTFT at 3.76 s before any queueing; python -m bench.slo_map OUT --tbt 50 --ttft 5000,10000
 # rejudges the same points at 5 s. Poisson arrivals (SEED, default 0). SYSTEMS, RATES change what runs.
 # 90 s of arrivals per rate (60 s drain): with 45 s a point at 0.5 req/s has 22 requests, its P99
-# TTFT is its slowest prompt and the drift test compares medians of 3 and 11 requests, and the
-# simulators put systems on either side of the line by which requests fell in
-# (bench/results/sim_uncapped_conv_s21/). Points this long leave no room for a +-5 % bisection of
-# three systems in one 30-minute machine, so each system climbs RATES (0.5, 0.75, 1 by default:
-# the calibrated simulators put the mux at 0.75 and chunked prefill at 0.5-0.75) and stops at its first
-# failure; goodput is then the interval [last pass, first failure). SEARCH=LO,HI bisects instead.
+# TTFT is its slowest prompt and the drift test compares medians of 3 and 11 requests
+# (bench/results/sim_uncapped_conv_s21/). Points this long leave no room for a +-5 % bisection in
+# one 30-minute machine, so each system climbs RATES and stops at its first failure; goodput is
+# the interval [last pass, first failure). SEARCH=LO,HI bisects instead.
 #   bash bench/plans/conv_uncapped_sweep.sh OUT [seconds available, default 540]
-# At most 25 minutes of one machine for the default SYSTEMS, the mux and chunked 512 and 1024 + mixed
-# (the best chunked budgets in the simulation); bench.run --dry-run puts a system at 615 s for all
-# three rates, and chunked prefill is expected to stop after two. Start it within 3 minutes of the
+# Session 22 (bench/results/conv_uncapped_h100_s22/, seed 0) passed the mux at 0.5 and 0.75 and
+# chunked 512 + mixed at 0.5, 0.75 and 1; chunked 1024 + mixed failed 0.75 (P99 TBT 64 ms). So the
+# defaults are the two that decide the ratio, from 1 req/s: RATES=1,1.25,1.5, SYSTEMS="mux
+# sglang-chunked-512", ~21 minutes if both pass 1.5. Start it within 3 minutes of the
 # lease, in the background, polled from later commands:
 #   (setsid nohup bash -c 'bash bench/plans/conv_uncapped_sweep.sh /tmp/unc 1500; echo $? > /tmp/unc_done' \
 #       > /tmp/unc.log 2>&1 < /dev/null &)      then: until [ -f /tmp/unc_done ]; do sleep 10; done
@@ -33,14 +32,16 @@ one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 COMMON=(--tbt-slo-ms 50 --ttft-slo-ms 10000 --seed "${SEED:-0}" --workload conversation
         --trace-path bench/data/conversation_sessions20.jsonl --arrival poisson --duration-s 90 --drain-s 60
-        --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
-        --startup-estimate-s 90)
-if [ -n "${SEARCH:-}" ]; then how=(--search "$SEARCH"); else how=(--rates "${RATES:-0.5,0.75,1}"); fi
-for sys in ${SYSTEMS:-mux sglang-chunked-512 sglang-chunked-1024}; do
+        --out "$OUT" --model-path launch/models/llama-3.1-8b --no-progress --startup-estimate-s 160)
+if [ -n "${SEARCH:-}" ]; then how=(--search "$SEARCH"); else how=(--rates "${RATES:-1,1.25,1.5}"); fi
+for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     l=$(left)
-    if [ "$l" -lt 300 ]; then   # a start (~90 s) and one point (90 s + drain + flush)
+    if [ "$l" -lt 320 ]; then   # a start (~155 s) and one point (90 s + drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
-    python -m bench.run --systems "$sys" "${how[@]}" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
+    # The mux prefills a prompt whole: at bench.run's 0.85 a 67,668-token prompt ran out of
+    # memory (sglang_mux/prefill_memory.py); 0.75 holds the slice's longest prompt, 118,461 tokens.
+    sa="$SA"; case "$sys" in mux*) sa="$SA --mem-fraction-static 0.75";; esac
+    python -m bench.run --systems "$sys" "${how[@]}" --time-budget-s "$l" --server-args "$sa" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3
 done
 python -m bench.report "$OUT" > "$OUT/report.md"
