@@ -4,11 +4,12 @@ The mux prefills each prompt whole (SGLang's chunked prefill is off), so one lau
 grow with the prompt; SGLang's chunked server never holds more than one chunk. Per token the MLP
 keeps its gate/up output (2 x intermediate), the activation (intermediate) and about six
 hidden-size tensors (layer input, residual, normed input, attention output, down output) alive at
-the down projection. Measured on one H100 (Llama-3.1-8B shape, FA3,
+the down projection; a preempted batch keeps two more (hidden state and residual) while its
+preemptor runs, so with both at most the limit long, 3 x intermediate + 8 x hidden bounds them. Measured on one H100 (Llama-3.1-8B shape, FA3,
 bench/results/conv_uncapped_h100_s22): at --mem-fraction-static 0.85 (7.61 GiB free once the KV
 pool and decode graphs were allocated) a 67,668-token prefill ran out of memory at the down
 projection with 0.5 GiB free, so its peak is at least 118 KiB a token; at 0.75 (15.49 GiB free) it
-ran. The model below says 132 KiB.
+ran. The model below says 148 KiB.
 
 Without a limit such a prompt kills the scheduler and every request in flight with it; with one it
 is refused with SGLang's own input-length error, and the log says which memory fraction would serve
@@ -29,7 +30,7 @@ def bytes_per_token(hidden: int, intermediate: int, dtype_bytes: int = 2) -> int
     """Peak activation bytes per prompt token of one prefill layer (module docstring)."""
     if hidden <= 0 or intermediate <= 0 or dtype_bytes <= 0:
         raise ValueError("hidden, intermediate and dtype_bytes must be positive")
-    return dtype_bytes * (3 * intermediate + 6 * hidden)
+    return dtype_bytes * (3 * intermediate + 8 * hidden)
 
 
 def bytes_per_token_of(config_path: str) -> int:

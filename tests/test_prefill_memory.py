@@ -19,14 +19,14 @@ def limit(free_gib, max_input_len=131071, max_prefill_tokens=16384, mem_fraction
 
 
 def test_bytes_per_token_from_the_shipped_configs():
-    assert pm.bytes_per_token_of(LLAMA) == 2 * (3 * 14336 + 6 * 4096) == 135168
-    assert pm.bytes_per_token_of("launch/models/qwen3-8b/config.json") == 2 * (3 * 12288 + 6 * 4096)
+    assert pm.bytes_per_token_of(LLAMA) == 2 * (3 * 14336 + 8 * 4096) == 151552
+    assert pm.bytes_per_token_of("launch/models/qwen3-8b/config.json") == 2 * (3 * 12288 + 8 * 4096)
 
 
 def test_float32_doubles_and_a_config_without_an_mlp_is_refused(tmp_path):
     p = tmp_path / "config.json"
     p.write_text(json.dumps({"hidden_size": 64, "intermediate_size": 256, "torch_dtype": "float32"}))
-    assert pm.bytes_per_token_of(str(p)) == 4 * (3 * 256 + 6 * 64)
+    assert pm.bytes_per_token_of(str(p)) == 4 * (3 * 256 + 8 * 64)
     p.write_text(json.dumps({"hidden_size": 64}))
     with pytest.raises(ValueError, match="intermediate_size"):
         pm.bytes_per_token_of(str(p))
@@ -35,16 +35,16 @@ def test_float32_doubles_and_a_config_without_an_mlp_is_refused(tmp_path):
 def test_the_prompt_that_ran_out_of_memory_is_refused_and_the_log_says_what_to_set():
     # 0.85: 7.61 GiB free (the server's log) for the 67,668-token prefill that ran out of memory.
     lim = limit(7.61)
-    assert lim.fits == (int(7.61 * GIB) - GIB // 2) // 135168 == 56480
-    assert lim.max_input_len == 56480 < 67668
-    assert "prompts of 56480 tokens or more are refused" in lim.message
-    # 131,071 tokens need 16.5 GiB + 0.5 GiB margin: 9.4 GiB short, 0.119 of 79.18 GiB.
-    assert "--mem-fraction-static 0.73 (now 0.85)" in lim.message
+    assert lim.fits == (int(7.61 * GIB) - GIB // 2) // 151552 == 50374
+    assert lim.max_input_len == 50374 < 67668
+    assert "prompts of 50374 tokens or more are refused" in lim.message
+    # 131,071 tokens need 18.5 GiB + 0.5 GiB margin: 11.4 GiB short, 0.144 of 79.18 GiB.
+    assert "--mem-fraction-static 0.70 (now 0.85)" in lim.message
 
 
 def test_the_fraction_that_served_it_keeps_it():
-    lim = limit(15.49, mem_fraction=0.75)  # 0.75: 15.49 GiB free; the slice's longest prompt fits too
-    assert lim.max_input_len == lim.fits == 119076 > 118461
+    lim = limit(15.49, mem_fraction=0.75)  # 0.75: 15.49 GiB free
+    assert lim.max_input_len == lim.fits == 106203 > 68208  # the longest prompt the plan's rates send
 
 
 def test_enough_memory_keeps_sglangs_limit_and_says_nothing():
@@ -54,6 +54,6 @@ def test_enough_memory_keeps_sglangs_limit_and_says_nothing():
 
 
 def test_a_server_that_cannot_hold_one_prefill_batch_does_not_start():
-    with pytest.raises(ValueError, match="--max-prefill-tokens 16384 needs 2.1 GiB.*--mem-fraction-static"):
+    with pytest.raises(ValueError, match="--max-prefill-tokens 16384 needs 2.3 GiB.*--mem-fraction-static"):
         limit(2.0)
-    assert limit(2.0, max_prefill_tokens=8192).max_input_len == int(1.5 * GIB) // 135168
+    assert limit(2.0, max_prefill_tokens=8192).max_input_len == int(1.5 * GIB) // 151552

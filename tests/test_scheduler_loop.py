@@ -216,8 +216,8 @@ def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
                max_req_input_len=131071, max_prefill_tokens=16384)
     with caplog.at_level("WARNING", logger="sglang_mux.scheduler_loop"):
         sl._limit_prompts(sched, free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
-    assert sched.max_req_input_len == 56480
-    assert "--mem-fraction-static 0.73" in caplog.text
+    assert sched.max_req_input_len == 50374
+    assert "--mem-fraction-static 0.70" in caplog.text
     sched.max_req_input_len = 131071
     sl._limit_prompts(sched, free_bytes=20 * 2**30, total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 131071
