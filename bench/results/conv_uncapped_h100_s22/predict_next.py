@@ -2,9 +2,11 @@
 1 req/s) should expect: ../sim_uncapped_conv_s21/predict.py with the corrections sim_vs_served.md
 found on this directory's served points (seed 0), which are fitted on them (in-sample):
 a prefix cache the size of each server's KV pool (423,494 tokens for chunked prefill at 0.85,
-358,800 for the mux at 0.75), no host time on top of chunked prefill's iterations (served
-decode-only iterations took the table's GPU time), and prefill beside decode at x1.14 (the factor
-whose simulated prefill busy time equals the served one). CPU, ~1 minute:
+358,800 for the mux at 0.75) and no host time on top of chunked prefill's iterations (served
+decode-only iterations took the table's GPU time). The mux's prefill beside decode is slowed as the
+table's co-run cells say, per decode partition (`--prefill-slowdown table`, nothing fitted): on the
+served points that gives prefill busy 15.2 / 28.3 s against 15.8 / 29.0 served, and P99 TTFT
+2.56 / 5.18 s against 2.68 / 5.05 (x1.14, fitted to the busy time, gives 2.61 / 5.11). CPU, ~10 s:
 
     python bench/results/conv_uncapped_h100_s22/predict_next.py > bench/results/conv_uncapped_h100_s22/predict_next.md
 """
@@ -20,10 +22,11 @@ SPAN, TBT, TTFT = 90, 50.0, 10.0
 
 est = Estimator.from_table(T)
 jit, host = sim.decode_jitter(J), sim.served_host_ms(J)
+corun = sim.table_prefill_slowdown(T, est)
 systems = {
     "mux": (358_800, lambda reqs, seed: sim.run_policies(
         reqs, est, "dispatcher", tbt_slo_ms=TBT, ttft_slo_ms=10_000, jitter=jit, online_guard=True,
-        prefill_slowdown=1.14, host_draws=host, seed=seed)[0].summary),
+        prefill_slowdown=corun, host_draws=host, seed=seed)[0].summary),
     "chunked 512 + mixed": (423_494, lambda reqs, seed: simulate_chunked(
         reqs, est, budget=512, host_ms=0.0, tbt_slo_ms=TBT, ttft_slo_ms=10_000).summary),
 }
