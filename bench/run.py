@@ -213,12 +213,33 @@ class Server:
 
 # ------------------------------------------------------------------------ workloads / points
 
+class PromptTooLong(ValueError):
+    pass
+
+
 def build_workload(a: argparse.Namespace, rate: float) -> workloads.Workload:
-    return workloads.build(
+    wl = workloads.build(
         a.workload, rate=rate, duration_s=a.duration_s, n=a.num_requests, offset=a.offset,
         seed=a.seed, salt=f"rate={fmt_rate(rate)}", input_cap=a.input_cap,
         output_cap=a.output_cap, arrival=a.arrival, trace_path_=a.trace_path,
         turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab, session_sample=a.session_sample)
+    check_prompts(wl, a.context_len)
+    return wl
+
+
+def check_prompts(wl: workloads.Workload, context_len: int | None) -> None:
+    """SGLang refuses a prompt of context_len - 6 tokens or more (its max_req_input_len). Such a
+    request fails on every system alike, so the point would measure the trace, not the server:
+    refused here, before a server starts."""
+    if not context_len:
+        return
+    limit = context_len - 7
+    over = [r.prompt_len for r in wl.requests if r.prompt_len > limit]
+    if over:
+        raise PromptTooLong(
+            f"{len(over)} of {wl.n_requests} prompts are longer than the {limit} tokens SGLang serves with a "
+            f"{context_len}-token context (the longest: {max(over)}): pass --input-cap {limit} (prompts are "
+            "truncated from the end, their shared prefix kept), or a larger --context-length in --server-args")
 
 
 def point_cost(a: argparse.Namespace, wl: workloads.Workload) -> float:
@@ -459,6 +480,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     elif not a.mux_ttft_slo_ms > 0:
         p.error("--mux-ttft-slo-ms must be > 0")
     a.model_path = str(Path(a.model_path).resolve())
+    ctx = systems.flag_value(shlex.split(a.server_args), "--context-length")
+    try:
+        a.context_len = int(ctx) if ctx is not None else workloads.model_context_len(a.model_path)
+    except ValueError:
+        p.error(f"--context-length {ctx!r} in --server-args is not a whole number")
     a.vocab = workloads.token_range(a.vocab_size or workloads.model_vocab_size(a.model_path))
     if a.tokenizer_path:
         a.tokenizer_path = str(Path(a.tokenizer_path).resolve())
@@ -637,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         log(f"interrupted ({e}); stopping")
         notes["interrupted"] = True
+    except PromptTooLong as e:
+        log(f"the workload cannot be served: {e}")
+        return 2
     finally:
         if server:
             server.stop()

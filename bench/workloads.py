@@ -156,6 +156,13 @@ def model_vocab_size(model_dir: str | Path) -> int | None:
         return None
 
 
+def model_context_len(model_dir: str | Path) -> int | None:
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["max_position_embeddings"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
 @functools.lru_cache(maxsize=200_000)
 def block_tokens(hash_id: int, salt: str = "", vocab: tuple[int, int] = VOCAB) -> np.ndarray:
     """The fixed 512 token ids of one trace block (same id + salt -> same tokens)."""

@@ -161,3 +161,25 @@ def test_host_cpu_over_a_point(tmp_path):
     assert run.host_cpu(before, after) == {"busy_share": 0.605, "steal_share": 0.02, "steal_ms": 8 * tick_ms}
     assert run.host_cpu(None, after) is None and run.host_cpu(before, before) is None
     assert run.cpu_ticks(str(tmp_path / "none")) is None
+
+
+def test_prompts_sglang_would_refuse_stop_the_run_before_a_server_starts(tmp_path, capsys):
+    argv = ["--systems", "stub", "--workload", "conversation", "--trace-path", "bench/data/conversation_first1000.jsonl",
+            "--rates", "2", "--duration-s", "2", "--out", str(tmp_path), "--no-progress",
+            "--server-args", "--context-length 2048"]
+    assert run.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "longer than the 2041 tokens SGLang serves with a 2048-token context" in err
+    assert "--input-cap 2041" in err and not list(tmp_path.glob("stub*"))
+
+
+def test_prompt_check_takes_the_models_context_and_the_cap():
+    a = run.parse_args(["--systems", "stub", "--workload", "conversation", "--rates", "1", "--duration-s", "3",
+                        "--trace-path", "bench/data/conversation_first1000.jsonl", "--out", "/tmp/x"])
+    assert a.context_len == 131072  # launch/models/llama-3.1-8b, the default model
+    a.context_len, a.input_cap = 2048, 2041
+    wl = run.build_workload(a, 1.0)
+    assert [r.prompt_len for r in wl.requests] == [2041, 2041, 2041]  # every one capped, and served
+    run.check_prompts(wl, None)  # a model without max_position_embeddings: nothing to check
+    with pytest.raises(run.PromptTooLong, match="3 of 3 prompts are longer than the 2040 tokens"):
+        run.check_prompts(wl, 2047)

@@ -30,9 +30,12 @@ BUDGET=${2:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
-COMMON=(--tbt-slo-ms 50 --ttft-slo-ms 10000 --seed "${SEED:-0}" --workload conversation
-        --trace-path bench/data/conversation_sessions20.jsonl --arrival poisson --duration-s 90 --drain-s 60
-        --out "$OUT" --model-path launch/models/llama-3.1-8b --no-progress --startup-estimate-s 160)
+# WORKLOAD, TRACE_PATH, INPUT_CAP: another long-context slice (bench/plans/synthetic_sweep.sh).
+cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
+COMMON=(--tbt-slo-ms 50 --ttft-slo-ms 10000 --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
+        --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
+        --duration-s 90 --drain-s 60 --out "$OUT" --model-path launch/models/llama-3.1-8b --no-progress
+        --startup-estimate-s 160)
 if [ -n "${SEARCH:-}" ]; then how=(--search "$SEARCH"); else how=(--rates "${RATES:-1,1.25,1.5}"); fi
 for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     l=$(left)
