@@ -47,6 +47,7 @@ import pandas as pd
 DEFAULT_TBT_SLO_MS = 50.0
 DEFAULT_TTFT_SLO_MS = 5000.0
 DRIFT_TAIL, DRIFT_FACTOR, DRIFT_SLACK_MS = 0.10, 2.0, 250.0
+QUEUE_MIN_NEW = 2048  # prompts with this many new tokens or more: TTFT mostly their own prefill
 PCTS = (50, 90, 99)
 
 
@@ -117,6 +118,29 @@ def ttft_drift(df: pd.DataFrame) -> dict:
     return drift(ok.ttft_ms.to_numpy(float))
 
 
+def ttft_queue_drift(df: pd.DataFrame) -> dict | None:
+    ok = df[df.ok & df.ttft_ms.notna() & df.prompt_tokens.notna()].sort_values("scheduled", kind="stable")
+    if ok.empty:
+        return None
+    new = ok.prompt_tokens.astype(float) - ok.cached_tokens.fillna(0).astype(float)
+    return queue_drift(ok.ttft_ms.to_numpy(float), new.to_numpy(float))
+
+
+def queue_drift(ttft_ms: Sequence[float], new_tokens: Sequence[float]) -> dict:
+    """drift() of each request's wait beyond its own prefill: TTFT less c x its new (uncached)
+    prompt tokens, c the 10th percentile of TTFT / new tokens over the first half's prompts of
+    QUEUE_MIN_NEW new tokens or more. Where prompt lengths change along a trace (multi-turn
+    sessions with long contexts), drift() also judges which prompts fell in the tail: a tail of
+    long turns doubles its TTFT with no queue, and a head of long ones raises the limit a
+    growing queue must pass. Reported beside drift(); the goodput rule does not use it."""
+    a = np.asarray(ttft_ms, float)
+    n = np.maximum(1.0, np.asarray(new_tokens, float))
+    h = math.ceil(len(a) / 2)
+    big = n[:h] >= QUEUE_MIN_NEW
+    c = float(np.percentile(a[:h][big] / n[:h][big], 10)) if big.any() else 0.0
+    return {**drift(np.maximum(0.0, a - c * n)), "service_ms_per_token": _num(c)}
+
+
 def drift(ttft_ms: Sequence[float]) -> dict:
     """TTFT drifting up: the median of the last DRIFT_TAIL of the requests (in arrival order)
     above DRIFT_FACTOR x the first half's median + DRIFT_SLACK_MS, i.e. a queue still growing
@@ -180,6 +204,7 @@ def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
         "cache_hit_rate": _num(cached.sum() / prompt) if len(cached) and prompt else None,
         "send_lateness_ms": _stats(df.lateness_ms.dropna(), with_max=True),
         "ttft_drift": ttft_drift(df),
+        "ttft_queue_drift": ttft_queue_drift(df),
         "slo": {"tbt_ms": tbt_slo_ms, "ttft_ms": ttft_slo_ms},
     }
 

@@ -65,7 +65,8 @@ Modelling choices (the same for every policy, so that policies are compared like
   arrival). Partition time shares are over busy time; ``prefill_busy_s``: time the prefill
   partition ran layers (the server's ``sglang_mux:prefill_busy_seconds``); ``ttft_drift``: the
   benchmark's drift test (``bench.metrics.drift``) on the TTFTs in arrival order, which fails a
-  served point whose queue still grows when arrivals stop.
+  served point whose queue still grows when arrivals stop; ``ttft_queue_drift``: the same on each
+  request's wait beyond its own prefill (``bench.metrics.queue_drift``, reported only).
 """
 
 from __future__ import annotations
@@ -446,7 +447,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             raise RuntimeError("simulation exceeded max_rounds")
 
     # ---- metrics ----
-    from bench.metrics import drift  # the benchmark's own pass rule, so a simulated point is judged alike
+    from bench.metrics import drift, queue_drift  # the benchmark's own rule, so a point is judged alike
 
     ttft = first_tok - arrival
     tau_a = np.asarray(taus)
@@ -479,6 +480,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         "partition_share": {k: v / busy for k, v in sorted(share.items(), key=lambda kv: -kv[1])} if busy else {},
         "idle_s": idle_s, "prefill_busy_s": prefill_busy_ms / 1e3,
         "ttft_drift": drift(ttft * 1e3),  # reqs are in arrival order
+        "ttft_queue_drift": queue_drift(ttft * 1e3, [q.n_input - q.reused for q in reqs]),
     }
     return SimResult(name, summary, ttft, finish)
 

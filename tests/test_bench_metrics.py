@@ -93,3 +93,29 @@ def test_goodput_selection():
                     {"rate": 3.0, "summary": M.summarize(steady(20))}])
     assert g2["goodput_rps"] == 3.0 and not g2["monotone"]
     assert g2["points"][1]["reasons"][0].startswith("1 failed {'http_500': 1}")
+
+
+def test_queue_drift_judges_the_wait_not_which_prompts_fell_in_the_tail():
+    c = 0.03  # ms of TTFT per new token, every request served alone
+    # No queue at all, but the last two requests are long turns: drift() calls it drifting.
+    new = [4000, 4000] + [500] * 16 + [40000, 40000]
+    ttft = [c * n for n in new]
+    assert not M.drift(ttft)["ok"]
+    q = M.queue_drift(ttft, new)
+    assert q["ok"] and q["tail_median_ms"] == 0.0 and q["service_ms_per_token"] == c
+    # A queue growing at the end, behind a head of long turns that lifts drift()'s limit.
+    new = [40000] * 5 + [500] * 15
+    ttft = [c * n for n in new[:18]] + [600.0, 600.0]
+    d = M.drift(ttft)
+    assert d["ok"] and d["limit_ms"] == 2 * (15 + 1200) / 2 + 250
+    q = M.queue_drift(ttft, new)
+    assert not q["ok"] and q["tail_median_ms"] == 585.0 and q["limit_ms"] == 250.0
+
+
+def test_summary_reports_queue_drift_beside_the_rule():
+    recs = [rec(str(i), float(i), [100.0, 120.0], prompt=5000, cached=1000) for i in range(10)]
+    s = M.summarize(recs)
+    assert s["ttft_queue_drift"]["ok"] and s["ttft_queue_drift"]["service_ms_per_token"] == 0.025
+    for r in recs:
+        del r["prompt_tokens"]
+    assert M.summarize(recs)["ttft_queue_drift"] is None
