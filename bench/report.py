@@ -254,6 +254,18 @@ def _hardware(s: dict) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def queue_drift_disagrees(s: dict) -> list[str]:
+    """``system @ rate: ok / drift`` for each point the two drift tests judge differently."""
+    out = []
+    for name, sysd in s["systems"].items():
+        for p in sysd["points"]:
+            d, q = p["summary"].get("ttft_drift"), p["summary"].get("ttft_queue_drift")
+            if d and q and d["ok"] != q["ok"]:
+                word = lambda x: "ok" if x["ok"] else "drift"  # noqa: E731
+                out.append(f"{name} @ {p['rate']:g}: {word(d)} / {word(q)}")
+    return out
+
+
 def render(s: dict) -> str:
     slo, wl = s["slo"], s.get("workload") or {}
     unit = s.get("rate_unit", "requests/s")
@@ -305,6 +317,10 @@ def render(s: dict) -> str:
                  + ("Budget stopped the sweep; not run: " + ", ".join(s["not_run"])
                     if s.get("budget_stopped") else
                     ("Not run: " + ", ".join(s["not_run"]) if s.get("not_run") else "")))
+    split = queue_drift_disagrees(s)
+    if split:
+        lines.append("Where the drift tests disagree (TTFT / wait beyond its own prefill, "
+                     "`bench.metrics.queue_drift`; the rule uses the first): " + ", ".join(split) + ".")
     extra = render_goodput(goodput_comparison(s)) + \
         render_throughput(throughput_comparison(s)) + \
         render_preemption(preemption_comparison(s))

@@ -76,3 +76,12 @@ def test_a_baseline_that_passed_nothing_has_no_tested_goodput():
     assert "| 4 vs < 3.5 | open |" in "\n".join(report.render_goodput([r]))
     # mux >= 1x that same baseline holds on the interval, so at the tested rates too
     assert report.goodput_comparison(s, factor_chunked=1.0)[0]["verdict_tested"] == "holds"
+
+
+def test_the_report_names_points_the_two_drift_tests_judge_differently():
+    ok, drifting = {"ok": True}, {"ok": False}
+    s = summary(mux={"points": [{"rate": 1, "pass": True, "summary": {"ttft_drift": ok, "ttft_queue_drift": ok}}]},
+                **{"sglang-chunked-512": {"points": [
+                    {"rate": 1, "pass": True, "summary": {"ttft_drift": ok, "ttft_queue_drift": drifting}},
+                    {"rate": 2, "pass": False, "summary": {"ttft_drift": drifting}}]}})  # before queue_drift
+    assert report.queue_drift_disagrees(s) == ["sglang-chunked-512 @ 1: ok / drift"]
