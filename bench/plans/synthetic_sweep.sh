@@ -7,7 +7,8 @@
 # Otherwise as conv_uncapped_sweep.sh: FA3, P99 TBT 50 ms / TTFT 10 s, Poisson SEED (default 0),
 # 90 s per rate, each system climbs RATES and stops at its first failure.
 # The corrected simulators (bench/results/sim_synthetic_s22/predict.md) put the mux at 1.25 and
-# the best chunked (512 + mixed) at 0.75 on seed 0, and both at 0.75 on seed 1; chunked 1024 +
+# the best chunked (512 + mixed) at 0.75 on seed 0, and both at 0.75 on seed 1 (by the
+# length-aware queue drift the mux's 1.25 is 0.75 too: conv_uncapped_h100_s22/queue_drift.md); chunked 1024 +
 # mixed misses TBT or passes only 0.75, so the two that fit one machine are the defaults:
 # ~24 minutes if both climb all four rates. Start it within 3 minutes of the lease, in the background:
 #   (setsid nohup bash -c 'bash bench/plans/synthetic_sweep.sh /tmp/syn 1500; echo $? > /tmp/syn_done' \
