@@ -447,8 +447,6 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             raise RuntimeError("simulation exceeded max_rounds")
 
     # ---- metrics ----
-    from bench.metrics import drift, queue_drift  # the benchmark's own rule, so a point is judged alike
-
     ttft = first_tok - arrival
     tau_a = np.asarray(taus)
     reg_w = np.asarray(regular, dtype=float)
@@ -479,10 +477,18 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         "decode_iterations": rounds, "reasons": dict(reasons),
         "partition_share": {k: v / busy for k, v in sorted(share.items(), key=lambda kv: -kv[1])} if busy else {},
         "idle_s": idle_s, "prefill_busy_s": prefill_busy_ms / 1e3,
-        "ttft_drift": drift(ttft * 1e3),  # reqs are in arrival order
-        "ttft_queue_drift": queue_drift(ttft * 1e3, [q.n_input - q.reused for q in reqs]),
+        **drift_tests(ttft, reqs),
     }
     return SimResult(name, summary, ttft, finish)
+
+
+def drift_tests(ttft_s: np.ndarray, reqs: Sequence[TraceReq]) -> dict:
+    """The benchmark's own drift test and its length-aware twin (bench.metrics), so that a simulated
+    point is judged as a served one; `reqs` in arrival order, `ttft_s` theirs."""
+    from bench.metrics import drift, queue_drift
+
+    ms = np.asarray(ttft_s) * 1e3
+    return {"ttft_drift": drift(ms), "ttft_queue_drift": queue_drift(ms, [q.n_input - q.reused for q in reqs])}
 
 
 # ---- CLI ------------------------------------------------------------------------------------

@@ -27,13 +27,12 @@ from typing import Sequence
 
 import numpy as np
 
-from sglang_mux.sim import SimResult, TraceReq, add_trace_args, trace_from_args
+from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, trace_from_args
 
 
 def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, mixed: bool = True,
                      host_ms: float = 0.0, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                      name: str | None = None) -> SimResult:
-    from bench.metrics import drift, queue_drift  # the benchmark's own rule, as sim.simulate uses
     from sglang_mux.estimator import PrefillReq
 
     if budget <= 0 or host_ms < 0:
@@ -106,8 +105,7 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
         "tbt_attainment": float(np.mean(g <= tbt_slo_ms)) if len(g) else 1.0,
         "throughput_tok_s": float(out_len.sum() / makespan) if makespan > 0 else float("nan"),
         "makespan_s": makespan, "iterations": iters,
-        "ttft_drift": drift(ttft * 1e3),  # reqs are in arrival order
-        "ttft_queue_drift": queue_drift(ttft * 1e3, [q.n_input - q.reused for q in reqs]),
+        **drift_tests(ttft, reqs),
     }
     return SimResult(summary["policy"], summary, ttft, finish)
 
