@@ -4,8 +4,8 @@
 # Slice: one session in 20 of the whole trace, every turn (bench/data/conversation_sessions20.jsonl,
 # 640 requests, prompts up to 118K tokens; the same rows as --session-sample 20 on
 # ../shared/traces/mooncake_conversation.jsonl). A KV pool of ~317K tokens (Llama-3.1-8B
-# shape on an H100; the servers had 423K, the mux 359K) keeps 28 % of its prompt tokens reusable in trace order; the whole trace in
-# order keeps 4 % (bench/results/ttft_floor_conversation.json).
+# shape on an H100; the servers had 423K, the mux 359K) keeps 28 % of its prompt tokens reusable
+# in trace order; the whole trace in order keeps 4 % (bench/results/ttft_floor_conversation.json).
 # SLOs: P99 TBT <= 50 ms, P99 TTFT <= 10 s, no drift. Each prompt alone on the whole H100 puts the
 # slice's P99 TTFT at 3.76 s before any queueing; python -m bench.slo_map OUT --tbt 50 --ttft 5000,10000
 # rejudges the same points at 5 s. Poisson arrivals (SEED, default 0). SYSTEMS, RATES change what runs.
@@ -42,7 +42,8 @@ for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     if [ "$l" -lt 320 ]; then   # a start (~155 s) and one point (90 s + drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     # The mux prefills a prompt whole: at bench.run's 0.85 a 67,668-token prompt ran out of
-    # memory (sglang_mux/prefill_memory.py); 0.75 holds 106K tokens, and the first 135 requests (1.5 req/s x 90 s) reach 68K.
+    # memory (sglang_mux/prefill_memory.py); 0.75 holds 106K tokens, and the first 135 requests
+    # (1.5 req/s x 90 s) reach 68K.
     sa="$SA"; case "$sys" in mux*) sa="$SA --mem-fraction-static 0.75";; esac
     python -m bench.run --systems "$sys" "${how[@]}" --time-budget-s "$l" --server-args "$sa" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3
