@@ -99,7 +99,7 @@ def init_mux(self):
     self.real_sm_group_num = len(cfgs)
     self.split_prefill_batch = None
 
-    model_config = os.path.join(self.server_args.model_path, "config.json")
+    model_config = _model_config(self)
     tables = None if args.contention_table == "auto" else args.contention_table
     estimator = Estimator.for_model(
         model_config,
@@ -131,6 +131,10 @@ def init_mux(self):
         "estimator: %s", len(cfgs), parts.total_sms, backend, args.policy,
         args.tbt_slo_ms, args.ttft_slo_ms, estimator.source,
     )
+
+
+def _model_config(self) -> str:
+    return os.path.join(self.server_args.model_path, "config.json")
 
 
 def _tables_root() -> str:
@@ -376,7 +380,7 @@ def _limit_prompts(self, free_bytes: int, total_bytes: int) -> None:
     decode graphs are allocated: what is free then is what prefills have."""
     from sglang_mux import prefill_memory
 
-    per_token = prefill_memory.bytes_per_token_of(os.path.join(self.server_args.model_path, "config.json"))
+    per_token = prefill_memory.bytes_per_token_of(_model_config(self))
     lim = prefill_memory.prompt_limit(
         free_bytes=free_bytes, total_bytes=total_bytes, per_token=per_token,
         max_input_len=self.max_req_input_len, max_prefill_tokens=self.max_prefill_tokens,
