@@ -9,12 +9,18 @@ mux's prefill beside decode as the table's co-run cells say. They were a step pe
 chunked prefill there (chunked 512 served 1 req/s where they said 0.75). CPU, ~1 minute:
 
     python bench/results/sim_synthetic_s22/predict.py > bench/results/sim_synthetic_s22/predict.md
+
+Another GPU's table and pools: argv TABLE MUX_POOL CHUNKED_POOL (the H200's in
+bench/results/synthetic_h200_s23/predict_h200.md).
 """
+import sys
+
 from sglang_mux import sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.sim_chunked import simulate_chunked
 
-T = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
+T, MUX_POOL, CHUNKED_POOL = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 1 else \
+    ("contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3", 358_800, 423_494)
 J = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"
 TRACE = "bench/data/synthetic_first500.jsonl"
 RATES = (0.75, 1.0, 1.25, 1.5, 2.0)
@@ -31,10 +37,10 @@ def chunked(budget):
 
 
 systems = {
-    "mux": (358_800, lambda reqs, seed: sim.run_policies(
+    "mux": (MUX_POOL, lambda reqs, seed: sim.run_policies(
         reqs, est, "dispatcher", tbt_slo_ms=TBT, ttft_slo_ms=10_000, jitter=jit, online_guard=True,
         prefill_slowdown=corun, host_draws=host, seed=seed)[0].summary),
-    **{f"chunked {b} + mixed": (423_494, chunked(b)) for b in (256, 512, 1024)},
+    **{f"chunked {b} + mixed": (CHUNKED_POOL, chunked(b)) for b in (256, 512, 1024)},
 }
 print(f"P99 TBT <= {TBT:g} ms, no drift; goodput at P99 TTFT <= {TTFTS[0]:g} s / <= {TTFTS[1]:g} s (the last rate "
       "passed before the first failure). Each cell: P99 TTFT s, P99 TBT ms.\n")
