@@ -25,8 +25,8 @@ it. Two comparisons follow when their systems are both in the run, at every rate
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -330,8 +330,13 @@ def render(s: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = Path((argv or sys.argv[1:] or ["."])[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.report",
+                                 description="Render a benchmark run's summary.json as the markdown report.")
+    ap.add_argument("path", nargs="?", default=".", help="a bench.run --out directory or its summary.json")
+    p = Path(ap.parse_args(argv).path)
     p = p / "summary.json" if p.is_dir() else p
+    if not p.is_file():
+        ap.error(f"no {p}: give a bench.run --out directory (it holds summary.json) or the file itself")
     print(render(json.loads(p.read_text())))
 
 

@@ -1,5 +1,6 @@
 """bench.report's goodput claims: intervals from a sweep and the holds/fails/open verdicts."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,18 @@ def test_the_report_names_points_the_two_drift_tests_judge_differently():
                     {"rate": 1, "pass": True, "summary": {"ttft_drift": ok, "ttft_queue_drift": drifting}},
                     {"rate": 2, "pass": False, "summary": {"ttft_drift": drifting}}]}})  # before queue_drift
     assert report.queue_drift_disagrees(s) == ["sglang-chunked-512 @ 1: ok / drift"]
+
+
+def test_main_names_what_it_needs_for_a_missing_summary(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        report.main([str(tmp_path)])
+    assert e.value.code == 2
+    assert "summary.json" in capsys.readouterr().err
+
+
+def test_main_renders_a_run_directory(tmp_path, capsys):
+    src = Path(__file__).resolve().parents[1] / "bench/results/synthetic_h200_s23/summary.json"
+    (tmp_path / "summary.json").write_text(src.read_text())
+    report.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "| mux | 1.25 |" in out and "Attention backend: fa3" in out
