@@ -1,15 +1,16 @@
 #!/bin/bash
-# Issue 17's third workload on ONE GPU host: the Mooncake synthetic trace (64 % prefix reuse), the
-# shipped first 500 requests (bench/data/synthetic_first500.jsonl, prompts mean 12.8K tokens),
+# Issue 17's third workload on ONE GPU host: the Mooncake synthetic trace (64 % prefix reuse
+# over all of it, 4-7 % within a point), the shipped first 500 requests
+# (bench/data/synthetic_first500.jsonl, prompts mean 12.8K tokens),
 # every prompt capped at 100,000 tokens for every system: one prompt (134,773 tokens, the 250th)
 # exceeds the model's 131,072-token context and would fail on every server, and 100K also fits
 # the mux's whole-prompt prefill at --mem-fraction-static 0.75 (sglang_mux/prefill_memory.py).
 # Otherwise as conv_uncapped_sweep.sh: FA3, P99 TBT 50 ms / TTFT 10 s, Poisson SEED (default 0),
 # 90 s per rate, each system climbs RATES and stops at its first failure.
-# The corrected simulators (bench/results/sim_synthetic_s22/predict.md) put the mux at 1.25 and
-# the best chunked (512 + mixed) at 0.75 on seed 0, and both at 0.75 on seed 1 (by the
-# length-aware queue drift the mux's 1.25 is 0.75 too: conv_uncapped_h100_s22/queue_drift.md); chunked 1024 +
-# mixed misses TBT or passes only 0.75, so the two that fit one machine are the defaults:
+# Served on an H200, seed 0 (bench/results/synthetic_h200_s23/): mux 1.25, chunked 512 and 1024 +
+# mixed 0.75, as the simulators predicted (1.0x by the length-aware queue drift). They predict
+# both at 0.75 for SEED=1, which has not been served yet, nor has an H100. The two defaults are
+# the systems that decide it:
 # ~24 minutes if both climb all four rates. Start it within 3 minutes of the lease, in the background:
 #   (setsid nohup bash -c 'bash bench/plans/synthetic_sweep.sh /tmp/syn 1500; echo $? > /tmp/syn_done' \
 #       > /tmp/syn.log 2>&1 < /dev/null &)
