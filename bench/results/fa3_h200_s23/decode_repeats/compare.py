@@ -31,3 +31,28 @@ g["held_out_err"] = pooled[112]
 g["fit_over_measured"] = [est.decode_solo_ms(112, int(b), int(r)) / y for b, r, y in zip(g.bs, g.sum_reused, g.latency_ms)]
 print("112 SMs, the rows with the largest held-out error:")
 print(g.sort_values("held_out_err").tail(8).round(4).to_string(index=False))
+
+# A candidate, not built: the pooled floor β kept, γ chosen per partition. Held-out on 96 and 112
+# SMs for each γ of the grid, the same folds as `estimator check`.
+import numpy as np  # noqa: E402
+
+import sglang_mux.latency_model as L  # noqa: E402
+
+beta = est.solo._decode.profiled[112][3]
+parts = L._decode_parts(m, E.table_decode_kernel(t))
+print(f"pooled β = {beta:.3g} ms per key; held-out max/mean (%) per γ:")
+for s in (96, 112):
+    rows = parts[s]
+    n = len(rows.y)
+    k = min(E.CV_FOLDS, n)
+    order = np.random.default_rng(0).permutation(n)
+    out = []
+    for g in L.FA3_GAMMA_PCT_GRID:
+        err = np.empty(n)
+        for f in range(k):
+            test = order[f::k]
+            (a, b, c, bb), _, _ = L._fit_decode_rows(rows.take(np.setdiff1d(order, test)), g, beta)
+            te = rows.take(test)
+            err[test] = np.abs((np.maximum(a * te.sr, bb * te.feat(g)) + b * te.bs + c) / te.y - 1)
+        out.append(f"γ {g / 100:.2f}: {err.max():.1%}/{err.mean():.2%}")
+    print(f"  {s:4d} SMs  " + ", ".join(out))
