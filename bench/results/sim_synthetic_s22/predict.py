@@ -19,6 +19,8 @@ from sglang_mux import sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.sim_chunked import simulate_chunked
 
+if len(sys.argv) not in (1, 4):
+    sys.exit("usage: predict.py [TABLE MUX_POOL CHUNKED_POOL]  (pools in tokens, from the servers' logs)")
 T, MUX_POOL, CHUNKED_POOL = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 1 else \
     ("contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3", 358_800, 423_494)
 J = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"

@@ -1,9 +1,11 @@
 """The H200 FA3 table's decode rows against two repeat grids of the same host, and the held-out
 error of the 112-SM partition fitted pooled (as shipped) and alone. Run from the repo root:
     python bench/results/fa3_h200_s23/decode_repeats/compare.py"""
+import numpy as np
 import pandas as pd
 
 import sglang_mux.estimator as E
+import sglang_mux.latency_model as L
 from sglang_mux.tables import read_table
 
 T = "contention_tables/llama-3.1-8b__nvidia-h200__fa3"
@@ -33,11 +35,8 @@ print("112 SMs, the rows with the largest held-out error:")
 print(g.sort_values("held_out_err").tail(8).round(4).to_string(index=False))
 
 # A candidate, not built: the pooled floor β kept, γ chosen per partition. Held-out on 96 and 112
-# SMs for each γ of the grid, the same folds as `estimator check`.
-import numpy as np  # noqa: E402
-
-import sglang_mux.latency_model as L  # noqa: E402
-
+# SMs for each γ of the grid, the same folds as `estimator check` (latency_model.heldout_errors'
+# loop, which fits β on the rows and so cannot hold it fixed).
 beta = est.solo._decode.profiled[112][3]
 parts = L._decode_parts(m, E.table_decode_kernel(t))
 print(f"pooled β = {beta:.3g} ms per key; held-out max/mean (%) per γ:")
