@@ -462,7 +462,8 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  else "no GEMM curve, ")
               + "decode "
               + (f"FA3 grid, floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key of the busiest SM, "
-                 f"a second block on an SM costs γ = {pt['decode_fa3_gamma']:.2f} of one (fitted) "
+                 "a second block on an SM costs γ of one (fitted per partition: "
+                 + ", ".join(f"{g:.2f} on {k}" for k, g in pt["decode_fa3_gamma"].items()) + ") "
                  if kernel.fa3 else
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs per key-wave token "
                  f"({pt['decode_blocks_per_sm']} blocks/SM per wave, "

@@ -192,11 +192,18 @@ prefill missed rows held out by 12.7 / 14.3 / 28.2 % on 100 / 116 / 132 SMs (a s
 partition of both FA3 tables passes (max 2.0-8.8 %, mean 0.7-2.3 %). FA3's decode has its own
 grid too (``DecodeHyper.fa3``, ``fa3_kernels.decode_keys``): one tile per request and KV head,
 split by the same heuristic for the whole GPU, and memory-bound blocks that share an SM (a
-second one costs γ of a block, γ pooled and fitted: 0.38 / 0.50 / 0.62 on the H100 Llama, H100
-Qwen and H200 Llama tables) rather than wait for a wave. Triton's grid (split tails, k blocks
-per SM) passed the H100 tables with k = 3 and 16 but missed the H200's rows held out by
-15.9 / 27.1 / 17.2 % on 96 / 112 / 132 SMs; FA3's passes the H100 tables and the H200 on every
-partition but 112 (26.9 %: 64 requests of 8K keys, 21.6 ms measured, bandwidth-bound).
+second one costs γ of a block) rather than wait for a wave. Triton's grid (split tails, k
+blocks per SM) passed the H100 tables with k = 3 and 16 but missed the H200's rows held out by
+15.9 / 27.1 / 17.2 % on 96 / 112 / 132 SMs. γ is each partition's own (θ5, from the grid
+FA3_GAMMA_PCT_GRID), β pooled: with one γ for all partitions (0.38 / 0.50 / 0.62 on the H100
+Llama, H100 Qwen and H200 Llama tables) the H200's 112 SMs missed held out by 10.2 % (mean
+3.5 %; two repeat grids on the same GPU within 0.7 %, so not noise: many short blocks run
+faster and few long ones slower there than one γ allows, bench/results/fa3_h200_s23/); with its
+own (0.75) 8.5 % / 2.3 %, and every partition of the three tables passes. β is chosen with one γ
+for all first; then each partition takes the γ that fits its rows best at that β, β is refitted
+for those γs, and so on while J improves. Choosing β and the γs jointly instead recovers γs
+exactly from noiseless rows (where this lands a grid step low), but held out the Qwen table's
+112 SMs at 11.2 %: with 19-29 rows a partition, the extra freedom overfits.
 
 Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
@@ -253,14 +260,17 @@ from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
 
+# 10: FA3's decode γ per partition (the decode θ's fifth value; 9 pooled it in decode_hyper);
 # 9: + FA3's prefill grid (PrefillHyper.split_kv_device_sms, kv_heads); 8: + decode split tails
-# (DecodeHyper.min_block_kv). Only 8 and 9 are read; earlier formats added, in order: the measured
-# GEMM curve (7), token knees and the smallest batch (6), cold prefix reads (5), GEMM waves (4).
-FORMAT = 9
+# (DecodeHyper.min_block_kv). Only 8 (the triton tables) and 10 are read; earlier formats added, in
+# order: the measured GEMM curve (7), token knees and the smallest batch (6), cold prefix reads
+# (5), GEMM waves (4).
+FORMAT = 10
 # θ order: the paper's four (three) first, then the extensions (see the module docstring).
 PREFILL_FEATURES = ("sum_new_sq", "sum_new_reused_waves", "sum_new", "one", "sum_new_spill_waves", "launch_floor",
                     "sum_reused_resident", "sum_new_past_knee", "sum_new_past_knee2", "gemm_curve_ms")
-DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor")  # floor: β·K, see DecodeHyper
+# floor: β·K, see DecodeHyper; fa3_block_share: FA3's γ (0 for triton)
+DECODE_FEATURES = ("sum_reused", "bs", "one", "occupancy_floor", "fa3_block_share")
 PAPER_PREFILL, PAPER_DECODE = 4, 3
 PREFILL_WIDTH, DECODE_WIDTH = len(PREFILL_FEATURES), len(DECODE_FEATURES)
 
@@ -364,9 +374,8 @@ class DecodeHyper:
     device_sms: int = 0  # the whole GPU's SM count, which SGLang sizes the KV splits by
     min_block_kv: int = 0  # the stage-1 kernel's MIN_BLOCK_KV (32 in SGLang 0.5.16)
     # FA3's decode grid instead (fa3_kernels.decode_keys): head_groups = KV heads, and an SM
-    # holding m blocks takes 1 + γ(m − 1) blocks' time, γ = gamma_pct / 100 (fitted)
+    # holding m blocks takes 1 + γ(m − 1) blocks' time, γ fitted per partition (θ5)
     fa3: int = 0  # 1 = FA3's grid
-    gamma_pct: int = 0
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -389,8 +398,9 @@ class DecodeHyper:
         return self.blocks_per_sm > 0 or bool(self.fa3)
 
     def with_choice(self, k: int) -> "DecodeHyper":
-        """The kernel with the fit's pooled choice: γ in percent for FA3, else k blocks per SM."""
-        return replace(self, gamma_pct=int(k)) if self.fa3 else replace(self, blocks_per_sm=int(k))
+        """The kernel with the fit's pooled choice of k blocks per SM (triton). FA3's choice, γ,
+        is per partition and goes into θ, so its kernel is returned as it is."""
+        return self if self.fa3 else replace(self, blocks_per_sm=int(k))
 
 
 MIN_BLOCK_KV = 32  # SGLang 0.5.16 decode_attention.py _MIN_BLOCK_KV
@@ -455,23 +465,24 @@ def _greedy_keys(slots: int, n_full: int, c: int, n_last: int, last: int) -> flo
     return float(max(end, start + last))
 
 
-def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: float | None = None) -> float:
+def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: float | None = None,
+              gamma: float = 0.0) -> float:
     """K: the keys one slot sweeps until the step's last block ends (module docstring).
 
     Uniform batch (``max_reused`` None or Σr/bs): SGLang's bs rule, exactly what the profiled
     (unpadded) rows ran — its in-kernel split lengths, scheduled in launch order
-    (``_greedy_keys``). FA3 (``h.fa3``): ``fa3_kernels.decode_keys`` of the longest context.
-    Mixed batch: c = ⌈L_max / 8⌉ (rounded up to MIN_BLOCK_KV), SGLang's min/max rule at its
-    cap, which a batch replayed in a CUDA graph of a larger captured size reaches (the padding
-    requests have context 1, so min/max ≥ 8); blocks = min(bs·⌈L_max/c⌉, ⌊ΣL/c⌋ + bs) ≥ the
-    real count, each charged c keys and run in whole waves: an upper bound, since the estimator
-    does not know each request's last split. A mixed batch whose size was captured exactly
-    splits less when its contexts are within 8x of each other; what that costs above this
-    estimate is left to the online guard refinement (the estimator does not know the captured
-    sizes)."""
+    (``_greedy_keys``). FA3 (``h.fa3``): ``fa3_kernels.decode_keys`` of the longest context,
+    with the partition's ``gamma`` (θ5). Mixed batch: c = ⌈L_max / 8⌉ (rounded up to
+    MIN_BLOCK_KV), SGLang's min/max rule at its cap, which a batch replayed in a CUDA graph of
+    a larger captured size reaches (the padding requests have context 1, so min/max ≥ 8);
+    blocks = min(bs·⌈L_max/c⌉, ⌊ΣL/c⌋ + bs) ≥ the real count, each charged c keys and run in
+    whole waves: an upper bound, since the estimator does not know each request's last split.
+    A mixed batch whose size was captured exactly splits less when its contexts are within 8x
+    of each other; what that costs above this estimate is left to the online guard refinement
+    (the estimator does not know the captured sizes)."""
     r = max(1, math.ceil(sum_reused / bs if max_reused is None else max_reused))
     if h.fa3:  # FA3 sizes a batch by its longest context: exact for a uniform batch, else a bound
-        return decode_keys(h.head_groups, h.device_sms, sms, bs, r + 1, h.gamma_pct / 100.0)
+        return decode_keys(h.head_groups, h.device_sms, sms, bs, r + 1, gamma)
     slots = h.blocks_per_sm * sms
     uniform = max_reused is None or bs * max_reused <= sum_reused * (1 + 1e-9)
     if uniform:
@@ -568,7 +579,11 @@ def _nnls(X, t, w):
 def _criterion(pred, y) -> float:
     import numpy as np
 
-    e = np.abs(pred / y - 1.0)
+    return _errors_j(np.abs(pred / y - 1.0))
+
+
+def _errors_j(e) -> float:
+    """J of relative errors ``e``."""
     return float(e.max() / MAX_REL + e.mean() / MEAN_REL) if len(e) else 0.0
 
 
@@ -724,7 +739,8 @@ class _DecodeRows:
         self._feat: dict[int, object] = {}
 
     def feat(self, k: int):
-        """The floor's feature per row: r_max (k = 0) or the key-waves K for k blocks/SM."""
+        """The floor's feature per row: r_max (k = 0) or the key-waves K for k blocks/SM, or
+        for FA3 with γ = k / 100."""
         import numpy as np
 
         f = self._feat.get(k)
@@ -732,8 +748,8 @@ class _DecodeRows:
             if k == 0 and not self.kernel.fa3:
                 f = self.sr / self.bs
             else:
-                h = self.kernel.with_choice(k)
-                f = np.array([key_waves(h, self.sms, int(b), s) for b, s in zip(self.bs, self.sr)])
+                h, g = self.kernel.with_choice(k), k / 100.0 if self.kernel.fa3 else 0.0
+                f = np.array([key_waves(h, self.sms, int(b), s, gamma=g) for b, s in zip(self.bs, self.sr)])
             self._feat[k] = f
         return f
 
@@ -766,7 +782,8 @@ def _thresholds(vals) -> list:
 
 
 def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
-    """θ (4 floats) of one partition for fixed (k, β), and its training relative errors."""
+    """θ (DECODE_WIDTH floats) of one partition for fixed (k, β), and its training relative
+    errors. For FA3, k is γ in percent."""
     import numpy as np
 
     y, sr, bs, fk = rows.y, rows.sr, rows.bs, rows.feat(k)
@@ -795,7 +812,22 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
         if best is None or j < best[0] - _TIE:
             best = (j, th, pred, fl)
     _, th, pred, fl = best
-    return (float(th[0]), float(th[1]), float(th[2]), float(beta)), np.abs(pred / y - 1.0), fl
+    return _decode_theta(rows, th, beta, k), np.abs(pred / y - 1.0), fl
+
+
+def _decode_k(hyper, s: int) -> int:
+    """The decode fit's choice for partition s: hyper = (k, β), k one int for all partitions or
+    ((sms, k), ...) per partition (FA3's γ)."""
+    k = hyper[0]
+    return dict(k)[s] if isinstance(k, tuple) else k
+
+
+def _decode_own(hyper, s: int):
+    return (_decode_k(hyper, s), hyper[1])
+
+
+def _decode_theta(rows: _DecodeRows, th, beta: float, k: int) -> tuple[float, ...]:
+    return float(th[0]), float(th[1]), float(th[2]), float(beta), k / 100.0 if rows.kernel.fa3 else 0.0
 
 
 def _polish(kind: str, view, hyper, fits):
@@ -818,7 +850,7 @@ def _polish(kind: str, view, hyper, fits):
                                           + ([rows.gm] if gs else [])))
         else:
             blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
-            shared.append((rows.feat(hyper[0]) * fl)[:, None])
+            shared.append((rows.feat(_decode_k(hyper, s)) * fl)[:, None])
         ys.append(rows.y)
         owners.append(s)
     S = np.concatenate(shared)
@@ -849,8 +881,9 @@ def _polish(kind: str, view, hyper, fits):
             pred = Xa @ th[:na] + off + np.maximum(Xl @ th[na:], pooled)
             theta = _prefill_theta(th, na, h)
         else:
-            pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(hyper[0])) + th[1] * rows.bs + th[2]
-            theta = (float(th[0]), float(th[1]), float(th[2]), pooled)
+            k = _decode_k(hyper, s)
+            pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(k)) + th[1] * rows.bs + th[2]
+            theta = _decode_theta(rows, th, pooled, k)
         new[s] = (theta, np.abs(pred / rows.y - 1.0), fits[s][2])
     return h, new
 
@@ -923,10 +956,13 @@ class _Pooled:
         replace = replace or {}
         view = {s: replace.get(s, p) for s, p in self.parts.items()}
 
+        def fit(s, hyper):
+            return self._fit_one(view[s], hyper) if s in replace else self._full(s, hyper)
+
         def evaluate(hyper):
-            fits = {s: (self._fit_one(view[s], hyper) if s in replace else self._full(s, hyper)) for s in view}
+            fits = {s: fit(s, _decode_own(hyper, s) if self.kind == "decode" else hyper) for s in view}
             e = np.concatenate([f[1] for f in fits.values()])
-            return float(e.max() / MAX_REL + e.mean() / MEAN_REL), fits
+            return _errors_j(e), fits
 
         best = None
 
@@ -968,21 +1004,37 @@ class _Pooled:
                 h = best[1]
         else:  # β over a coarse grid for each k, then finer around the best (k, β)
             kernel = next(iter(view.values())).kernel
-            # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows
-            ks = (FA3_GAMMA_PCT_GRID if kernel.fa3 else (kernel.blocks_per_sm,) if kernel.blocks_per_sm
-                  else DECODE_BLOCKS_GRID if kernel.usable else (0,))
-            for k in ks:
-                scan([(k, b) for b in _decode_grid(view, k)])
-            k, b = best[1]
-            scan([(k, x) for x in _decode_refine(b)])
-        polished = _polish(self.kind, view, best[1], best[2])
-        if polished is not None:
-            e = np.concatenate([f[1] for f in polished[1].values()])
-            j = float(e.max() / MAX_REL + e.mean() / MEAN_REL)
-            if j < best[0] - _TIE:
-                best = (j, *polished)
-                if self.kind == "decode":
-                    scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
+
+            def own_gammas(beta):
+                # FA3: β pooled, γ each partition's own: the grid value that fits its rows best (J)
+                return tuple((s, min(FA3_GAMMA_PCT_GRID, key=lambda g: _errors_j(fit(s, (g, beta))[1])))
+                             for s in view), beta
+
+            if kernel.fa3:  # one γ for all partitions first (each its own: below)
+                for g in FA3_GAMMA_PCT_GRID:
+                    scan([(tuple((s, g) for s in view), b) for b in _decode_grid(view, g)])
+                g, b = best[1]
+                scan([(g, x) for x in _decode_refine(b)])
+            else:
+                # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows
+                ks = (kernel.blocks_per_sm,) if kernel.blocks_per_sm else DECODE_BLOCKS_GRID if kernel.usable else (0,)
+                for k in ks:
+                    scan([(k, b) for b in _decode_grid(view, k)])
+                k, b = best[1]
+                scan([(k, x) for x in _decode_refine(b)])
+        for _ in range(3 if self.kind == "decode" and kernel.fa3 else 1):
+            polished = _polish(self.kind, view, best[1], best[2])
+            if polished is not None:
+                j = _errors_j(np.concatenate([f[1] for f in polished[1].values()]))
+                if j < best[0] - _TIE:
+                    best = (j, *polished)
+                    if self.kind == "decode":
+                        scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
+            if self.kind == "decode" and kernel.fa3:
+                h = best[1]
+                scan([own_gammas(h[1])])  # FA3: each partition's own γ at the pooled β, then β again
+                if best[1] == h:
+                    break
         _, h, fits = best
         return h, {s: f[0] for s, f in fits.items()}
 
@@ -1094,9 +1146,9 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
 
 def _pad(th, width: int, paper: int, kind: str, s) -> tuple[float, ...]:
     th = tuple(float(t) for t in th)
-    if len(th) == paper or (kind == "prefill" and len(th) in (6, 7, 9)):
-        # the paper's equation alone, or the terms up to the launch floor / cold reads / knees:
-        # the later extension terms off
+    if len(th) == paper or (kind == "prefill" and len(th) in (6, 7, 9)) or (kind == "decode" and len(th) == 4):
+        # the paper's equation alone, or the terms up to the launch floor / cold reads / knees
+        # / the decode floor (format 8): the later extension terms off
         th = th + (0.0,) * (width - len(th))
     if len(th) != width or any(not (t >= 0.0) or t == float("inf") for t in th):
         raise ValueError(f"{kind} θ for {s} SMs must be {paper} or {width} finite non-negative floats, got {th}")
@@ -1313,7 +1365,7 @@ class SoloLatencyModel:
         a = t[0] * sum_reused
         if t[3]:
             if self._waves_on:
-                f = t[3] * key_waves(self.decode_hyper, decode_sms, bs, sum_reused, max_reused)
+                f = t[3] * key_waves(self.decode_hyper, decode_sms, bs, sum_reused, max_reused, t[4])
             else:
                 f = t[3] * (sum_reused / bs if max_reused is None else max_reused)
             if f > a:
@@ -1356,7 +1408,8 @@ class SoloLatencyModel:
                 "l2_spill_ratio": round(kappa, 9), "launch_floor_ms": max((t[5] for t in pre), default=0.0),
                 "decode_floor_ms_per_token": max((t[3] for t in dec), default=0.0),
                 "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm,
-                "decode_fa3_gamma": self.decode_hyper.gamma_pct / 100.0 if self.decode_hyper.fa3 else None,
+                "decode_fa3_gamma": {str(s): self._decode.profiled[s][4] for s in self._decode.sms}
+                if self.decode_hyper.fa3 else None,
                 "gemm_curve_scale": [round(min((t[9] for t in pre), default=0.0), 4),
                                      round(max((t[9] for t in pre), default=0.0), 4)]}
 
@@ -1381,7 +1434,7 @@ class SoloLatencyModel:
         return cls(pre, dec, hyper, dh, gemm_curve=gemm_curve)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 9, "prefill_hyper": {...}, "decode_hyper": {...},
+        """fit.json's core: {"format": 10, "prefill_hyper": {...}, "decode_hyper": {...},
         "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}, "gemm_curve": {...} or null}."""
         return {
             "format": FORMAT,
@@ -1397,8 +1450,8 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 9, or format 8 (the same without FA3's grid). Older files (formats 1-7) are
-        refused with the command that refits them: no shipped table has one."""
+        """Format 10, or format 8 (the same without FA3's grids: the triton tables). Other
+        formats are refused with the command that refits them: no shipped table has one."""
         fmt = d.get("format", 1)
         if fmt not in (8, FORMAT):
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads 8 and {FORMAT}); "
@@ -1408,17 +1461,17 @@ class SoloLatencyModel:
             out = {}
             for s, v in d[kind].items():
                 th = v["theta"] if isinstance(v, Mapping) else v
-                if kind == "prefill" and len(th) != width:
-                    raise ValueError(f"format-{fmt} prefill θ for {s} SMs must have {width} values, got {len(th)}")
+                if (kind == "prefill" or fmt == FORMAT) and len(th) != width:
+                    raise ValueError(f"format-{fmt} {kind} θ for {s} SMs must have {width} values, got {len(th)}")
                 out[int(s)] = th
             return out
 
         hp, dh = d.get("prefill_hyper") or {}, d.get("decode_hyper") or {}  # no decode_hyper: floor β·r_max
         if not isinstance(hp, Mapping) or not isinstance(dh, Mapping):
             raise ValueError("prefill_hyper and decode_hyper must be objects")
-        new9 = sorted(k for k in hp if k in ("split_kv_device_sms", "kv_heads"))
-        if fmt < 9 and new9:
-            raise ValueError(f"fit.json format {fmt} has no FA3 grid, but its prefill_hyper names {new9}: "
+        fa3 = sorted(k for k in hp if k in ("split_kv_device_sms", "kv_heads")) + sorted(k for k in dh if k == "fa3")
+        if fmt == 8 and fa3:
+            raise ValueError(f"fit.json format 8 has no FA3 grid, but its hyper-parameters name {fa3}: "
                              "a malformed file; refit it")
         curve = None
         if d.get("gemm_curve") is not None:

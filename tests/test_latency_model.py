@@ -56,7 +56,7 @@ def test_recovers_known_thetas_on_noiseless_data():
     for s, th in TH_P.items():
         np.testing.assert_allclose(m.prefill_theta(s), th + (0.0,) * 6, rtol=1e-6, atol=1e-12)
     for s, th in TH_D.items():
-        np.testing.assert_allclose(m.decode_theta(s), th + (0.0,), rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(m.decode_theta(s), th + (0.0, 0.0), rtol=1e-6, atol=1e-12)
 
 
 def test_recovers_the_extended_model_from_uniform_batches():
@@ -100,7 +100,7 @@ def test_coefficients_are_non_negative_and_plain_floats():
     hyper, ths = fit_decode_frame(df)
     th = ths[16]
     assert hyper == DecodeHyper()  # no kernel description: no wave count
-    assert len(th) == 4 and all(type(t) is float and t >= 0 for t in th)
+    assert len(th) == 5 and all(type(t) is float and t >= 0 for t in th)
     th = fit_nonneg(np.array([[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]]), np.array([3.0, 2.0, 1.0]))
     assert all(t >= 0 for t in th)
 
@@ -116,7 +116,7 @@ def test_prediction_matches_equations():
     assert m.decode_ms(16, 8, 8000) == pytest.approx(t[0] * 8000 + t[1] * 8 + t[2])
     assert m.prefill_ms(20, []) == 0.0 and m.decode_ms(16, 0, 0) == 0.0
     # The paper's widths are the paper's equations: every extension term is 0.
-    assert m.prefill_theta(20) == TH_P[20] + (0.0,) * 6 and m.decode_theta(16) == TH_D[16] + (0.0,)
+    assert m.prefill_theta(20) == TH_P[20] + (0.0,) * 6 and m.decode_theta(16) == TH_D[16] + (0.0, 0.0)
     assert m.decode_ms(16, 8, 8000, max_reused=7000) == m.decode_ms(16, 8, 8000)
 
 
@@ -320,7 +320,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 9 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+    assert d["format"] == 10 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
                                                         "l2_knee_tokens": 12800, "gemm_device_sms": 132,
                                                         "gemm_waves_lo": 512, "gemm_waves_hi": 16384,
                                                         "gemm_knee_tokens": 1024, "gemm_knee2_tokens": 4096,
@@ -338,7 +338,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     mk = SoloLatencyModel(TH_P, {16: TH_DX}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
     d = json.loads(json.dumps(mk.to_dict()))
     assert d["decode_hyper"] == {"blocks_per_sm": 6, "head_groups": 8, "max_kv_splits": 8, "device_sms": 132,
-                                 "min_block_kv": 32, "fa3": 0, "gamma_pct": 0}
+                                 "min_block_kv": 32, "fa3": 0}
     assert SoloLatencyModel.from_dict(d).decode_ms(16, 3, 90000, 80000) == mk.decode_ms(16, 3, 90000, 80000)
     # the split tail round-trips
     m8 = SoloLatencyModel(TH_P, {80: (1.0e-5, *TH_DX[1:])}, decode_hyper=DecodeHyper(6, 8, 8, 132, 32))
@@ -347,11 +347,12 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert SoloLatencyModel.from_dict(d8).decode_ms(80, 8, 8 * 8192) == m8.decode_ms(80, 8, 8 * 8192)
     with pytest.raises(ValueError, match="needs min_block_kv"):  # whole waves: no table has them now
         DecodeHyper(6, 8, 8, 132, 0)
-    # FA3's grid round-trips (its floor: fa3_kernels.decode_keys)
-    mf = SoloLatencyModel(TH_P, {112: (1.0e-9, *TH_DX[1:])}, decode_hyper=DecodeHyper(
-        head_groups=8, max_kv_splits=128, device_sms=132, fa3=1, gamma_pct=50))
+    # FA3's grid round-trips (its floor: fa3_kernels.decode_keys), γ = 0.5 the partition's θ5
+    mf = SoloLatencyModel(TH_P, {112: (1.0e-9, *TH_DX[1:], 0.5)}, decode_hyper=DecodeHyper(
+        head_groups=8, max_kv_splits=128, device_sms=132, fa3=1))
     df_ = json.loads(json.dumps(mf.to_dict()))
-    assert (df_["decode_hyper"]["fa3"], df_["decode_hyper"]["gamma_pct"]) == (1, 50)
+    assert df_["decode_hyper"]["fa3"] == 1 and df_["decode"]["112"]["theta"][4] == 0.5
+    assert df_["pooled"]["decode_fa3_gamma"] == {"112": 0.5}
     assert SoloLatencyModel.from_dict(df_).decode_ms(112, 16, 16 * 32768) == mf.decode_ms(112, 16, 16 * 32768) \
         == pytest.approx(TH_DX[3] * 49344 + TH_DX[1] * 16 + TH_DX[2])
     del d["decode_hyper"]
@@ -366,17 +367,22 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
         SoloLatencyModel({20: (float("nan"), 0.0, 0.0, 0.0)}, TH_D)
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 5, 7, 10])
+@pytest.mark.parametrize("fmt", [1, 2, 5, 7, 9, 11])
 def test_formats_no_shipped_table_uses_are_refused_with_the_refit_command(fmt):
     d = json.loads(json.dumps(st.mux_truth_model().to_dict()))
     with pytest.raises(ValueError, match=rf"format {fmt} is not supported .*python -m sglang_mux.estimator fit"):
         SoloLatencyModel.from_dict({**d, "format": fmt})
-    # format 8 is format 9 without FA3's grid (the triton tables' files)
+    # format 8 is format 10 without FA3's grids (the triton tables' files: no γ in the decode θ)
     eight = {**d, "format": 8, "prefill_hyper": {k: v for k, v in d["prefill_hyper"].items()
-                                                 if k not in ("split_kv_device_sms", "kv_heads")}}
-    assert SoloLatencyModel.from_dict(eight).prefill_hyper == SoloLatencyModel.from_dict(d).prefill_hyper
+                                                 if k not in ("split_kv_device_sms", "kv_heads")},
+             "decode_hyper": {k: v for k, v in d["decode_hyper"].items() if k != "fa3"},
+             "decode": {s: {"theta": v["theta"][:4]} for s, v in d["decode"].items()}}
+    m8, m10 = SoloLatencyModel.from_dict(eight), SoloLatencyModel.from_dict(d)
+    assert m8.prefill_hyper == m10.prefill_hyper and m8.decode_theta(48) == m10.decode_theta(48)
     with pytest.raises(ValueError, match="format 8 has no FA3 grid"):
         SoloLatencyModel.from_dict({**d, "format": 8})
+    with pytest.raises(ValueError, match="format-10 decode θ for 48 SMs must have 5 values, got 4"):
+        SoloLatencyModel.from_dict({**d, "decode": {**d["decode"], "48": {"theta": d["decode"]["48"]["theta"][:4]}}})
 
 
 
@@ -427,7 +433,7 @@ def test_token_knees():
     with pytest.raises(ValueError, match="gemm_knee2_tokens > 0 needs"):
         PrefillHyper(gemm_knee_tokens=1024, gemm_knee2_tokens=512)
     d = json.loads(json.dumps(m.to_dict()))
-    with pytest.raises(ValueError, match="format-9 prefill θ for 132 SMs must have 10 values, got 7"):
+    with pytest.raises(ValueError, match="format-10 prefill θ for 132 SMs must have 10 values, got 7"):
         SoloLatencyModel.from_dict({**d, "prefill": {"132": {"theta": list(th[:7])}}})
 
 
@@ -556,7 +562,7 @@ def test_cold_waves_overlap_the_prefix_reads_of_requests_in_one_wave():
 def test_fit_json_carries_the_gemm_curve():
     m = st.mux_curve_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 9 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
+    assert d["format"] == 10 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
     m2 = SoloLatencyModel.from_dict(d)
     for sms, reqs in ((52, [PrefillReq(448)]), (60, [PrefillReq(700, 3000), PrefillReq(90)]),
                       (132, [PrefillReq(40000)])):
