@@ -1,11 +1,10 @@
 #!/bin/bash
 # Issue 16's H200 capped-conversation comparison in one machine, for the session that gets an H200
 # (status says which card; any kind may come up H100 or H200). Refuses to run on another GPU.
-# Session 23 (bench/results/fa3_h200_s23/) completed the table's decode rows and ran the mux,
-# chunked 256/512/1024 + mixed and plain SGLang at 4.5, 5: mux 4.5, chunked 1024 + mixed 4.5 (1.0x).
-# Left, and what this runs: every system of the family in one run (the issue asks for one run each
-# on H100 and H200), i.e. all ten systems of bench/plans/fa3_conv8k_sweep.sh at 4.5, 5, then
-# bench.timeline_profile per mux point (the estimator in serving). About 27 minutes.
+# It runs all ten systems of bench/plans/fa3_conv8k_sweep.sh at 4.5, 5, then bench.timeline_profile
+# per mux point (the estimator in serving). Session 24 (bench/results/fa3_h200_all10_s24/): mux,
+# chunked 1024 and 512 + mixed 4.5 each, the rest < 4.5 (1.0x); with 1400 s the tenth system (plain
+# SGLang) did not fit and was run right after: give it 1500 s (about 24 minutes in all).
 #   bash bench/plans/h200_fa3.sh OUT [seconds available, default 1500]
 # SEED=1 SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" RATES=4,4.5,5 runs the second
 # seed of the two that decide it instead (~14 minutes).

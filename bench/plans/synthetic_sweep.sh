@@ -7,11 +7,11 @@
 # the mux's whole-prompt prefill at --mem-fraction-static 0.75 (sglang_mux/prefill_memory.py).
 # Otherwise as conv_uncapped_sweep.sh: FA3, P99 TBT 50 ms / TTFT 10 s, Poisson SEED (default 0),
 # 90 s per rate, each system climbs RATES and stops at its first failure.
-# Served on an H200, seed 0 (bench/results/synthetic_h200_s23/): mux 1.25, chunked 512 and 1024 +
-# mixed 0.75, as the simulators predicted (1.0x by the length-aware queue drift). They predict
-# both at 0.75 for SEED=1, which has not been served yet, nor has an H100. The defaults are the
-# two systems that decide it, ~24 minutes if both climb all four rates. Start it within 3 minutes
-# of the lease, in the background:
+# Served on H200s, as the simulators predicted: seed 0 (bench/results/synthetic_h200_s23/) mux 1.25,
+# chunked 512 and 1024 + mixed 0.75 (1.67x; 1.0x by the length-aware queue drift); SEED=1
+# (bench/results/synthetic_h200_seed1_s24/) mux and chunked 512 + mixed 0.75, 1024 + mixed < 0.75
+# (1.0x). Not yet served on an H100. The defaults are the two systems that decide it, ~24 minutes
+# if both climb all four rates. Start it within 3 minutes of the lease, in the background:
 #   (setsid nohup bash -c 'bash bench/plans/synthetic_sweep.sh /tmp/syn 1500; echo $? > /tmp/syn_done' \
 #       > /tmp/syn.log 2>&1 < /dev/null &)
 WORKLOAD=mooncake-synthetic TRACE_PATH=bench/data/synthetic_first500.jsonl INPUT_CAP=100000 \
