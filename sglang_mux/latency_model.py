@@ -955,6 +955,7 @@ class _Pooled:
 
         replace = replace or {}
         view = {s: replace.get(s, p) for s, p in self.parts.items()}
+        fa3_decode = self.kind == "decode" and next(iter(view.values())).kernel.fa3
 
         def fit(s, hyper):
             return self._fit_one(view[s], hyper) if s in replace else self._full(s, hyper)
@@ -1010,7 +1011,7 @@ class _Pooled:
                 return tuple((s, min(FA3_GAMMA_PCT_GRID, key=lambda g: _errors_j(fit(s, (g, beta))[1])))
                              for s in view), beta
 
-            if kernel.fa3:  # one γ for all partitions first (each its own: below)
+            if fa3_decode:  # one γ for all partitions first (each its own: below)
                 for g in FA3_GAMMA_PCT_GRID:
                     scan([(tuple((s, g) for s in view), b) for b in _decode_grid(view, g)])
                 g, b = best[1]
@@ -1022,7 +1023,7 @@ class _Pooled:
                     scan([(k, b) for b in _decode_grid(view, k)])
                 k, b = best[1]
                 scan([(k, x) for x in _decode_refine(b)])
-        for _ in range(3 if self.kind == "decode" and kernel.fa3 else 1):
+        for _ in range(3 if fa3_decode else 1):
             polished = _polish(self.kind, view, best[1], best[2])
             if polished is not None:
                 j = _errors_j(np.concatenate([f[1] for f in polished[1].values()]))
@@ -1030,7 +1031,7 @@ class _Pooled:
                     best = (j, *polished)
                     if self.kind == "decode":
                         scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
-            if self.kind == "decode" and kernel.fa3:
+            if fa3_decode:
                 h = best[1]
                 scan([own_gammas(h[1])])  # FA3: each partition's own γ at the pooled β, then β again
                 if best[1] == h:
