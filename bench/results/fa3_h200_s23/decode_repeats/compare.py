@@ -1,6 +1,8 @@
 """The H200 FA3 table's decode rows against two repeat grids of the same host, and the held-out
 error of the 112-SM partition fitted pooled (as shipped) and alone. Run from the repo root:
-    python bench/results/fa3_h200_s23/decode_repeats/compare.py"""
+    python bench/results/fa3_h200_s23/decode_repeats/compare.py
+compare.txt is its output at commit 99f3c1f, when the table's γ was pooled; from 7cd23d5 on the
+table is refitted with γ per partition (what the candidate below became), so a rerun differs."""
 import numpy as np
 import pandas as pd
 
@@ -50,7 +52,7 @@ for s in (96, 112):
         err = np.empty(n)
         for f in range(k):
             test = order[f::k]
-            (a, b, c, bb), _, _ = L._fit_decode_rows(rows.take(np.setdiff1d(order, test)), g, beta)
+            (a, b, c, bb, _), _, _ = L._fit_decode_rows(rows.take(np.setdiff1d(order, test)), g, beta)
             te = rows.take(test)
             err[test] = np.abs((np.maximum(a * te.sr, bb * te.feat(g)) + b * te.bs + c) / te.y - 1)
         out.append(f"γ {g / 100:.2f}: {err.max():.1%}/{err.mean():.2%}")
