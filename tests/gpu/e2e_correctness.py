@@ -14,6 +14,11 @@ prefill runs; with a tight length-aware TTFT SLO for the mux server (measured on
 16"``: one preemption) the dispatcher preempts the long batch, which must resume with its KV and
 give the same tokens. The mux server's timeline counts the preemptions, and its
 ``/metrics`` page (``--enable-metrics`` is added) is kept in the result.
+
+``--control-args`` runs the same schedule on a third server, plain SGLang with those arguments
+(e.g. ``--max-running-requests 8``: other batches), and compares it with the reference as the
+mux is compared (``control``): whether plain SGLang alone breaks near-ties as often when its
+batches differ, which is what a mux divergence at a near-tie would be.
 """
 
 from __future__ import annotations
@@ -176,6 +181,8 @@ def main():
     ap.add_argument("--burst", action="store_true", help="add the preemption burst (module docstring)")
     ap.add_argument("--mux-args", default="", help="extra arguments for the mux server only")
     ap.add_argument("--common-args", default="", help="extra arguments for both servers (e.g. --cuda-graph-max-bs 16)")
+    ap.add_argument("--control-args", default=None,
+                    help="also run plain SGLang with these arguments and compare it with the reference (docstring)")
     ap.add_argument("--attention-backend", default=None,
                     help="both servers' backend (default: SGLang's own, FA3 on H100/H200; the mux log names it)")
     args = ap.parse_args()
@@ -207,8 +214,11 @@ def main():
     result["incompatible_sglang_arg"] = {"returncode": p.returncode, "stderr_tail": p.stderr.strip()[-300:]}
 
     outs = {}
-    for label, mux in (("mux", True), ("ref", False)):
-        srv = Server(base + (mux_extra if mux else []), args.port,
+    servers = [("mux", True, mux_extra), ("ref", False, [])]
+    if args.control_args is not None:
+        servers.append(("control", False, args.control_args.split()))
+    for label, mux, extra in servers:
+        srv = Server(base + extra, args.port,
                      os.path.join(args.logdir, f"server_{label}.log"), mux=mux)
         try:
             result[f"{label}_start_s"] = round(srv.start(), 1)
@@ -238,6 +248,14 @@ def main():
         burst_rows = [r for r in rows if r["name"].startswith("burst_")]
         if burst_rows:
             result["burst"] = {"n": len(burst_rows), "identical": sum(1 for r in burst_rows if r.get("identical"))}
+    if "control" in outs and "ref" in outs:
+        rows = compare(outs["control"], outs["ref"])  # (its "mux" columns are the control's)
+        gaps = [r["top2_gap_ref"] for r in rows if r.get("top2_gap_ref") is not None]
+        result["control"] = {"args": args.control_args, "n_requests": len(rows),
+                             "n_identical": sum(1 for r in rows if r.get("identical")),
+                             "n_failed": sum(1 for r in rows if not r["ok_mux"]),
+                             "max_top2_gap_at_divergence": max(gaps) if gaps else None,
+                             "divergent": [r for r in rows if r.get("identical") is False]}
     json.dump(result, open(args.out, "w"), indent=1)
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "mux_log_tail")}, indent=1))
 

@@ -1,0 +1,51 @@
+#!/bin/bash
+# What issue 16 still lacks, on ONE H100 (bench/results/fa3_h200_all10_s24/README.md has the rest):
+#  1. --disable-mux within 2 % of plain SGLang: one pair of runs cannot show it, because two plain
+#     SGLang runs on one H100 were 2.1 % apart (bench/results/mux_off_tput_fa3_h100_aba/). PAIRS
+#     (default 3) pairs of ShareGPT-like points at 100 req/s, the order alternating; the median
+#     mux-off / SGLang output tok/s ratio goes to OUT/muxoff/ratios.json.
+#  2. Greedy outputs: 76/79 identical on FA3, the 3 others at near-ties. The same check with a
+#     control, plain SGLang with other batches (--max-running-requests 8) against the reference:
+#     does SGLang alone break near-ties as often? OUT/correctness.json ("control").
+#  3. The estimator in serving with the γ-per-partition H100 table: the mux alone on the capped
+#     conversation at 4, 4.5 and bench.timeline_profile per point (OUT/serving/profile_mux_*.json).
+# About 25 minutes; in the background after the install, polled, as the sweep plans say:
+#   (setsid nohup bash -c 'bash bench/plans/h100_close16.sh /tmp/c16 1500; echo $? > /tmp/c16_done' \
+#       > /tmp/c16.log 2>&1 < /dev/null &)
+set -u
+OUT=${1:?usage: h100_close16.sh OUT [seconds]}
+BUDGET=${2:-1500}
+source "$(dirname "$0")/one_host.sh"
+one_host "$OUT"
+SA="--sampling-backend pytorch --grammar-backend none"
+C=(--workload sharegpt --rates 100 --duration-s 12 --drain-s 60 --model-path launch/models/llama-3.1-8b
+   --server-args "$SA" --no-progress)
+for i in $(seq "${PAIRS:-3}"); do
+    order=$([ $((i % 2)) -eq 1 ] && echo sglang,mux-off || echo mux-off,sglang)
+    [ "$(left)" -lt 400 ] && { echo "budget: stopping before pair $i"; break; }
+    python -m bench.run --systems "$order" --out "$OUT/muxoff/pair$i" --time-budget-s "$(left)" "${C[@]}" 2>&1 | tail -n 2
+done
+python - "$OUT/muxoff" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+pairs = {}
+for p in sorted(Path(sys.argv[1]).glob("pair*/summary.json")):
+    tput = {s: v["points"][0]["summary"]["output_tok_s"] for s, v in json.load(open(p))["systems"].items() if v["points"]}
+    if {"sglang", "mux-off"} <= set(tput):
+        pairs[p.parent.name] = {**tput, "ratio": tput["mux-off"] / tput["sglang"]}
+out = {"pairs": pairs, "median_ratio": statistics.median(v["ratio"] for v in pairs.values()) if pairs else None}
+json.dump(out, open(Path(sys.argv[1]) / "ratios.json", "w"), indent=1)
+print(json.dumps(out))
+PY
+if [ "$(left)" -gt 600 ]; then
+    python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
+    timeout $(( $(left) - 300 )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \
+        --out "$OUT/correctness.json" --logdir "$OUT" --control-args "--max-running-requests 8" \
+        --mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs 16" \
+        | tail -n 12
+fi
+SYSTEMS=mux bash "$(dirname "$0")/fa3_conv8k_sweep.sh" "$OUT/serving" 4,4.5 "$(left)"
+for r in 4 4.5; do
+    python -m bench.timeline_profile "$OUT/serving" --system mux --rate "$r" --json "$OUT/serving/profile_mux_$r.json" \
+        > "$OUT/serving/profile_$r.txt" 2>&1 && echo "profile: $OUT/serving/profile_mux_$r.json"
+done
