@@ -222,7 +222,8 @@ def build_workload(a: argparse.Namespace, rate: float) -> workloads.Workload:
         a.workload, rate=rate, duration_s=a.duration_s, n=a.num_requests, offset=a.offset,
         seed=a.seed, salt=f"rate={fmt_rate(rate)}", input_cap=a.input_cap,
         output_cap=a.output_cap, arrival=a.arrival, trace_path_=a.trace_path,
-        turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab, session_sample=a.session_sample)
+        turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab, session_sample=a.session_sample,
+        warm_history=a.warm_history)
     check_prompts(wl, a.context_len)
     return wl
 
@@ -244,6 +245,21 @@ def check_prompts(wl: workloads.Workload, context_len: int | None) -> None:
 
 def point_cost(a: argparse.Namespace, wl: workloads.Workload) -> float:
     return wl.span_s + a.drain_s + POINT_OVERHEAD_S
+
+
+def warm_cache(url: str, wl: workloads.Workload) -> str:
+    """Prefill the point's ``wl.warm`` prompts (its trace history) and wait: '' when it has none.
+    A failed one would leave the cache colder than the point claims: that stops the sweep."""
+    if not wl.warm:
+        return ""
+    t0 = time.time()
+    recs, _ = client.run_workload(url, workloads.Workload("warm", "generate", requests=wl.warm),
+                                  deadline_s=600.0, progress=False)
+    bad = [r["error"] for r in recs if not r["ok"]]
+    if bad:
+        raise SystemExit(f"--warm-history: {len(bad)} of {len(recs)} history prompts failed ({bad[0]}); "
+                         "a smaller --offset or a larger KV pool holds them")
+    return f"; warmed with {len(recs)} history prompts, {sum(len(r.input_ids) for r in wl.warm)} tokens, "            f"in {time.time() - t0:.0f} s"
 
 
 def warmup(url: str, kind: str, n: int, vocab: tuple[int, int] = workloads.VOCAB
@@ -320,7 +336,7 @@ def point_passes(path: Path, a: argparse.Namespace) -> bool:
 
 
 _RATE_KEYS = {"n", "requested_n", "n_sessions", "rate", "salt", "offered_rate", "span_s", "mean_input",
-              "max_input", "mean_output", "trace_span_s", "hash_block_reuse", "subset_counts"}
+              "max_input", "mean_output", "trace_span_s", "hash_block_reuse", "subset_counts", "warm_history"}
 
 
 def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
@@ -442,6 +458,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--trace-path", default=None, help="full trace JSONL (default: shared or slice)")
     g.add_argument("--num-requests", type=int, default=None, help="override round(rate*duration)")
     g.add_argument("--offset", type=int, default=0)
+    g.add_argument("--warm-history", action="store_true",
+                   help="after each point's cache flush, prefill (unmeasured) the trace's history that the point's "
+                        "prompts reuse, so a slice at --offset meets the cache its past would leave")
     g.add_argument("--session-sample", type=int, default=1, metavar="K",
                    help="traces: keep one session in K, every turn of it (prefix reuse that fits one GPU's KV pool)")
     g.add_argument("--input-cap", type=int, default=None, help="keep the first T prompt tokens")
@@ -625,8 +644,9 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"{sys_name}: rate {fmt_rate(pending[i - 1])} failed; skipping higher")
                     break
                 flushed = client.flush_cache(url)
+                warmed = warm_cache(url, wl)
                 log(f"{sys_name} @ {fmt_rate(r)}: {wl.n_requests} requests over "
-                    f"{wl.span_s:.0f} s (cache flushed: {flushed})")
+                    f"{wl.span_s:.0f} s (cache flushed: {flushed}{warmed})")
                 deadline = wl.span_s + a.drain_s
                 t_point = time.time()
                 cpu0 = cpu_ticks()
@@ -637,7 +657,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_json(point_file(out, sys_name, r, ".meta.json"), {
                     "system": sys_name, "rate": r, "workload": wl.options, "client": info,
                     "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
-                    "flushed_cache": flushed, "server_command": cmd, "server_url": url,
+                    "flushed_cache": flushed, "warmed_cache": warmed or None, "server_command": cmd,
+                    "server_url": url,
                     "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
                     "host_cpu": host_cpu(cpu0, cpu_ticks()),
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})

@@ -122,6 +122,7 @@ class Workload:
     requests: list[Request] = field(default_factory=list)
     sessions: list[ChatSession] = field(default_factory=list)
     options: dict = field(default_factory=dict)
+    warm: list[Request] = field(default_factory=list)  # sent after the flush, before the point, unmeasured
 
     @property
     def n_requests(self) -> int:
@@ -278,11 +279,32 @@ def sample_sessions(rows: Sequence[dict], every: int) -> list[dict]:
             % every == 0]
 
 
+def warm_prefixes(rows: Sequence[dict], offset: int, n: int, input_cap: int | None = None) -> list[tuple]:
+    """The history that rows [offset, offset + n) reuse: for each, its leading run of full
+    blocks that some row before ``offset`` had (ids are prefix-chained), within ``input_cap``;
+    longest first, none a prefix of another. Prefilled after the flush, they leave a cache as
+    warm as the window's history would (bench/results/synthetic_h200_s23/reuse_windows.md)."""
+    hist = {h for r in rows[:offset] for h in r["hash_ids"]}
+    found = set()
+    for r in rows[offset:offset + n]:
+        ids = r["hash_ids"]
+        full = min(r["input_length"], input_cap or r["input_length"]) // BLOCK
+        k = next((i for i, h in enumerate(ids[:full]) if h not in hist), full)
+        if k:
+            found.add(tuple(ids[:k]))
+    keep: list[tuple] = []
+    for p in sorted(found, key=lambda p: (-len(p), p)):
+        if not any(q[:len(p)] == p for q in keep):
+            keep.append(p)
+    return keep
+
+
 def trace_workload(rows: Sequence[dict], *, name: str = "conversation", n: int | None = None,
                    offset: int = 0, rate: float | None = None, time_scale: float | None = None,
                    arrival: str = "trace", input_cap: int | None = None,
                    output_cap: int | None = None, seed: int = 0, salt: str = "",
-                   source: str | None = None, vocab: tuple[int, int] = VOCAB) -> Workload:
+                   source: str | None = None, vocab: tuple[int, int] = VOCAB,
+                   warm_history: bool = False) -> Workload:
     sel = list(rows[offset:offset + n if n is not None else None])
     if not sel:
         raise ValueError(f"empty trace slice (offset={offset}, n={n}, rows={len(rows)})")
@@ -308,7 +330,12 @@ def trace_workload(rows: Sequence[dict], *, name: str = "conversation", n: int |
                 input_cap_note="prompts truncated from the end (shared prefix kept)",
                 trace_span_s=float((sel[-1]["timestamp"] - sel[0]["timestamp"]) / 1000.0),
                 hash_block_reuse=hash_block_reuse(sel, full_blocks_only=False))
-    return _finish(Workload(name, "generate", requests=reqs, options=opts))
+    warm = []
+    if warm_history:  # the same blocks (and salt) as the window's prompts: their prefixes hit
+        warm = [Request(rid=f"{name}-warm-{i}", t=0.0, input_ids=trace_prompt(p, len(p) * BLOCK, salt, None, vocab),
+                        max_new_tokens=1) for i, p in enumerate(warm_prefixes(rows, offset, len(sel), input_cap))]
+        opts["warm_history"] = {"prompts": len(warm), "tokens": sum(r.prompt_len for r in warm)}
+    return _finish(Workload(name, "generate", requests=reqs, options=opts, warm=warm))
 
 
 # ---------------------------------------------------------------------------- Table 1 synthetic
@@ -446,17 +473,21 @@ def build(name: str, *, rate: float, duration_s: float, n: int | None = None, of
           seed: int = 0, salt: str = "", input_cap: int | None = None,
           output_cap: int | None = None, arrival: str = "trace", trace_path_: str | None = None,
           turns: tuple[int, int] = (2, 6), think_s: float = 3.0,
-          vocab: tuple[int, int] = VOCAB, session_sample: int = 1) -> Workload:
+          vocab: tuple[int, int] = VOCAB, session_sample: int = 1, warm_history: bool = False) -> Workload:
     """The workload of one rate point: ``n`` (default round(rate*duration)) requests/sessions
-    offered at ``rate``."""
+    offered at ``rate``; ``warm_history``: with ``Workload.warm``, the trace's history that the
+    point reuses (``warm_prefixes``; traces only)."""
     count = n if n is not None else max(1, round(rate * duration_s))
     if name in TRACES:
         src = trace_path(name, trace_path_)
         wl = trace_workload(sample_sessions(load_trace(name, src), session_sample), name=name, n=count,
                             offset=offset, rate=rate, arrival=arrival, input_cap=input_cap,
-                            output_cap=output_cap, seed=seed, salt=salt, source=str(src), vocab=vocab)
+                            output_cap=output_cap, seed=seed, salt=salt, source=str(src), vocab=vocab,
+                            warm_history=warm_history)
         wl.options["session_sample"] = session_sample
         return wl
+    if warm_history:
+        raise ValueError(f"--warm-history applies to the traces ({', '.join(TRACES)}), not {name!r}")
     if session_sample != 1:
         raise ValueError(f"--session-sample applies to the traces ({', '.join(TRACES)}), not {name!r}")
     if name in SYNTHETIC:

@@ -183,3 +183,22 @@ def test_prompt_check_takes_the_models_context_and_the_cap():
     run.check_prompts(wl, None)  # a model without max_position_embeddings: nothing to check
     with pytest.raises(run.PromptTooLong, match="3 of 3 prompts are longer than the 2040 tokens"):
         run.check_prompts(wl, 2047)
+
+
+def test_warm_history_prefills_the_reused_history_after_the_flush(tmp_path):
+    rows = [([1, 2, 3], 1536), ([4, 5], 1024), ([1, 2, 9], 1536), ([1, 2, 3, 7], 2048), ([4, 8], 700), ([10], 512)]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": n, "output_length": 4,
+                                         "hash_ids": ids}) + "\n" for i, (ids, n) in enumerate(rows)))
+    with stub_server.in_thread(stub_server.StubConfig(ttft_s=0.0, tbt_s=0.002)) as url:
+        argv = args(tmp_path / "out", "4", "--server-url", url, "--workload", "mooncake-synthetic",
+                    "--trace-path", str(trace), "--offset", "2", "--warm-history")
+        argv[1] = "external"
+        assert run.main(argv) == 0
+    meta = json.loads((tmp_path / "out" / "external__4.meta.json").read_text())
+    assert meta["workload"]["warm_history"] == {"prompts": 2, "tokens": 2048}
+    assert meta["flushed_cache"] and meta["warmed_cache"].startswith("; warmed with 2 history prompts, 2048 tokens")
+    recs = [json.loads(x) for x in (tmp_path / "out" / "external__4.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and all("warm" not in r["rid"] for r in recs)  # the point's requests only
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert "--warm-history" in s["command"] and not s["mixed_workload_options"]  # its size is the point's

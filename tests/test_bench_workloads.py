@@ -144,3 +144,32 @@ def test_full_traces_are_found_beside_the_checkout_or_where_the_env_says(monkeyp
     assert W.trace_path("conversation") == W.DATA_DIR / "conversation_first1000.jsonl"  # no full trace there
     (tmp_path / "mooncake_conversation.jsonl").write_text("")
     assert W.trace_path("conversation") == tmp_path / "mooncake_conversation.jsonl"
+
+
+HISTORY = [  # (hash_ids, input_length): ids are prefix-chained, as in the Mooncake traces
+    ([1, 2, 3], 1536), ([4, 5], 1024),                       # before the window (offset 2)
+    ([1, 2, 9], 1536), ([1, 2, 3, 7], 2048), ([4, 8], 700), ([10], 512)]
+
+
+def _rows():
+    return [{"timestamp": 1000 * i, "input_length": n, "output_length": 4, "hash_ids": ids}
+            for i, (ids, n) in enumerate(HISTORY)]
+
+
+def test_warm_prefixes_are_the_history_the_window_reuses():
+    # (1, 2) is inside (1, 2, 3); of [4, 8] only the first block is full (700 tokens)
+    assert W.warm_prefixes(_rows(), 2, 4) == [(1, 2, 3), (4,)]
+    assert W.warm_prefixes(_rows(), 2, 4, input_cap=1024) == [(1, 2), (4,)]  # prompts end at the cap
+    assert W.warm_prefixes(_rows(), 0, 2) == []                              # no history
+    assert W.warm_prefixes(_rows(), 5, 1) == []                              # [10] was never seen
+
+
+def test_warm_history_prompts_are_the_window_prompts_prefixes():
+    wl = W.trace_workload(_rows(), name="mooncake-synthetic", offset=2, n=4, salt="rate=1", warm_history=True)
+    assert [r.prompt_len for r in wl.warm] == [1536, 512] and all(r.max_new_tokens == 1 for r in wl.warm)
+    assert wl.options["warm_history"] == {"prompts": 2, "tokens": 2048}
+    np.testing.assert_array_equal(wl.warm[0].input_ids, wl.requests[1].input_ids[:1536])  # same salt, same blocks
+    np.testing.assert_array_equal(wl.warm[1].input_ids, wl.requests[2].input_ids[:512])
+    assert not W.trace_workload(_rows(), offset=2, n=4).warm                 # off unless asked
+    with pytest.raises(ValueError, match="--warm-history applies to the traces"):
+        W.build("sharegpt", rate=1, duration_s=2, warm_history=True)

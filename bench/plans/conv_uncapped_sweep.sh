@@ -32,6 +32,8 @@ one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 # WORKLOAD, TRACE_PATH, INPUT_CAP: another long-context slice (bench/plans/synthetic_sweep.sh).
 cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
+# OFFSET: the slice starts there; WARM_HISTORY=1: each point first prefills the history it reuses
+[ -n "${OFFSET:-}" ] && cap+=(--offset "$OFFSET"); [ -n "${WARM_HISTORY:-}" ] && cap+=(--warm-history)
 COMMON=(--tbt-slo-ms 50 --ttft-slo-ms 10000 --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
         --duration-s 90 --drain-s 60 --out "$OUT" --model-path launch/models/llama-3.1-8b --no-progress
