@@ -119,12 +119,15 @@ def trace_path(name_or_path: str) -> Path:
 def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | None = None,
                rate: float | None = None, time_scale: float | None = None,
                cache_tokens: int | None = None, arrival: str = "trace",
-               seed: int = 0, session_sample: int = 1) -> list[TraceReq]:
+               seed: int = 0, session_sample: int = 1, offset: int = 0,
+               warm_history: bool = False) -> list[TraceReq]:
     """Requests in arrival order, arrivals shifted to start at 0, reuse computed (see module doc).
 
     ``arrival="poisson"``: keep the requests and their order, replace the timestamps with
     Poisson arrivals at ``rate`` (the trace's timestamps are rounded to 3 s, so its own
-    arrivals come in bursts of up to 17 requests)."""
+    arrivals come in bursts of up to 17 requests). ``offset``: the slice starts there, as
+    ``bench.run --offset``; ``warm_history``: the cache starts with the history the slice
+    reuses (``bench.workloads.warm_prefixes``, what ``bench.run --warm-history`` prefills)."""
     if rate is not None and time_scale is not None:
         raise ValueError("give --rate or --time-scale, not both")
     if arrival not in ("trace", "poisson"):
@@ -136,12 +139,18 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
         for line in f:
             if line.strip():
                 rows.append(json.loads(line))
-                if limit is not None and len(rows) >= limit and session_sample == 1:
+                if limit is not None and len(rows) >= offset + limit and session_sample == 1:
                     break
     if session_sample != 1:  # the benchmark's own sample: a simulated slice is a served one
         from bench.workloads import sample_sessions
 
-        rows = sample_sessions(rows, session_sample)[:limit]
+        rows = sample_sessions(rows, session_sample)
+    warm = []
+    if warm_history:
+        from bench.workloads import warm_prefixes
+
+        warm = warm_prefixes(rows, offset, len(rows) if limit is None else limit, input_cap)
+    rows = rows[offset:None if limit is None else offset + limit]
     if not rows:
         raise ValueError(f"trace {name_or_path!r} has no requests")
     rows.sort(key=lambda x: x["timestamp"])  # stable: equal timestamps keep file order
@@ -160,7 +169,7 @@ def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | 
 
         poisson = poisson_arrivals(len(rows), rate, seed)
     cap_blocks = None if not cache_tokens else max(1, cache_tokens // BLOCK)
-    cache: OrderedDict = OrderedDict()
+    cache: OrderedDict = OrderedDict((h, None) for p in warm for h in p)
     out = []
     for i, x in enumerate(rows):
         n, ids = int(x["input_length"]), list(x.get("hash_ids") or [])

@@ -47,6 +47,19 @@ def _write(tmp_path, rows):
     return str(p)
 
 
+def test_a_slice_with_its_history_warm(tmp_path):
+    """--offset and --warm-history as bench.run serves them: the cache starts with what the
+    window reuses of the rows before it (bench.workloads.warm_prefixes)."""
+    rows = [{"timestamp": 1000 * i, "input_length": n, "output_length": 4, "hash_ids": ids} for i, (ids, n) in
+            enumerate([([1, 2, 3], 1536), ([4, 5], 1024), ([1, 2, 9], 1536), ([1, 2, 3, 7], 2048),
+                       ([4, 8], 700), ([10], 512)])]
+    f = _write(tmp_path, rows)
+    cold = sim.load_trace(f, offset=2, limit=4)
+    assert [q.n_input for q in cold] == [1536, 2048, 700, 512] and [q.reused for q in cold] == [0, 1024, 0, 0]
+    warm = sim.load_trace(f, offset=2, limit=4, warm_history=True)
+    assert [q.reused for q in warm] == [1024, 1536, 512, 0] and warm[0].arrival_s == 0.0
+
+
 def test_trace_reuse_cap_and_scaling(tmp_path):
     rows = [
         {"timestamp": 1000, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]},

@@ -11,7 +11,9 @@ chunked prefill there (chunked 512 served 1 req/s where they said 0.75). CPU, ~1
     python bench/results/sim_synthetic_s22/predict.py > bench/results/sim_synthetic_s22/predict.md
 
 Another GPU's table and pools: argv TABLE MUX_POOL CHUNKED_POOL (the H200's in
-bench/results/synthetic_h200_s23/predict_h200.md).
+bench/results/synthetic_h200_s23/predict_h200.md). A fourth argument OFFSET simulates the window
+there of bench/data/synthetic_first1200.jsonl with its history warm, as `bench.run --offset OFFSET
+--warm-history` serves it (bench/results/sim_synthetic_warm_s24/).
 """
 import sys
 
@@ -19,12 +21,13 @@ from sglang_mux import sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.sim_chunked import simulate_chunked
 
-if len(sys.argv) not in (1, 4):
-    sys.exit("usage: predict.py [TABLE MUX_POOL CHUNKED_POOL]  (pools in tokens, from the servers' logs)")
+if len(sys.argv) not in (1, 4, 5):
+    sys.exit("usage: predict.py [TABLE MUX_POOL CHUNKED_POOL [OFFSET]]  (pools in tokens, from the servers' logs)")
 T, MUX_POOL, CHUNKED_POOL = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 1 else \
     ("contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3", 358_800, 423_494)
+OFFSET = int(sys.argv[4]) if len(sys.argv) == 5 else 0
 J = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"
-TRACE = "bench/data/synthetic_first500.jsonl"
+TRACE = "bench/data/synthetic_first1200.jsonl" if OFFSET else "bench/data/synthetic_first500.jsonl"
 RATES = (0.75, 1.0, 1.25, 1.5, 2.0)
 SPAN, TBT, TTFTS, CAP = 90, 50.0, (10.0, 5.0), 100_000
 
@@ -53,7 +56,7 @@ for seed in (0, 1):
         cells, good, failed = [], {t: None for t in TTFTS}, {t: False for t in TTFTS}
         for rate in RATES:
             reqs = sim.load_trace(TRACE, limit=round(rate * SPAN), rate=rate, arrival="poisson", seed=seed,
-                                  cache_tokens=pool, input_cap=CAP)
+                                  cache_tokens=pool, input_cap=CAP, offset=OFFSET, warm_history=bool(OFFSET))
             s = run(reqs, seed)
             for t in TTFTS:
                 failed[t] = failed[t] or not (s["ttft_p99_s"] <= t and s["tbt_p99_ms"] <= TBT and s["ttft_drift"]["ok"])
