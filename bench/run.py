@@ -259,7 +259,8 @@ def warm_cache(url: str, wl: workloads.Workload) -> str:
     if bad:
         raise SystemExit(f"--warm-history: {len(bad)} of {len(recs)} history prompts failed ({bad[0]}); "
                          "a smaller --offset or a larger KV pool holds them")
-    return f"; warmed with {len(recs)} history prompts, {sum(len(r.input_ids) for r in wl.warm)} tokens, "            f"in {time.time() - t0:.0f} s"
+    tokens = sum(len(r.input_ids) for r in wl.warm)
+    return f"; warmed with {len(recs)} history prompts, {tokens} tokens, in {time.time() - t0:.0f} s"
 
 
 def warmup(url: str, kind: str, n: int, vocab: tuple[int, int] = workloads.VOCAB
