@@ -340,6 +340,14 @@ _RATE_KEYS = {"n", "requested_n", "n_sessions", "rate", "salt", "offered_rate", 
               "max_input", "mean_output", "trace_span_s", "hash_block_reuse", "subset_counts", "warm_history"}
 
 
+def _run_options(wl: dict) -> dict:
+    """A point's workload options that every point of the run shares."""
+    out = {k: v for k, v in wl.items() if k not in _RATE_KEYS}
+    if "warm_history" in wl:  # its size is the point's (meta.json); that it ran is the run's
+        out["warm_history"] = "prefilled after each flush"
+    return out
+
+
 def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
     pts = existing_points(out)
     names = sorted(set(pts) | {p.name.split("__")[0] for p in out.glob("*__start.json")})
@@ -352,7 +360,7 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
             meta = read_json(point_file(out, name, rate, ".meta.json")) or {}
             wl = meta.get("workload") or {}
             if common is None and wl:
-                common = {k: v for k, v in wl.items() if k not in _RATE_KEYS}
+                common = _run_options(wl)
             points.append({"rate": rate, "file": path.name, "summary": s, "workload": wl,
                            "flushed_cache": meta.get("flushed_cache"), "host_cpu": meta.get("host_cpu"),
                            "mux": systems.mux_settings(meta.get("server_command")),
@@ -375,8 +383,8 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
                              "attention_backend": systems.attention_backend_of(
                                  (start or {}).get("command"), out / f"{name}.log"),
                              "points": points}
-    mixed = any(p["workload"] and {k: v for k, v in p["workload"].items() if k not in _RATE_KEYS}
-                != common for s in systems_out.values() for p in s["points"])
+    mixed = any(p["workload"] and _run_options(p["workload"]) != common
+                for s in systems_out.values() for p in s["points"])
     # A summary rebuilt where there is no GPU (merging pieces on the host) keeps the device
     # and host the points were measured on.
     dev = device_name()

@@ -201,4 +201,5 @@ def test_warm_history_prefills_the_reused_history_after_the_flush(tmp_path):
     recs = [json.loads(x) for x in (tmp_path / "out" / "external__4.jsonl").read_text().splitlines()]
     assert len(recs) == 4 and all("warm" not in r["rid"] for r in recs)  # the point's requests only
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert not s["mixed_workload_options"] and "warm_history" not in s["workload"]  # its size is the point's
+    assert not s["mixed_workload_options"] and s["workload"]["warm_history"] == "prefilled after each flush"
+    assert "warm_history=prefilled after each flush" in report.render(s)
