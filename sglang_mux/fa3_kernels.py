@@ -92,7 +92,7 @@ def decode_keys(kv_heads: int, device_sms: int, sms: int, bs: int, keys: int, ga
     share the SM's bandwidth rather than wait for each other. Measured on the H200 FA3 table:
     16 requests of 32K keys are 128 blocks (one split), one per SM on 132 SMs (20.3 ms) and two
     on some of 112 or 96 (27.4 and 25.8 ms, not the 2x of a second wave); the fit chooses γ
-    per partition, 0.38-0.75 below the full GPU on the three FA3 tables. Whole waves (γ = 1, or
+    per partition, 0.44-1.00 below the full GPU on the three FA3 tables. Whole waves (γ = 1, or
     k blocks per SM per wave) missed those rows held out by 16-27 %."""
     nb = -(-(int(keys)) // DECODE_BLOCK_N)
     tiles = int(bs) * int(kv_heads)

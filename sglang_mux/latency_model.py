@@ -194,16 +194,19 @@ grid too (``DecodeHyper.fa3``, ``fa3_kernels.decode_keys``): one tile per reques
 split by the same heuristic for the whole GPU, and memory-bound blocks that share an SM (a
 second one costs γ of a block) rather than wait for a wave. Triton's grid (split tails, k
 blocks per SM) passed the H100 tables with k = 3 and 16 but missed the H200's rows held out by
-15.9 / 27.1 / 17.2 % on 96 / 112 / 132 SMs. γ is each partition's own (θ5, from the grid
-FA3_GAMMA_PCT_GRID), β pooled: with one γ for all partitions (0.38 / 0.50 / 0.62 on the H100
-Llama, H100 Qwen and H200 Llama tables) the H200's 112 SMs missed held out by 10.2 % (mean
-3.5 %; two repeat grids on the same GPU within 0.7 %, so not noise: many short blocks run
-faster and few long ones slower there than one γ allows, bench/results/fa3_h200_s23/); with its
-own (0.75) 8.5 % / 2.3 %, and every partition of the three tables passes. β is chosen with one γ
-for all first; then each partition takes the γ that fits its rows best at that β, β is refitted
-for those γs, and so on while J improves. Choosing β and the γs jointly instead recovers γs
-exactly from noiseless rows (where this lands a grid step low), but held out the Qwen table's
-112 SMs at 11.2 %: with 19-29 rows a partition, the extra freedom overfits.
+15.9 / 27.1 / 17.2 % on 96 / 112 / 132 SMs. γ is each partition's own (θ5), β pooled. The
+floor β·K is linear in β and βγ: β·K0 + δ·X, K0 the busiest SM's keys with one block per SM and
+X what the others add (γ = 0 and 1); for each β of the grid, δ is fitted per partition with the
+other θs, 0 ≤ δ ≤ β (a second block never costs more than a block; scipy's lsq_linear), and
+γ = δ/β. On the three FA3 tables γ rises with the partition below the full GPU, 0.44-0.82 (H100
+Llama), 0.78-1.00 (H200), 0.49-0.93 (H100 Qwen); on 132 SMs a step holds one block per SM, which
+leaves it 0. Every partition passes held out (112 SMs: 6.5 / 8.4 / 5.3 %).
+One γ for all partitions (0.38 / 0.62 / 0.50) missed the H200's 112 SMs by 10.2 % held out
+(repeat grids on the same GPU within 0.7 %: the model, bench/results/fa3_h200_s23/). γ chosen per
+partition from a grid at a β chosen for one γ passed too but was biased: rows made with 0.5 and
+0.75 came back 0.38 and 0.62. δ unbounded gave γs of 0 to 5 on the H100 tables
+(bench/results/fa3_decode_delta_s24/). β stays the refined grid's: δ ≤ β ties the partitions to
+it, which the joint polish below cannot hold.
 
 Fitting. Non-negative least squares (scipy's NNLS, what sklearn's LinearRegression(positive=
 True) calls) on *relative* error (rows weighted by 1/latency) because the accuracy target is
@@ -238,8 +241,9 @@ times per scheduling step; budget ≤ 20 µs).
 Unprofiled partitions (``s`` SMs, not in the table):
   - between two profiled partitions lo < s < hi: the coefficients (L and β included) are
     interpolated linearly in 1/SMs (exact for work that scales perfectly with SMs,
-    ``T ∝ 1/s``; a convex mix of non-negative θs stays non-negative); the wave counts
-    (attention, GEMM, decode) use s;
+    ``T ∝ 1/s``; a convex mix of non-negative θs stays non-negative), but FA3's decode γ,
+    a share and no rate, is the larger of the two; the wave counts (attention, GEMM, decode)
+    use s;
   - above the largest profiled partition: that partition's coefficients are used — a
     conservative overestimate, since more SMs do not make a kernel slower;
   - below the smallest profiled partition: :class:`UnprofiledPartition` (a ValueError) —
@@ -280,7 +284,6 @@ SPILL_GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)  #
 FLOOR_GRID = tuple(0.5 + 0.05 * i for i in range(16))  # L / (fastest training row); and 0
 BETA_COARSE, BETA_FINE = 22, 15  # geometric grid points of β (coarse over 3 decades, then ±39%)
 DECODE_BLOCKS_GRID = (0, 1, 2, 3, 4, 5, 6, 8, 12, 16)  # k: blocks per SM per decode wave; 0 = off
-FA3_GAMMA_PCT_GRID = (0, 25, 38, 50, 62, 75, 100)  # FA3: γ x 100, what a second block on an SM costs
 # (m_lo, m_hi): batch tokens up to which the token-linear work runs in ⌈D/S⌉ waves, and from
 # which it scales as 1/S (log-linear between; m_lo = m_hi: a step); (0, 0) = off.
 GEMM_WAVES_GRID = ((0, 0),) + tuple((lo, hi) for lo in (256, 512, 1024, 2048)
@@ -374,7 +377,7 @@ class DecodeHyper:
     device_sms: int = 0  # the whole GPU's SM count, which SGLang sizes the KV splits by
     min_block_kv: int = 0  # the stage-1 kernel's MIN_BLOCK_KV (32 in SGLang 0.5.16)
     # FA3's decode grid instead (fa3_kernels.decode_keys): head_groups = KV heads, and an SM
-    # holding m blocks takes 1 + γ(m − 1) blocks' time, γ fitted per partition (θ5)
+    # holding m blocks takes 1 + γ(m − 1) blocks' time, γ fitted per partition (θ5, δ/β)
     fa3: int = 0  # 1 = FA3's grid
 
     def __post_init__(self):
@@ -561,13 +564,18 @@ def fit_nonneg(X, y, relative: bool = True, target=None) -> tuple[float, ...]:
     return tuple(float(c) for c in _nnls(X, t, 1.0 / y if relative else np.ones_like(y)))
 
 
-def _nnls(X, t, w):
+def _nnls(X, t, w, last_max: float | None = None):
+    """Non-negative weighted least squares; ``last_max``: the last coefficient at most that."""
     import numpy as np
-    from scipy.optimize import nnls
+    from scipy.optimize import lsq_linear, nnls
 
     scale = np.abs(X).max(axis=0) if len(X) else np.ones(X.shape[1])
     scale[scale == 0] = 1.0
     A = (X / scale) * w[:, None]
+    if last_max is not None:
+        hi = np.full(X.shape[1], np.inf)
+        hi[-1] = last_max * scale[-1]
+        return np.maximum(lsq_linear(A, t * w, bounds=(np.zeros(X.shape[1]), hi)).x / scale, 0.0)
     try:
         c, _ = nnls(A, t * w, maxiter=50 * max(1, A.shape[1]))
     except RuntimeError:  # pragma: no cover - pathological inputs only
@@ -783,10 +791,14 @@ def _thresholds(vals) -> list:
 
 def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
     """θ (DECODE_WIDTH floats) of one partition for fixed (k, β), and its training relative
-    errors. For FA3, k is γ in percent."""
+    errors. FA3 (k unused): the floor is β·K0 + δ·X, K0 the keys of one block per SM and X what
+    a second one adds (``feat`` at γ = 0 and 1), δ fitted with 0 ≤ δ ≤ β; θ5 = γ = δ/β."""
     import numpy as np
 
-    y, sr, bs, fk = rows.y, rows.sr, rows.bs, rows.feat(k)
+    y, sr, bs = rows.y, rows.sr, rows.bs
+    fa3 = bool(rows.kernel.fa3)
+    fk = rows.feat(0 if fa3 else k)
+    xk = rows.feat(100) - fk if fa3 else None
     rho = sr / fk  # which rows sit on the floor: the smallest Σr per unit of floor feature
     w = 1.0 / y
     one = np.ones(len(y))
@@ -797,37 +809,31 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
     if beta > 0:  # floored rows: the smallest Σr/K. Largest threshold first, so that of splits
         # that fit equally (rows the floor explains exactly as well as θ1·Σr) the fit keeps the one
         # with the most rows on the floor, rather than θ1 pinned by two of them at the edge.
-        lim = 2.0 * beta / base[0] if base[0] > 0 else np.inf  # as far as the floor can reach
-        cands += _thresholds(rho[rho <= lim])[::-1]
+        # FA3: every threshold, no reach limit (its floor has δ too): with triton's 12 spread
+        # within the reach, the H200 table's γs came out 0 to 0.59 in no order, 112 SMs at 9.7 %
+        lim = 2.0 * beta / base[0] if base[0] > 0 and not fa3 else np.inf  # as far as the floor can reach
+        cands += (sorted(set(rho.tolist())) if fa3 else _thresholds(rho[rho <= lim]))[::-1]
     best = None
     none = np.zeros(len(y), dtype=bool)
     for t in cands:
+        delta = 0.0
         if t is None:
             th, fl = base, none
         else:
             fl = rho <= t
-            th = _nnls(np.column_stack([sr * (~fl), bs, one]), y - beta * fk * fl, w)
-        pred = np.maximum(th[0] * sr, beta * fk) + th[1] * bs + th[2]
+            cols = [sr * (~fl), bs, one]
+            if fa3:
+                th = _nnls(np.column_stack(cols + [xk * fl]), y - beta * fk * fl, w, last_max=beta)
+                delta = th[3]
+            else:
+                th = _nnls(np.column_stack(cols), y - beta * fk * fl, w)
+        pred = np.maximum(th[0] * sr, beta * fk + (delta * xk if fa3 else 0.0)) + th[1] * bs + th[2]
         j = _criterion(pred, y)
         if best is None or j < best[0] - _TIE:
-            best = (j, th, pred, fl)
-    _, th, pred, fl = best
-    return _decode_theta(rows, th, beta, k), np.abs(pred / y - 1.0), fl
-
-
-def _decode_k(hyper, s: int) -> int:
-    """The decode fit's choice for partition s: hyper = (k, β), k one int for all partitions or
-    ((sms, k), ...) per partition (FA3's γ)."""
-    k = hyper[0]
-    return dict(k)[s] if isinstance(k, tuple) else k
-
-
-def _decode_own(hyper, s: int):
-    return (_decode_k(hyper, s), hyper[1])
-
-
-def _decode_theta(rows: _DecodeRows, th, beta: float, k: int) -> tuple[float, ...]:
-    return float(th[0]), float(th[1]), float(th[2]), float(beta), k / 100.0 if rows.kernel.fa3 else 0.0
+            best = (j, th, pred, fl, delta)
+    _, th, pred, fl, delta = best
+    theta = (float(th[0]), float(th[1]), float(th[2]), float(beta), float(delta / beta) if delta > 0 else 0.0)
+    return theta, np.abs(pred / y - 1.0), fl
 
 
 def _polish(kind: str, view, hyper, fits):
@@ -850,7 +856,7 @@ def _polish(kind: str, view, hyper, fits):
                                           + ([rows.gm] if gs else [])))
         else:
             blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
-            shared.append((rows.feat(_decode_k(hyper, s)) * fl)[:, None])
+            shared.append((rows.feat(hyper[0]) * fl)[:, None])
         ys.append(rows.y)
         owners.append(s)
     S = np.concatenate(shared)
@@ -881,9 +887,8 @@ def _polish(kind: str, view, hyper, fits):
             pred = Xa @ th[:na] + off + np.maximum(Xl @ th[na:], pooled)
             theta = _prefill_theta(th, na, h)
         else:
-            k = _decode_k(hyper, s)
-            pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(k)) + th[1] * rows.bs + th[2]
-            theta = _decode_theta(rows, th, pooled, k)
+            pred = np.maximum(th[0] * rows.sr, pooled * rows.feat(hyper[0])) + th[1] * rows.bs + th[2]
+            theta = (float(th[0]), float(th[1]), float(th[2]), pooled, 0.0)
         new[s] = (theta, np.abs(pred / rows.y - 1.0), fits[s][2])
     return h, new
 
@@ -961,7 +966,7 @@ class _Pooled:
             return self._fit_one(view[s], hyper) if s in replace else self._full(s, hyper)
 
         def evaluate(hyper):
-            fits = {s: fit(s, _decode_own(hyper, s) if self.kind == "decode" else hyper) for s in view}
+            fits = {s: fit(s, hyper) for s in view}
             e = np.concatenate([f[1] for f in fits.values()])
             return _errors_j(e), fits
 
@@ -1005,37 +1010,23 @@ class _Pooled:
                 h = best[1]
         else:  # β over a coarse grid for each k, then finer around the best (k, β)
             kernel = next(iter(view.values())).kernel
-
-            def own_gammas(beta):
-                # FA3: β pooled, γ each partition's own: the grid value that fits its rows best (J)
-                return tuple((s, min(FA3_GAMMA_PCT_GRID, key=lambda g: _errors_j(fit(s, (g, beta))[1])))
-                             for s in view), beta
-
-            if fa3_decode:  # one γ for all partitions first (each its own: below)
-                for g in FA3_GAMMA_PCT_GRID:
-                    scan([(tuple((s, g) for s in view), b) for b in _decode_grid(view, g)])
-                g, b = best[1]
-                scan([(g, x) for x in _decode_refine(b)])
-            else:
-                # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows
-                ks = (kernel.blocks_per_sm,) if kernel.blocks_per_sm else DECODE_BLOCKS_GRID if kernel.usable else (0,)
-                for k in ks:
-                    scan([(k, b) for b in _decode_grid(view, k)])
-                k, b = best[1]
-                scan([(k, x) for x in _decode_refine(b)])
-        for _ in range(3 if fa3_decode else 1):
-            polished = _polish(self.kind, view, best[1], best[2])
-            if polished is not None:
-                j = _errors_j(np.concatenate([f[1] for f in polished[1].values()]))
-                if j < best[0] - _TIE:
-                    best = (j, *polished)
-                    if self.kind == "decode":
-                        scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
-            if fa3_decode:
-                h = best[1]
-                scan([own_gammas(h[1])])  # FA3: each partition's own γ at the pooled β, then β again
-                if best[1] == h:
-                    break
+            # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows;
+            # FA3 has none (its second blocks are each partition's δ)
+            ks = ((0,) if kernel.fa3 else (kernel.blocks_per_sm,) if kernel.blocks_per_sm
+                  else DECODE_BLOCKS_GRID if kernel.usable else (0,))
+            for k in ks:
+                scan([(k, b) for b in _decode_grid(view, k)])
+            k, b = best[1]
+            scan([(k, x) for x in _decode_refine(b)])
+        # FA3: δ ≤ β ties each partition's δ to the pooled β, which the joint NNLS cannot hold, so
+        # β stays the refined grid's (steps of 5.6 %)
+        polished = None if fa3_decode else _polish(self.kind, view, best[1], best[2])
+        if polished is not None:
+            j = _errors_j(np.concatenate([f[1] for f in polished[1].values()]))
+            if j < best[0] - _TIE:
+                best = (j, *polished)
+                if self.kind == "decode":
+                    scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
         _, h, fits = best
         return h, {s: f[0] for s, f in fits.items()}
 
@@ -1187,7 +1178,11 @@ class _PartitionTable:
             return self.profiled[self.sms[-1]]  # more SMs than profiled: conservative
         lo, hi = self.sms[i - 1], self.sms[i]
         w = (1.0 / s - 1.0 / hi) / (1.0 / lo - 1.0 / hi)  # weight of lo, linear in 1/SMs
-        return tuple(w * a + (1.0 - w) * b for a, b in zip(self.profiled[lo], self.profiled[hi]))
+        th = [w * a + (1.0 - w) * b for a, b in zip(self.profiled[lo], self.profiled[hi])]
+        if self.kind == "decode":  # FA3's γ is no rate in 1/SMs: the dearer neighbour's (on 132
+            # SMs, where a step holds one block per SM, the fit leaves it 0)
+            th[4] = max(self.profiled[lo][4], self.profiled[hi][4])
+        return tuple(th)
 
 
 class SoloLatencyModel:

@@ -307,6 +307,11 @@ def test_unprofiled_partition_policy():
     # Above the largest: the largest's coefficients (conservative).
     assert m.decode_ms(132, 32, 32000) == hi
     assert m.prefill_theta(132) == m.prefill_theta(116)
+    # FA3's γ between two partitions is the dearer one's, not a mix (the rest as above)
+    f = SoloLatencyModel({}, {112: (0.0, 0.01, 5.0, 4e-4, 1.0), 132: (0.0, 0.01, 4.0, 4e-4, 0.0)},
+                         decode_hyper=DecodeHyper(head_groups=8, max_kv_splits=128, device_sms=132, fa3=1),
+                         _partial=True)
+    assert f.decode_theta(120)[4] == 1.0 and 4.0 < f.decode_theta(120)[2] < 5.0
     # Below the smallest: a clear error.
     with pytest.raises(UnprofiledPartition, match="below every profiled"):
         m.decode_ms(8, 1, 100)

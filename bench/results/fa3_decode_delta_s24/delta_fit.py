@@ -2,10 +2,14 @@
 K0 and K1 the busiest SM's keys at γ = 0 and 1 (fa3_kernels.decode_keys), β pooled over a grid
 as the shipped fit does, δ_s per partition by NNLS (γ_s = δ_s / β, continuous: no γ grid). The
 same 5 folds as `estimator check`, β re-chosen on each fold's training rows; no joint polish.
-CPU, about a minute a table:
-    python bench/results/fa3_decode_delta_s24/delta_fit.py contention_tables/<table>
+With GAMMA_MAX (a second argument) δ_s is bounded by GAMMA_MAX·β (scipy's lsq_linear instead of
+NNLS). CPU, about a minute a table:
+    python bench/results/fa3_decode_delta_s24/delta_fit.py contention_tables/<table> [GAMMA_MAX]
 """
 import sys, numpy as np
+from scipy.optimize import lsq_linear
+
+GAMMA_MAX = float(sys.argv[2]) if len(sys.argv) > 2 else None
 import sglang_mux.estimator as E
 import sglang_mux.latency_model as L
 from sglang_mux.tables import read_table
@@ -23,7 +27,11 @@ def fit_part(rows, beta):
     rho = sr / K0
     for t in sorted(set(rho.tolist())):
         fl = rho <= t
-        th = L._nnls(np.column_stack([sr * (~fl), bs, one, X * fl]), y - beta * K0 * fl, w)
+        A, b = np.column_stack([sr * (~fl), bs, one, X * fl]), y - beta * K0 * fl
+        if GAMMA_MAX is None:
+            th = L._nnls(A, b, w)
+        else:  # 0 <= δ <= GAMMA_MAX·β, the other θs >= 0 (the same 1/y row weights)
+            th = lsq_linear(A * w[:, None], b * w, bounds=([0, 0, 0, 0], [np.inf] * 3 + [GAMMA_MAX * beta + 1e-15])).x
         pred = np.maximum(th[0] * sr, beta * K0 + th[3] * X) + th[1] * bs + th[2]
         j = L._criterion(pred, y)
         if j < best[0] - 1e-12:
