@@ -1019,7 +1019,7 @@ class _Pooled:
             k, b = best[1]
             scan([(k, x) for x in _decode_refine(b)])
         # FA3: δ ≤ β ties each partition's δ to the pooled β, which the joint NNLS cannot hold, so
-        # β stays the refined grid's (steps of 5.6 %)
+        # β stays the refined grid's (steps of 4.8 %)
         polished = None if fa3_decode else _polish(self.kind, view, best[1], best[2])
         if polished is not None:
             j = _errors_j(np.concatenate([f[1] for f in polished[1].values()]))
