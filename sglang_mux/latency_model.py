@@ -1012,7 +1012,7 @@ class _Pooled:
             kernel = next(iter(view.values())).kernel
             # k measured (the kernel's occupancy, profiling.decode_kernel): not chosen from rows;
             # FA3 has none (its second blocks are each partition's δ)
-            ks = ((0,) if kernel.fa3 else (kernel.blocks_per_sm,) if kernel.blocks_per_sm
+            ks = ((0,) if fa3_decode else (kernel.blocks_per_sm,) if kernel.blocks_per_sm
                   else DECODE_BLOCKS_GRID if kernel.usable else (0,))
             for k in ks:
                 scan([(k, b) for b in _decode_grid(view, k)])

@@ -131,6 +131,15 @@ def compare(a: dict, b: dict):
     return rows
 
 
+def agreement(rows) -> dict:
+    """How far the first server of ``compare`` agrees with the reference: requests, identical
+    outputs, its failed requests, and the largest top-2 logprob gap where outputs diverge."""
+    gaps = [r["top2_gap_ref"] for r in rows if r.get("top2_gap_ref") is not None]
+    return {"n_requests": len(rows), "n_identical": sum(1 for r in rows if r.get("identical")),
+            "n_failed": sum(1 for r in rows if not r["ok_mux"]),
+            "max_top2_gap_at_divergence": max(gaps) if gaps else None}
+
+
 def bad_input_checks(url, vocab, ctx_len):
     res = {}
     r = generate(url, [500] * (ctx_len + 10), 8)
@@ -238,23 +247,17 @@ def main():
     if "mux" in outs and "ref" in outs:
         rows = compare(outs["mux"], outs["ref"])
         result["rows"] = rows
-        result["n_requests"] = len(rows)
-        result["n_identical"] = sum(1 for r in rows if r.get("identical"))
-        result["n_failed_mux"] = sum(1 for r in rows if not r["ok_mux"])
+        a = agreement(rows)
+        result.update(n_requests=a["n_requests"], n_identical=a["n_identical"], n_failed_mux=a["n_failed"],
+                      max_top2_gap_at_divergence=a["max_top2_gap_at_divergence"])
         result["n_cache_hits"] = sum(1 for r in rows if (r.get("cached_tokens") or 0) > 0)
-        gaps = [r["top2_gap_ref"] for r in rows if r.get("top2_gap_ref") is not None]
-        result["max_top2_gap_at_divergence"] = max(gaps) if gaps else None
         result["preemptions"] = count_preemptions(timeline)
         burst_rows = [r for r in rows if r["name"].startswith("burst_")]
         if burst_rows:
             result["burst"] = {"n": len(burst_rows), "identical": sum(1 for r in burst_rows if r.get("identical"))}
     if "control" in outs and "ref" in outs:
         rows = compare(outs["control"], outs["ref"])  # (its "mux" columns are the control's)
-        gaps = [r["top2_gap_ref"] for r in rows if r.get("top2_gap_ref") is not None]
-        result["control"] = {"args": args.control_args, "n_requests": len(rows),
-                             "n_identical": sum(1 for r in rows if r.get("identical")),
-                             "n_failed": sum(1 for r in rows if not r["ok_mux"]),
-                             "max_top2_gap_at_divergence": max(gaps) if gaps else None,
+        result["control"] = {"args": args.control_args, **agreement(rows),
                              "divergent": [r for r in rows if r.get("identical") is False]}
     json.dump(result, open(args.out, "w"), indent=1)
     print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "mux_log_tail")}, indent=1))
