@@ -499,6 +499,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         else systems.expand(a.systems)
     if a.session_sample < 1:
         p.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
+    if a.warm_history and a.workload not in workloads.TRACES:
+        p.error(f"--warm-history prefills a trace's history: give --workload {' or '.join(workloads.TRACES)}")
     if a.server_url and len(a.systems) != 1:
         p.error("--server-url takes exactly one --systems label")
     if a.mux_ttft_ms_per_token is not None and not a.mux_ttft_ms_per_token >= 0:

@@ -202,4 +202,7 @@ def test_warm_history_prefills_the_reused_history_after_the_flush(tmp_path):
     assert len(recs) == 4 and all("warm" not in r["rid"] for r in recs)  # the point's requests only
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert not s["mixed_workload_options"] and s["workload"]["warm_history"] == "prefilled after each flush"
+    with pytest.raises(SystemExit) as e:  # no history to prefill: a usage error before anything starts
+        run.main(args(tmp_path / "bad", "4", "--warm-history"))
+    assert e.value.code == 2
     assert "warm_history=prefilled after each flush" in report.render(s)
