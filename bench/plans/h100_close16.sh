@@ -9,6 +9,8 @@
 #     does SGLang alone break near-ties as often? OUT/correctness.json ("control").
 #  3. The estimator in serving with the γ-per-partition H100 table: the mux alone on the capped
 #     conversation at 4, 4.5 and bench.timeline_profile per point (OUT/serving/profile_mux_*.json).
+# PARTS (default "muxoff correctness serving") picks some of them: PARTS=serving on an H200 is the
+# in-serving check there. Ran in session 25 on an H100: bench/results/h100_close16_s25/.
 # About 25 minutes; in the background after the install, polled, as the sweep plans say:
 #   (setsid nohup bash -c 'bash bench/plans/h100_close16.sh /tmp/c16 1500; echo $? > /tmp/c16_done' \
 #       > /tmp/c16.log 2>&1 < /dev/null &)
@@ -20,12 +22,15 @@ one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none"
 C=(--workload sharegpt --rates 100 --duration-s 12 --drain-s 60 --model-path launch/models/llama-3.1-8b
    --server-args "$SA" --no-progress)
-for i in $(seq "${PAIRS:-3}"); do
+PARTS=${PARTS:-muxoff correctness serving}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+has muxoff && for i in $(seq "${PAIRS:-3}"); do
     order=$([ $((i % 2)) -eq 1 ] && echo sglang,mux-off || echo mux-off,sglang)
     [ "$(left)" -lt 400 ] && { echo "budget: stopping before pair $i"; break; }
     python -m bench.run --systems "$order" --out "$OUT/muxoff/pair$i" --time-budget-s "$(left)" "${C[@]}" 2>&1 | tail -n 2
+    python -m bench.report "$OUT/muxoff/pair$i" > "$OUT/muxoff/pair$i/report.md"
 done
-python - "$OUT/muxoff" <<'PY'
+has muxoff && python - "$OUT/muxoff" <<'PY'
 import json, statistics, sys
 from pathlib import Path
 pairs = {}
@@ -37,15 +42,17 @@ out = {"pairs": pairs, "median_ratio": statistics.median(v["ratio"] for v in pai
 json.dump(out, open(Path(sys.argv[1]) / "ratios.json", "w"), indent=1)
 print(json.dumps(out))
 PY
-if [ "$(left)" -gt 600 ]; then
+if has correctness && [ "$(left)" -gt 600 ]; then
     python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
     timeout $(( $(left) - 300 )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \
         --out "$OUT/correctness.json" --logdir "$OUT" --control-args "--max-running-requests 8" \
         --mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs 16" \
         | tail -n 12
 fi
-SYSTEMS=mux bash "$(dirname "$0")/fa3_conv8k_sweep.sh" "$OUT/serving" 4,4.5 "$(left)"
-for r in 4 4.5; do
+has serving || exit 0
+RATES=${SERVING_RATES:-4,4.5}
+SYSTEMS=mux bash "$(dirname "$0")/fa3_conv8k_sweep.sh" "$OUT/serving" "$RATES" "$(left)"
+for r in ${RATES//,/ }; do
     python -m bench.timeline_profile "$OUT/serving" --system mux --rate "$r" --json "$OUT/serving/profile_mux_$r.json" \
         > "$OUT/serving/profile_$r.txt" 2>&1 && echo "profile: $OUT/serving/profile_mux_$r.json"
 done
