@@ -17,6 +17,12 @@ With ``--enable-metrics`` on the server, ``bench.run`` keeps the ``sglang_mux`` 
 each point (``.metrics.prom``); the prefill stream's GPU time, its idle gaps between chunks of a
 batch (bubbles) and the measured/estimated prefill latency are then reported too, as the
 difference from the previous point's counters (they count from server start).
+
+``--table DIR`` scores the point's decode iterations against another table (a refit, say)
+without serving it again: each iteration's worst case from that table's solo fit and guard, times
+the online refinement the server had added by then (``guard``), over what was measured. The
+decisions stay the served table's, so this checks the estimate, not the goodput. It needs a
+timeline that records the estimate's inputs (``decode_sum_reused`` …: servers since session 25).
 """
 from __future__ import annotations
 
@@ -95,6 +101,35 @@ def guard_growth(t: pd.DataFrame) -> dict | None:
     return {"iterations": int(len(r)), "p50": round(float(r.median()), 4), "p90": round(float(r.quantile(0.9)), 4),
             "max": round(float(r.max()), 4), "p50_first_half": round(float(r.iloc[:max(half, 1)].median()), 4),
             "p50_second_half": round(float(r.iloc[half:].median()), 4)}
+
+
+INPUTS = ("decode_sum_reused", "decode_max_reused", "prefill_new", "prefill_reused")
+
+
+def rescore(t: pd.DataFrame, estimator) -> dict:
+    """Measured / worst-case decode of the point's iterations with ``estimator``'s table (see the
+    module docstring), beside the served ratio of the same iterations."""
+    if not set(INPUTS) <= set(t.columns):
+        raise SystemExit("this timeline does not record the decode estimate's inputs "
+                         f"({', '.join(INPUTS)}): --table needs a point served since they were added")
+    m = t[t["measured_decode_ms"].notna() & (t["decode_bs"] > 0) & t["decode_sum_reused"].notna()]
+    if m.empty:
+        raise SystemExit("no decode iteration with the estimate's inputs in this point")
+    ratio, served = [], []
+    for r in m.itertuples(index=False):
+        mx = None if pd.isna(r.decode_max_reused) else int(r.decode_max_reused)
+        worst = estimator.decode_worst_ms(int(r.decode_sms), int(r.decode_bs), int(r.decode_sum_reused),
+                                          int(r.prefill_new), int(r.prefill_reused), max_reused=mx)
+        g = getattr(r, "guard", None)
+        if isinstance(g, dict):
+            worst *= g["in_use"] / g["table"]
+        ratio.append(r.measured_decode_ms / worst)
+        served.append(r.measured_decode_ms / r.t_decode_worst_ms if r.t_decode_worst_ms > 0 else float("nan"))
+    q, sv = pd.Series(ratio), pd.Series(served).dropna()
+    return {"table": estimator.source, "iterations": int(len(q)), "p50": round(float(q.median()), 4),
+            "p90": round(float(q.quantile(0.9)), 4), "max": round(float(q.max()), 4),
+            "share_above_1": round(float((q > 1).mean()), 4),
+            "served_p50": round(float(sv.median()), 4) if len(sv) else None}
 
 
 def host_phases(t: pd.DataFrame, tail: float = 0.05) -> dict | None:
@@ -231,6 +266,12 @@ def render(p: dict) -> str:
         lines += ["", f"measured / worst-case decode: P50 {r['p50']:.3f}, P90 {r['p90']:.3f}, "
                       f"P99 {r['p99']:.3f}, max {r['max']:.3f}; above 1 in {100 * r['share_above_1']:.1f} % "
                       f"of iterations ({', '.join(f'{k}: {v}' for k, v in r['above_1_by_config'].items())})"]
+    rs = p.get("rescored")
+    if rs:
+        served = "—" if rs["served_p50"] is None else f"{rs['served_p50']:.3f}"
+        lines.append(f"re-scored with {rs['table']}: measured / worst-case decode P50 {rs['p50']:.3f} "
+                     f"(served: {served}), P90 {rs['p90']:.3f}, max {rs['max']:.3f}; above 1 in "
+                     f"{100 * rs['share_above_1']:.1f} % of {rs['iterations']} iterations")
     gg = p.get("guard_in_use_over_table")
     if gg:
         lines.append(f"contention guard in use / the table's, co-run decode ({gg['iterations']} iterations): "
@@ -269,8 +310,17 @@ def main(argv=None) -> int:
     ap.add_argument("--system", default="mux")
     ap.add_argument("--rate", type=float, required=True)
     ap.add_argument("--json", type=Path, help="also write the profile here")
+    ap.add_argument("--table", type=Path, help="also score the decode iterations against this table")
     a = ap.parse_args(argv)
-    p = profile(point_timeline(a.run, a.system, a.rate))
+    t = point_timeline(a.run, a.system, a.rate)
+    p = profile(t)
+    if a.table:
+        from sglang_mux.estimator import Estimator
+        from sglang_mux.tables import TableError
+        try:
+            p["rescored"] = rescore(t, Estimator.from_table(a.table))
+        except TableError as e:
+            raise SystemExit(f"--table: {e}") from None
     ps = prefill_stream(a.run, a.system, a.rate)
     if ps is not None:
         p["prefill_stream"] = ps

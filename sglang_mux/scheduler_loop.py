@@ -525,7 +525,11 @@ def mux_event_loop(self):
                     if refined:
                         m.metrics.on_guard_refinement()
                 if m.timeline:
+                    # The estimate's inputs, so that a refitted table can be scored against
+                    # served iterations (bench.timeline_profile --table).
                     m.timeline.write(plan, now=now, decode_bs=bs, measured_decode_ms=ms,
+                                     decode_sum_reused=sum_reused, decode_max_reused=snap.decode_max_reused,
+                                     prefill_new=p_new, prefill_reused=p_reused,
                                      decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
                                      decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
                                      **({"guard": guard} if guard else {}))

@@ -1,5 +1,6 @@
 """bench.timeline_profile: time shares, estimate vs measured, host gaps of one point."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +170,36 @@ def test_guard_growth_over_the_table(tmp_path):
     (tmp_path / "b").mkdir()
     old = [rec(i * 0.04, 48, 84, 40, 40.0, 30.0) for i in range(4)]  # an older server: no guard field
     assert "guard_in_use_over_table" not in TP.profile(TP.point_timeline(write_point(tmp_path / "b", old), "mux", 4))
+
+
+H100_FA3 = Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
+
+
+def test_a_point_rescored_with_another_table(tmp_path):
+    """Each iteration's worst case from the given table, times the guard growth the server had
+    added, over what was measured: rows made at 0.9 of that come back at exactly 0.9."""
+    from sglang_mux.estimator import Estimator
+    est = Estimator.from_table(H100_FA3)
+    rows = []
+    for i, (d, bs, s, mx, pn, pr, growth) in enumerate([(48, 40, 40 * 3000, 6000, 4096, 0, 1.1),
+                                                        (32, 20, 20 * 1500, None, 8000, 2000, 1.0),
+                                                        (132, 8, 8 * 2000, 2500, 0, 0, None)]):
+        worst = est.decode_worst_ms(d, bs, s, pn, pr, max_reused=mx) * (growth or 1.0)
+        r = rec(i * 0.04, d, 132 - d, bs, worst * 2, 0.9 * worst)  # served with a table twice as slow
+        r.update(decode_sum_reused=s, decode_max_reused=mx, prefill_new=pn, prefill_reused=pr)
+        if growth:
+            r["guard"] = {"in_use": 1.2 * growth, "table": 1.2}
+        rows.append(r)
+    t = TP.point_timeline(write_point(tmp_path, rows), "mux", 4)
+    rs = TP.rescore(t, est)
+    assert rs["iterations"] == 3 and rs["p50"] == pytest.approx(0.9) and rs["max"] == pytest.approx(0.9)
+    assert rs["served_p50"] == pytest.approx(0.45) and rs["share_above_1"] == 0
+    assert "re-scored with table:" in TP.render({**TP.profile(t), "rescored": rs})
+
+
+def test_rescoring_an_older_timeline_says_what_it_lacks(tmp_path):
+    run = write_point(tmp_path, [rec(0.0, 48, 84, 40, 40.0, 36.0)])
+    with pytest.raises(SystemExit, match="decode_sum_reused"):
+        TP.main([str(run), "--rate", "4", "--table", str(H100_FA3)])
+    with pytest.raises(SystemExit, match="--table: .*no_such_table"):
+        TP.main([str(run), "--rate", "4", "--table", str(tmp_path / "no_such_table")])
