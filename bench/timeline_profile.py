@@ -22,7 +22,7 @@ difference from the previous point's counters (they count from server start).
 without serving it again: each iteration's worst case from that table's solo fit and guard, times
 the online refinement the server had added by then (``guard``), over what was measured. The
 decisions stay the served table's, so this checks the estimate, not the goodput. It needs a
-timeline that records the estimate's inputs (``decode_sum_reused`` …: servers since session 25).
+timeline that records the estimate's inputs (``decode_sum_reused`` …; older servers did not).
 """
 from __future__ import annotations
 
