@@ -147,37 +147,21 @@ SGLang's triton attention backend; "wave" = one round of thread blocks, one per 
   log-linear between (``gemm_share``); (m_lo, m_hi) is chosen by the fit from GEMM_WAVES_GRID
   (off included): (2048, 65536) on the H200 table. There it takes the worst held-out error on
   116 SMs from 24.9% to 10.5% (mean 5.1% to 3.2%) and on 52 SMs from 17.4% to 6.3%.
-- Decode, occupancy floor β·K (β pooled over partitions, k measured). SGLang's triton decode
-  kernel runs one thread block per (request, head group, KV split): G = 8 head groups for
-  Llama-3.1-8B (32 query heads in blocks of 4, the GQA group), and a split count it sizes
-  from the WHOLE GPU's SM count (132 here, whatever partition the kernel runs on):
-  ⌈132·max(log2(L/64), 1) / (bs·G)⌉ capped at 8 (``get_num_kv_splits_triton``), L = r + 1 keys
-  (the step's own token is cached before it attends). The stage-1 kernel rounds a split's
-  keys up to 32 (MIN_BLOCK_KV), so each request has full splits of c keys and a shorter last
-  one. k blocks fit on an SM at once (k = 6: the kernel's occupancy, measured by
+- Decode, occupancy floor β·K (β pooled over partitions, k measured). An iteration that does
+  not saturate bandwidth lasts β·K, K the keys one SM sweeps until the kernel's last block
+  ends (``key_waves``): for SGLang's triton kernel, blocks per (request, head group, KV split),
+  splits sized for the whole GPU, k blocks per SM at once (k = 6, measured by
   ``profiling.decode_kernel`` into meta.json; a table without it lets the fit choose k from
-  {off, 1 .. 16}). The grid launches the request fastest and the split slowest, so every full
-  split starts before any last one, and each block takes the first free slot: K is when the
-  last block ends, in keys swept (``_greedy_keys``). An iteration that does not saturate
-  bandwidth lasts β·K: bs=1, r=130K is 64 blocks of 16,288 keys, one wave on 16 SMs and on 132
-  (60 and 54 ms); bs=2 is two waves on 16 SMs (106 ms) and still one on 112 (51 ms). The
-  per-block rate does not depend on the partition, so β is one pooled value. θ1·Σr
-  (bandwidth) takes over once the waves fill the memory system.
-  The short last split matters where it is what spills past a wave (format 8): 8 requests of
-  r = 2048 are 448 blocks of 288 keys and 64 of 33; on 80 SMs (480 slots) the 32 that wait
-  start when the first 33-key blocks end, so the step takes one wave (5.94 ms; 5.92 on 96 SMs,
-  6.65 on 64 where whole splits wait). At r = 8192 (1056 and 801 keys) the wait costs half a
-  wave, at 32768 (4128 and 3873) nine tenths: 10.13 and 29.25 ms against 8.54/11.48 and
-  18.71/30.80 on 96/64 SMs. Format 7 counted whole waves of ⌈r / splits⌉ keys and missed these
-  rows held out by 10.5 % on the H200 table (the worst decode error of both tables); the H100
-  table shows the same rows (7.49, 11.87, 31.54 ms).
-  With k = off the floor is β·r_max (one wave of the longest request: the form before the
-  wave count, kept for other backends and for fit.json files without ``decode_hyper``). A
-  mixed batch at run time is split by SGLang's other rule, min/max context, which CUDA-graph
-  padding (requests of context 1) drives to its cap of 8 splits; not knowing each request's
-  last split, ``key_waves`` charges every block c keys in whole waves, an upper bound. It
-  needs r_max, the longest context in the batch; callers that only know Σr get the
-  uniform-batch value Σr/bs.
+  {off, 1 .. 16}) and the short last splits scheduled after the full ones: ``triton_kernels``,
+  where the rule and the rows that show it are. bs=1, r=130K is 64 blocks of 16,288 keys, one
+  wave on 16 SMs and on 132 (60 and 54 ms); bs=2 is two waves on 16 SMs (106 ms) and still one
+  on 112 (51 ms). The per-block rate does not depend on the partition, so β is one pooled
+  value. θ1·Σr (bandwidth) takes over once the waves fill the memory system. Counting whole
+  waves of ⌈r / splits⌉ keys instead of the short last splits (format 7) missed the H200 triton
+  table's rows held out by 10.5 %. With k = off the floor is β·r_max (one wave of the longest
+  request). A mixed batch is charged as ``triton_kernels`` says, an upper bound; it needs
+  r_max, the longest context in the batch; callers that only know Σr get the uniform-batch
+  value Σr/bs.
 
 FA3 (tables with ``attention_backend`` fa3; ``PrefillHyper.split_kv_device_sms``, format 9). FA3's
 prefill grid is not triton's: it packs the query heads of a KV head into a tile (B = 128 / g
@@ -259,7 +243,10 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
-from .fa3_kernels import Fa3Grid, decode_keys
+from .fa3_kernels import Fa3Grid
+from .fa3_kernels import decode_keys as fa3_decode_keys
+from .triton_kernels import MIN_BLOCK_KV, head_groups
+from .triton_kernels import decode_keys as triton_decode_keys
 from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
@@ -367,9 +354,7 @@ class DecodeHyper:
 
     Triton: ``blocks_per_sm`` (k) is the kernel's measured occupancy (meta.json) or, without
     it, fitted; the others describe the kernel and come from the model and the GPU
-    (``decode_kernel``). k = 0: no wave count, the floor is β·r_max. With k, the kernel's own
-    split rule (``_uniform_split``): L = r + 1 keys, per-split length rounded up to
-    ``min_block_kv`` keys, the shorter last split scheduled after the full ones."""
+    (``decode_kernel``, ``triton_kernels``). k = 0: no wave count, the floor is β·r_max."""
 
     blocks_per_sm: int = 0  # k: blocks per SM per wave; 0 = off
     head_groups: int = 0  # G: blocks per request and KV split
@@ -406,95 +391,26 @@ class DecodeHyper:
         return self if self.fa3 else replace(self, blocks_per_sm=int(k))
 
 
-MIN_BLOCK_KV = 32  # SGLang 0.5.16 decode_attention.py _MIN_BLOCK_KV
-
-
 def decode_kernel(num_heads: int, num_kv_heads: int, device_sms: int, max_kv_splits: int = 8,
                   min_block_kv: int = MIN_BLOCK_KV) -> DecodeHyper:
-    """The kernel description (k = 0, for the fit to choose) of a model on a GPU.
-
-    G as in SGLang's ``get_num_kv_splits_triton``/``_decode_grouped_att_m_fwd``: one block per
-    head without GQA, else one per ⌈heads / min(16, group)⌉ head block."""
-    group = max(1, int(num_heads) // max(1, int(num_kv_heads)))
-    g = int(num_heads) if group == 1 else -(-int(num_heads) // min(16, group))
-    return DecodeHyper(0, g, int(max_kv_splits), int(device_sms), int(min_block_kv))
-
-
-def _bs_splits(h: DecodeHyper, bs: int, n: int) -> int:
-    """``get_num_kv_splits_triton``'s split count for ``bs`` requests of ``n`` keys each, sized
-    by the whole GPU's SMs."""
-    ext = int(h.device_sms * max(math.log2(n / 64.0), 1.0))
-    return min(-(-ext // (bs * h.head_groups)), h.max_kv_splits)
-
-
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
-def _uniform_split(h: DecodeHyper, bs: int, r: int) -> tuple[int, int, int]:
-    """(c, active splits, keys of the last split) of ``bs`` requests of context ``r``, as
-    SGLang 0.5.16 runs them: the step attends to L = r + 1 keys (its own token's too);
-    ``get_num_kv_splits_triton`` sizes the splits by the whole GPU's SMs (a uniform batch:
-    min = max context, so its first rule gives 1 split); the stage-1 kernel rounds a split's
-    keys up to MIN_BLOCK_KV, so the last active split is shorter and later ones are empty."""
-    n = r + 1
-    splits = -(-n // -(-n // _bs_splits(h, bs, n)))  # ⌈n / chunk⌉, chunk = ⌈n / splits⌉
-    c = _round_up(-(-n // splits), h.min_block_kv)
-    active = -(-n // c)
-    return c, active, n - (active - 1) * c
-
-
-def _greedy_keys(slots: int, n_full: int, c: int, n_last: int, last: int) -> float:
-    """When the last of ``n_full`` blocks of ``c`` keys, then ``n_last`` of ``last`` ≤ c keys,
-    ends (in keys swept), each block taking the first free of ``slots`` slots in launch order.
-
-    The grid is (request, head group, split) with the request fastest and the split slowest,
-    so every full split is launched before any last one. On 80 SMs (480 slots at 6 blocks/SM)
-    eight requests of 2048 keys are 448 blocks of 288 keys and 64 of 33: the 32 last blocks
-    that wait start on the slots the first 32 free and end long before the full ones, so the
-    step takes one wave, as measured (5.94 ms, 5.92 on 96 SMs; two whole waves: 6.65 on 64)."""
-    q, rem = divmod(n_full, slots)
-    t0 = q * c
-    end = t0 + c if rem else t0
-    if n_last <= 0 or last <= 0:
-        return float(end)
-    free = slots - rem  # free at t0; the rem others at t0 + c
-    rounds = -(-c // last)  # starts of the free slots before t0 + c
-    if n_last <= free * rounds:
-        start = t0 + (-(-n_last // free) - 1) * last
-    else:
-        i, pos = divmod(n_last - free * rounds - 1, slots)
-        start = t0 + c + i * last + (0 if pos < rem else rounds * last - c)
-    return float(max(end, start + last))
+    """The triton decode kernel's description (k = 0, for the fit to choose) of a model on a GPU
+    (``triton_kernels``)."""
+    return DecodeHyper(0, head_groups(num_heads, num_kv_heads), int(max_kv_splits), int(device_sms),
+                       int(min_block_kv))
 
 
 def key_waves(h: DecodeHyper, sms: int, bs: int, sum_reused: float, max_reused: float | None = None,
               gamma: float = 0.0) -> float:
-    """K: the keys one slot sweeps until the step's last block ends (module docstring).
-
-    Uniform batch (``max_reused`` None or Σr/bs): SGLang's bs rule, exactly what the profiled
-    (unpadded) rows ran — its in-kernel split lengths, scheduled in launch order
-    (``_greedy_keys``). FA3 (``h.fa3``): ``fa3_kernels.decode_keys`` of the longest context,
-    with the partition's ``gamma`` (θ5). Mixed batch: c = ⌈L_max / 8⌉ (rounded up to
-    MIN_BLOCK_KV), SGLang's min/max rule at its cap, which a batch replayed in a CUDA graph of
-    a larger captured size reaches (the padding requests have context 1, so min/max ≥ 8);
-    blocks = min(bs·⌈L_max/c⌉, ⌊ΣL/c⌋ + bs) ≥ the real count, each charged c keys and run in
-    whole waves: an upper bound, since the estimator does not know each request's last split.
-    A mixed batch whose size was captured exactly splits less when its contexts are within 8x
-    of each other; what that costs above this estimate is left to the online guard refinement
-    (the estimator does not know the captured sizes)."""
+    """K: the keys one SM sweeps until the step's last block ends, of the decode grid ``h``
+    describes: FA3's (``fa3_kernels.decode_keys`` of the longest context, with the partition's
+    ``gamma``, θ5) or triton's (``triton_kernels.decode_keys``). ``max_reused`` None: a uniform
+    batch of Σr/bs."""
     r = max(1, math.ceil(sum_reused / bs if max_reused is None else max_reused))
     if h.fa3:  # FA3 sizes a batch by its longest context: exact for a uniform batch, else a bound
-        return decode_keys(h.head_groups, h.device_sms, sms, bs, r + 1, gamma)
-    slots = h.blocks_per_sm * sms
+        return fa3_decode_keys(h.head_groups, h.device_sms, sms, bs, r + 1, gamma)
     uniform = max_reused is None or bs * max_reused <= sum_reused * (1 + 1e-9)
-    if uniform:
-        c, active, last = _uniform_split(h, bs, r)
-        return _greedy_keys(slots, h.head_groups * bs * (active - 1), c, h.head_groups * bs, last)
-    n = r + 1
-    c = _round_up(-(-n // h.max_kv_splits), h.min_block_kv)
-    blocks = min(bs * -(-n // c), int(sum_reused + bs) // c + bs)
-    return float(c * -(-(h.head_groups * blocks) // slots))
+    return triton_decode_keys(h.head_groups, h.max_kv_splits, h.device_sms, h.min_block_kv, h.blocks_per_sm,
+                              sms, bs, sum_reused, r, uniform)
 
 
 def gemm_excess(device_sms: int, sms: int) -> float:
