@@ -51,6 +51,13 @@ def point_timeline(run_dir: Path, system: str, rate: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def ratio_summary(r: pd.Series) -> dict:
+    """Measured / estimated ratios: quantiles, max and the share above 1 (not a bound)."""
+    return {"p50": round(float(r.median()), 4), "p90": round(float(r.quantile(0.9)), 4),
+            "p99": round(float(r.quantile(0.99)), 4), "max": round(float(r.max()), 4),
+            "share_above_1": round(float((r > 1).mean()), 4)}
+
+
 def profile(t: pd.DataFrame) -> dict:
     if t.empty:
         return {"decisions": 0}
@@ -72,10 +79,7 @@ def profile(t: pd.DataFrame) -> dict:
         r = m["measured_decode_ms"] / m["t_decode_worst_ms"]
         over = m[r > 1]
         out["measured_over_worst"] = {
-            "p50": round(float(r.median()), 4), "p90": round(float(r.quantile(0.9)), 4),
-            "p99": round(float(r.quantile(0.99)), 4), "max": round(float(r.max()), 4),
-            "share_above_1": round(float((r > 1).mean()), 4),
-            "above_1_by_config": {k: int(v) for k, v in over["config"].value_counts().items()}}
+            **ratio_summary(r), "above_1_by_config": {k: int(v) for k, v in over["config"].value_counts().items()}}
         gap = (m["dt_s"] * 1e3 - m["measured_decode_ms"]).dropna()
         if len(gap):
             out["host_gap_ms"] = {"p50": round(float(gap.median()), 3), "p90": round(float(gap.quantile(0.9)), 3)}
@@ -126,9 +130,7 @@ def rescore(t: pd.DataFrame, estimator) -> dict:
         ratio.append(r.measured_decode_ms / worst)
         served.append(r.measured_decode_ms / r.t_decode_worst_ms if r.t_decode_worst_ms > 0 else float("nan"))
     q, sv = pd.Series(ratio), pd.Series(served).dropna()
-    return {"table": estimator.source, "iterations": int(len(q)), "p50": round(float(q.median()), 4),
-            "p90": round(float(q.quantile(0.9)), 4), "max": round(float(q.max()), 4),
-            "share_above_1": round(float((q > 1).mean()), 4),
+    return {"table": estimator.source, "iterations": int(len(q)), **ratio_summary(q),
             "served_p50": round(float(sv.median()), 4) if len(sv) else None}
 
 

@@ -243,10 +243,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
-from .fa3_kernels import Fa3Grid
-from .fa3_kernels import decode_keys as fa3_decode_keys
-from .triton_kernels import MIN_BLOCK_KV, head_groups
-from .triton_kernels import decode_keys as triton_decode_keys
+from .fa3_kernels import Fa3Grid, decode_keys as fa3_decode_keys
+from .triton_kernels import MIN_BLOCK_KV, decode_head_groups, decode_keys as triton_decode_keys
 from .gemm_curve import GemmCurves
 
 logger = logging.getLogger(__name__)
@@ -395,7 +393,7 @@ def decode_kernel(num_heads: int, num_kv_heads: int, device_sms: int, max_kv_spl
                   min_block_kv: int = MIN_BLOCK_KV) -> DecodeHyper:
     """The triton decode kernel's description (k = 0, for the fit to choose) of a model on a GPU
     (``triton_kernels``)."""
-    return DecodeHyper(0, head_groups(num_heads, num_kv_heads), int(max_kv_splits), int(device_sms),
+    return DecodeHyper(0, decode_head_groups(num_heads, num_kv_heads), int(max_kv_splits), int(device_sms),
                        int(min_block_kv))
 
 

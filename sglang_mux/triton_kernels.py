@@ -33,7 +33,7 @@ import math
 MIN_BLOCK_KV = 32  # SGLang 0.5.16 decode_attention.py _MIN_BLOCK_KV
 
 
-def head_groups(num_heads: int, num_kv_heads: int) -> int:
+def decode_head_groups(num_heads: int, num_kv_heads: int) -> int:
     """G as in SGLang's ``get_num_kv_splits_triton``/``_decode_grouped_att_m_fwd``."""
     group = max(1, int(num_heads) // max(1, int(num_kv_heads)))
     return int(num_heads) if group == 1 else -(-int(num_heads) // min(16, group))
