@@ -5,7 +5,8 @@
 Per partition configuration: the share of the point's wall time, decisions, the median decode
 batch, the median measured decode iteration and the median worst-case estimate. Then the
 estimator against the GPU (measured / worst-case decode: above 1 means the estimate was not
-a worst case — solo-fit error at D132/P0, fit or contention beyond the guard elsewhere), and
+a worst case — solo-fit error at D132/P0, fit or contention beyond the guard elsewhere; its
+median alone and beside a prefill, which the overall one mixes), and
 the host time between decode iterations (decision interval − measured decode: scheduling,
 result processing, prefill launches — a bubble for decode), and, from a server that records
 them, the loop's phases (``host_ms``: which one makes the tail) and the contention guard each
@@ -20,7 +21,8 @@ difference from the previous point's counters (they count from server start).
 
 ``--table DIR`` scores the point's decode iterations against another table (a refit, say)
 without serving it again: each iteration's worst case from that table's solo fit and guard, times
-the online refinement the server had added by then (``guard``), over what was measured. The
+the online refinement the server had added by then (``guard``), plus the fixed decode cost it
+had learned (``decode_offset_ms``), over what was measured. The
 decisions stay the served table's, so this checks the estimate, not the goodput. It needs a
 timeline that records the estimate's inputs (``decode_sum_reused`` …; older servers did not).
 """
@@ -78,11 +80,17 @@ def profile(t: pd.DataFrame) -> dict:
     if len(m):
         r = m["measured_decode_ms"] / m["t_decode_worst_ms"]
         over = m[r > 1]
+        # The median mixes two estimates: decode alone (the solo fit) and beside a prefill
+        # (solo x the guard, a cell's worst case); each has its own median.
+        alone = (m["prefill_sms"] <= 0) | (m["prefill_new"] <= 0 if "prefill_new" in m else False)
         out["measured_over_worst"] = {
-            **ratio_summary(r), "above_1_by_config": {k: int(v) for k, v in over["config"].value_counts().items()}}
+            **ratio_summary(r), "above_1_by_config": {k: int(v) for k, v in over["config"].value_counts().items()},
+            "p50_alone": _median(r[alone]), "p50_corun": _median(r[~alone])}
         gap = (m["dt_s"] * 1e3 - m["measured_decode_ms"]).dropna()
         if len(gap):
             out["host_gap_ms"] = {"p50": round(float(gap.median()), 3), "p90": round(float(gap.quantile(0.9)), 3)}
+    if "decode_offset_ms" in t and t["decode_offset_ms"].notna().any():
+        out["decode_offset_ms"] = round(float(t["decode_offset_ms"].dropna().iloc[-1]), 4)
     phases = host_phases(t)
     if phases:
         out["host_phases_ms"] = phases
@@ -90,6 +98,10 @@ def profile(t: pd.DataFrame) -> dict:
     if g:
         out["guard_in_use_over_table"] = g
     return out
+
+
+def _median(r: pd.Series) -> float | None:
+    return round(float(r.median()), 4) if len(r) else None
 
 
 def guard_growth(t: pd.DataFrame) -> dict | None:
@@ -127,6 +139,9 @@ def rescore(t: pd.DataFrame, estimator) -> dict:
         g = getattr(r, "guard", None)
         if isinstance(g, dict):
             worst *= g["in_use"] / g["table"]
+        off = getattr(r, "decode_offset_ms", None)
+        if off is not None and not pd.isna(off):
+            worst += off  # the fixed cost the server had learned: not the table's
         ratio.append(r.measured_decode_ms / worst)
         served.append(r.measured_decode_ms / r.t_decode_worst_ms if r.t_decode_worst_ms > 0 else float("nan"))
     q, sv = pd.Series(ratio), pd.Series(served).dropna()
@@ -268,6 +283,10 @@ def render(p: dict) -> str:
         lines += ["", f"measured / worst-case decode: P50 {r['p50']:.3f}, P90 {r['p90']:.3f}, "
                       f"P99 {r['p99']:.3f}, max {r['max']:.3f}; above 1 in {100 * r['share_above_1']:.1f} % "
                       f"of iterations ({', '.join(f'{k}: {v}' for k, v in r['above_1_by_config'].items())})"]
+        if r.get("p50_alone") is not None or r.get("p50_corun") is not None:
+            lines.append(f"P50 decode alone {f(r.get('p50_alone'), 3)}, beside a prefill {f(r.get('p50_corun'), 3)}"
+                         + (f"; the serving fixed cost learned: {p['decode_offset_ms']:.3f} ms"
+                            if p.get("decode_offset_ms") is not None else ""))
     rs = p.get("rescored")
     if rs:
         served = "—" if rs["served_p50"] is None else f"{rs['served_p50']:.3f}"

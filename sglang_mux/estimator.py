@@ -1,4 +1,5 @@
-"""Contention-tolerant estimator (MuxWise §3.3): worst-case decode = solo × contention guard.
+"""Contention-tolerant estimator (MuxWise §3.3): worst-case decode = solo × contention guard
+(+ the serving iteration's fixed cost, below).
 
 Construction:
 - ``Estimator.from_table(dir)``: Eq. 1/2 fits (fit.json) + grid guard (guard.json);
@@ -22,6 +23,14 @@ Online refinement:
   (``observe_prefill_launch``) and a prefill estimate is max(GPU estimate, layers x the
   host's per-layer launch time, an EWMA); chunks bound by the host do not move the GPU
   correction.
+- decode, the serving iteration's fixed cost: a table's decode rows time graph replays back to
+  back (the host ahead), but the engine times a whole ``run_batch``, whose input copies,
+  metadata and sampling add a cost the same at every batch size (+0.3 ms on an H100, +0.6 ms
+  on an H200 at D132/P0: bench/results/h200_close16_s26/). Iterations with no co-runner learn
+  it (``decode_offset_ms``, an EWMA of measured - solo, never below 0). Contention does not
+  stretch it (mostly host time), so a worst case is solo x guard + the offset, and the guard
+  learns from (measured - offset) / solo: this host cost is not taken for contention and
+  raised into a cell for good.
 - decode, cold start only: the roofline ignores fixed per-iteration costs (kernel minimum
   latencies, sampling), so its decode time can be several times too low (tiny Llama on H200:
   0.3 ms predicted vs 2.2 ms measured) — an error the guard cannot absorb (its observations
@@ -78,6 +87,8 @@ DECODE_CORR_UP, DECODE_CORR_DOWN = 0.5, 0.01  # cold-start decode correction: ri
 DECODE_CORR_BOUNDS = (0.1, 50.0)  # measured/predicted outside this is a glitch (or a stall)
 PREFILL_EWMA_ALPHA = 0.1
 PREFILL_RATIO_BOUNDS = (0.25, 4.0)  # measured/predicted outside this is a glitch, not a trend
+DECODE_OFFSET_ALPHA = 0.05
+DECODE_OFFSET_MAX_MS = 3.0  # an excess beyond this is a stall (GC, preemption), not the fixed cost
 HOST_EWMA_ALPHA = 0.2  # the host's speed moves within seconds: follow it quickly
 HOST_LAYER_MS_MAX = 20.0  # one layer's launches taking longer is a stall (GC, preemption), not a rate
 MAX_REL_ERR = 0.10
@@ -101,6 +112,7 @@ class Estimator:
         self._prefill_corr: dict[int, float] = {}
         self._host_layer_ms: float | None = None  # host launch time per prefill layer (online)
         self._dropped = 0
+        self._decode_offset_ms = 0.0  # serving's fixed decode cost beyond the table's (online)
         # cold start: learn the roofline's decode error online (module docstring)
         self.learn_decode = source == "cold-start"
         self._decode_corr: dict[int, float] = {}
@@ -210,6 +222,11 @@ class Estimator:
         t = self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
         return t * self.decode_correction(decode_sms) if self.learn_decode else t
 
+    @property
+    def decode_offset_ms(self) -> float:
+        """The serving iteration's fixed decode cost learned so far (module docstring)."""
+        return self._decode_offset_ms if self._decode_offset_ms > 0.0 else 0.0
+
     def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                        prefill_reused: int, profiled: bool = False) -> float:
         """The guard in use; ``profiled``: the table's value, before online refinement."""
@@ -220,17 +237,18 @@ class Estimator:
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                         prefill_reused: int, max_reused: int | None = None) -> float:
         t = self.decode_solo_ms(decode_sms, bs, sum_reused, max_reused)
-        if decode_sms >= self.total_sms or prefill_new <= 0:
-            return t
-        return t * self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+        if decode_sms < self.total_sms and prefill_new > 0:
+            t *= self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)
+        return t + self.decode_offset_ms
 
     # ------------------------------------------------------------------ online refinement
 
     def observe_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms,
                        max_reused: int | None = None) -> bool:
         """A measured decode iteration. Co-running: raises the guard's cell if slower than it;
-        returns True when the guard's value for this query went up (a refinement). Cold start:
-        every iteration (solo too) also updates the decode correction (module docstring)."""
+        returns True when the guard's value for this query went up (a refinement). No
+        co-runner: updates the fixed decode cost. Cold start: every iteration (solo too)
+        updates the decode correction instead (module docstring)."""
         if bs <= 0 or not measured_ms > 0:
             return False
         if self.learn_decode:
@@ -240,9 +258,13 @@ class Estimator:
             self._learn_decode(decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms, max_reused)
             return False
         if decode_sms >= self.total_sms or prefill_new <= 0:
-            return False  # no co-runner: nothing to learn about contention
+            # No co-runner: nothing to learn about contention, but the solo estimate's miss.
+            excess = measured_ms - self._solo.decode_ms(decode_sms, bs, sum_reused, max_reused)
+            if excess <= DECODE_OFFSET_MAX_MS:
+                self._decode_offset_ms += DECODE_OFFSET_ALPHA * (excess - self._decode_offset_ms)
+            return False
         solo = self.decode_solo_ms(decode_sms, bs, sum_reused, max_reused)
-        slowdown = measured_ms / solo
+        slowdown = (measured_ms - self.decode_offset_ms) / solo
         if slowdown > MAX_PLAUSIBLE_SLOWDOWN:
             self._dropped += 1
             if self._dropped & (self._dropped - 1) == 0:  # log 1st, 2nd, 4th, 8th ... only

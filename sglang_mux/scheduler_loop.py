@@ -530,6 +530,7 @@ def mux_event_loop(self):
                     m.timeline.write(plan, now=now, decode_bs=bs, measured_decode_ms=ms,
                                      decode_sum_reused=sum_reused, decode_max_reused=snap.decode_max_reused,
                                      prefill_new=p_new, prefill_reused=p_reused,
+                                     decode_offset_ms=round(m.estimator.decode_offset_ms, 4),
                                      decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
                                      decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
                                      **({"guard": guard} if guard else {}))

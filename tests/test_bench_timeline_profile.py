@@ -35,6 +35,8 @@ def test_profile_of_one_point(tmp_path):
     r = p["measured_over_worst"]
     assert r["max"] == pytest.approx(1.2) and r["share_above_1"] == pytest.approx(0.2)
     assert r["above_1_by_config"] == {"D132/P0": 1}
+    assert (r["p50_alone"], r["p50_corun"]) == (pytest.approx(1.05), pytest.approx(0.95))  # the two the P50 mixes
+    assert "P50 decode alone 1.050, beside a prefill 0.950" in TP.render(p)
     # host gaps: 40-36, 40-38, 10-12, 10-9 ms (the last decision has no successor)
     assert p["host_gap_ms"]["p50"] == pytest.approx(1.5)
     assert "D48/P84 | 80.0 %" in TP.render(p)
@@ -177,16 +179,17 @@ H100_FA3 = Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b
 
 def test_a_point_rescored_with_another_table(tmp_path):
     """Each iteration's worst case from the given table, times the guard growth the server had
-    added, over what was measured: rows made at 0.9 of that come back at exactly 0.9."""
+    added, plus the fixed decode cost it had learned, over what was measured: rows made at 0.9
+    of that come back at exactly 0.9."""
     from sglang_mux.estimator import Estimator
     est = Estimator.from_table(H100_FA3)
     rows = []
-    for i, (d, bs, s, mx, pn, pr, growth) in enumerate([(48, 40, 40 * 3000, 6000, 4096, 0, 1.1),
-                                                        (32, 20, 20 * 1500, None, 8000, 2000, 1.0),
-                                                        (132, 8, 8 * 2000, 2500, 0, 0, None)]):
-        worst = est.decode_worst_ms(d, bs, s, pn, pr, max_reused=mx) * (growth or 1.0)
+    for i, (d, bs, s, mx, pn, pr, growth, off) in enumerate([(48, 40, 40 * 3000, 6000, 4096, 0, 1.1, 0.5),
+                                                             (32, 20, 20 * 1500, None, 8000, 2000, 1.0, 0.0),
+                                                             (132, 8, 8 * 2000, 2500, 0, 0, None, 0.7)]):
+        worst = est.decode_worst_ms(d, bs, s, pn, pr, max_reused=mx) * (growth or 1.0) + off
         r = rec(i * 0.04, d, 132 - d, bs, worst * 2, 0.9 * worst)  # served with a table twice as slow
-        r.update(decode_sum_reused=s, decode_max_reused=mx, prefill_new=pn, prefill_reused=pr)
+        r.update(decode_sum_reused=s, decode_max_reused=mx, prefill_new=pn, prefill_reused=pr, decode_offset_ms=off)
         if growth:
             r["guard"] = {"in_use": 1.2 * growth, "table": 1.2}
         rows.append(r)
@@ -195,6 +198,7 @@ def test_a_point_rescored_with_another_table(tmp_path):
     assert rs["iterations"] == 3 and rs["p50"] == pytest.approx(0.9) and rs["max"] == pytest.approx(0.9)
     assert rs["served_p50"] == pytest.approx(0.45) and rs["share_above_1"] == 0
     assert "re-scored with table:" in TP.render({**TP.profile(t), "rescored": rs})
+    assert TP.profile(t)["decode_offset_ms"] == 0.7  # the last one learned
 
 
 def test_rescoring_an_older_timeline_says_what_it_lacks(tmp_path):

@@ -86,6 +86,37 @@ def test_guard_reports_the_tables_value_beside_the_refined_one(est):
     assert est.guard_slowdown(132, 16, 16 * 3000, 8192, 2048, profiled=True) == 1.0  # decode alone
 
 
+def test_decode_fixed_cost_learned_alone_and_kept_out_of_the_guard(est):
+    """Serving times a whole run_batch (input copies, sampling) where the table timed graph
+    replays: decode alone learns that fixed cost, every worst case adds it after the guard, and
+    it is not taken for contention."""
+    alone = (132, 8, 8 * 1000, 0, 0)
+    t = est.decode_solo_ms(*alone[:3])
+    for _ in range(200):
+        assert est.observe_decode(*alone, t + 0.5) is False
+    assert est.decode_offset_ms == pytest.approx(0.5 * (1 - 0.95**200))
+    off = est.decode_offset_ms
+    assert est.decode_worst_ms(*alone) == pytest.approx(t + off)
+    assert est.decode_solo_ms(*alone[:3]) == t  # the solo fit itself is the table's
+    co = (48, 32, 32 * 4000, 8192, 0)
+    g = est.guard_slowdown(*co)
+    w = est.decode_worst_ms(*co)
+    assert w == pytest.approx(est.decode_solo_ms(*co[:3]) * g + off)
+    assert est.observe_decode(*co, w) is False and est.guard_slowdown(*co) == g  # not a raise
+    est.observe_decode(*alone, t + 3.5)  # a stall, not the fixed cost
+    assert est.decode_offset_ms == off
+    est.observe_decode(48, 32, 32 * 4000, 0, 0, est.decode_solo_ms(48, 32, 32 * 4000) + 1.0)
+    assert est.decode_offset_ms > off  # a partition with no prefill beside it is decode alone too
+
+
+def test_decode_fixed_cost_never_below_the_table(est):
+    alone = (132, 8, 8 * 1000, 0, 0)
+    t = est.decode_solo_ms(*alone[:3])
+    for _ in range(50):
+        est.observe_decode(*alone, t - 1.0)  # a faster host: the table stays the floor
+    assert est.decode_offset_ms == 0.0 and est.decode_worst_ms(*alone) == t
+
+
 def test_observe_prefill_correction(est):
     reqs = [PrefillReq(3000, 1000)]
     base = est.prefill_ms(52, reqs)
