@@ -48,8 +48,8 @@ def corun_slowdowns(tab, run, rates):
     ax = {a: np.array(sorted(df[a].unique()), dtype=float) for a in AXES}
     measured = df.set_index(["decode_sms", *AXES])["sd"].to_dict()
 
-    def near(a, v):  # nearest grid value on a log scale
-        return ax[a][np.argmin(np.abs(np.log(np.maximum(ax[a], 1)) - np.log(max(v, 1))))]
+    def near(a, v):  # nearest grid value (linear: 1K reused tokens are nearer 0 than 32K)
+        return ax[a][np.argmin(np.abs(ax[a] - v))]
 
     for rate in rates:
         t = point_timeline(run, "mux", rate)
