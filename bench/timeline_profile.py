@@ -22,9 +22,9 @@ difference from the previous point's counters (they count from server start).
 ``--table DIR`` scores the point's decode iterations against another table (a refit, say)
 without serving it again: each iteration's worst case from that table's solo fit and guard, times
 the online refinement the server had added by then (``guard``), plus the fixed decode cost it
-had learned (``decode_offset_ms``), over what was measured. The
-decisions stay the served table's, so this checks the estimate, not the goodput. It needs a
-timeline that records the estimate's inputs (``decode_sum_reused`` …; older servers did not).
+had learned (``decode_offset_ms``), over what was measured. The decisions stay the served
+table's, so this checks the estimate, not the goodput. It needs a timeline that records the
+estimate's inputs (``decode_sum_reused`` …; older servers did not).
 """
 from __future__ import annotations
 

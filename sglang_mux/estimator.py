@@ -25,12 +25,12 @@ Online refinement:
   correction.
 - decode, the serving iteration's fixed cost: a table's decode rows time graph replays back to
   back (the host ahead), but the engine times a whole ``run_batch``, whose input copies,
-  metadata and sampling add a cost the same at every batch size (+0.3 ms on an H100, +0.6 ms
-  on an H200 at D132/P0: bench/results/h200_close16_s26/). Iterations with no co-runner learn
-  it (``decode_offset_ms``, an EWMA of measured - solo, never below 0). Contention does not
-  stretch it (mostly host time), so a worst case is solo x guard + the offset, and the guard
-  learns from (measured - offset) / solo: this host cost is not taken for contention and
-  raised into a cell for good.
+  metadata and sampling add a cost the same at every batch size (0.3-0.6 ms on H100s, 0.6 ms
+  on an H200: bench/results/h100_offset_s26/, h200_close16_s26/). Iterations with no
+  co-runner learn it (``decode_offset_ms``, an EWMA of measured - solo, never below 0). It is
+  taken as not stretched by contention (host gaps, small kernels): a worst case is solo x
+  guard + the offset, and the guard learns from (measured - offset) / solo, so this cost is
+  not read as contention and raised into a cell for good.
 - decode, cold start only: the roofline ignores fixed per-iteration costs (kernel minimum
   latencies, sampling), so its decode time can be several times too low (tiny Llama on H200:
   0.3 ms predicted vs 2.2 ms measured) — an error the guard cannot absorb (its observations
@@ -236,6 +236,8 @@ class Estimator:
 
     def decode_worst_ms(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
                         prefill_reused: int, max_reused: int | None = None) -> float:
+        if bs <= 0:
+            return 0.0  # no decode batch, no iteration
         t = self.decode_solo_ms(decode_sms, bs, sum_reused, max_reused)
         if decode_sms < self.total_sms and prefill_new > 0:
             t *= self._guard.lookup(decode_sms, bs, sum_reused, prefill_new, prefill_reused)

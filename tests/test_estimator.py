@@ -103,6 +103,7 @@ def test_decode_fixed_cost_learned_alone_and_kept_out_of_the_guard(est):
     w = est.decode_worst_ms(*co)
     assert w == pytest.approx(est.decode_solo_ms(*co[:3]) * g + off)
     assert est.observe_decode(*co, w) is False and est.guard_slowdown(*co) == g  # not a raise
+    assert est.decode_worst_ms(48, 0, 0, 8192, 0) == 0.0  # no batch: no iteration, no fixed cost
     est.observe_decode(*alone, t + 3.5)  # a stall, not the fixed cost
     assert est.decode_offset_ms == off
     est.observe_decode(48, 32, 32 * 4000, 0, 0, est.decode_solo_ms(48, 32, 32 * 4000) + 1.0)
