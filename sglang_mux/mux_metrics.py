@@ -11,6 +11,8 @@ instead of raising "Duplicated timeseries".
     sglang_mux:decode_latency_ratio                         Histogram measured / worst-case estimate
     sglang_mux:decision_seconds                             Histogram CPU time of one decision
     sglang_mux:guard_refinements_total                      Counter contention-guard raises
+    sglang_mux:decode_fixed_cost_ms                         Gauge   a decode iteration's cost beyond the
+                                                                    table's, learned from decode alone
     sglang_mux:prefill_busy_seconds_total                   Counter GPU time of prefill chunks
     sglang_mux:prefill_idle_seconds_total                   Counter prefill-stream gaps between two
                                                                     chunks of one batch (bubbles)
@@ -86,6 +88,10 @@ class MuxMetrics:
                                       "GPU time of prefill layer chunks", ln, r)
         self._p_idle = _get_or_create(Counter, PREFIX + "prefill_idle_seconds",
                                       "Prefill-stream idle time between two chunks of one batch", ln, r)
+        self._d_fixed = _get_or_create(Gauge, PREFIX + "decode_fixed_cost_ms",
+                                       "A served decode iteration's fixed cost beyond the table's graph replays "
+                                       "(input copies, sampling), learned from decode alone; added to every "
+                                       "decode estimate", ln, r, multiprocess_mode="mostrecent")
         self._p_host = _get_or_create(Counter, PREFIX + "prefill_launch_host_seconds",
                                       "Host (CPU) time spent launching prefill layer chunks; above "
                                       "prefill_busy_seconds, prefill waits on the host, not the GPU", ln, r)
@@ -124,12 +130,15 @@ class MuxMetrics:
             self._l(self._decide).observe(decide_us * 1e-6)
 
     def on_decode(self, plan, measured_ms: float, decide_us: float | None = None, *,
-                  count_decision: bool = True) -> None:
-        """A finished decode iteration launched by `plan` (one decision per iteration)."""
+                  count_decision: bool = True, fixed_cost_ms: float | None = None) -> None:
+        """A finished decode iteration launched by `plan` (one decision per iteration);
+        `fixed_cost_ms`: the estimator's learned fixed decode cost after it."""
         if count_decision:
             self.on_plan(plan, decide_us)
         if plan.t_decode_worst_ms > 0 and measured_ms > 0:
             self._l(self._ratio).observe(measured_ms / plan.t_decode_worst_ms)
+        if fixed_cost_ms is not None:
+            self._l(self._d_fixed).set(fixed_cost_ms)
 
     def on_preemption(self) -> None:
         self._l(self._preemptions).inc()

@@ -521,7 +521,7 @@ def mux_event_loop(self):
                 refined = bs > 0 and m.estimator.observe_decode(cfg.decode_sms, bs, sum_reused, p_new, p_reused, ms,
                                                                 max_reused=snap.decode_max_reused)
                 if m.metrics:
-                    m.metrics.on_decode(plan, ms, count_decision=False)
+                    m.metrics.on_decode(plan, ms, count_decision=False, fixed_cost_ms=m.estimator.decode_offset_ms)
                     if refined:
                         m.metrics.on_guard_refinement()
                 if m.timeline:

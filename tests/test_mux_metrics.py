@@ -24,7 +24,7 @@ def test_metrics_values():
     m.on_partition(48, 84)
     assert _val(reg, "sglang_mux:decode_sms") == 48 and _val(reg, "sglang_mux:prefill_sms") == 84
     m.on_decode(_plan(), measured_ms=30.0, decide_us=40.0)
-    m.on_decode(_plan(), measured_ms=44.0)
+    m.on_decode(_plan(), measured_ms=44.0, fixed_cost_ms=0.5)
     m.on_plan(_plan("overload-decode-first", d=132))
     m.on_preemption()
     m.on_guard_refinement()
@@ -42,6 +42,7 @@ def test_metrics_values():
     assert _val(reg, "sglang_mux:decode_latency_ratio_sum") == pytest.approx(30 / 40 + 44 / 40)
     assert _val(reg, "sglang_mux:decode_latency_ratio_bucket", {"le": "1.0"}) == 1
     assert _val(reg, "sglang_mux:decision_seconds_count") == 1
+    assert _val(reg, "sglang_mux:decode_fixed_cost_ms") == 0.5
     assert _val(reg, "sglang_mux:prefill_launch_host_seconds_total") == pytest.approx(0.0125)
     assert _val(reg, "sglang_mux:prefill_correction", {"prefill_sms": "84"}) == 1.35
     assert _val(reg, "sglang_mux:prefill_correction", {"prefill_sms": "68"}) == 1.2
