@@ -11,7 +11,7 @@ the host time between decode iterations (decision interval − measured decode: 
 result processing, prefill launches — a bubble for decode), and, from a server that records
 them, the loop's phases (``host_ms``: which one makes the tail) and the contention guard each
 co-run iteration was planned with over the table's value (``guard``: what online refinement
-has added since the server started). The point's bytes of the timeline
+has made of it since the server started, raises or the host scale). The point's bytes of the timeline
 come from its ``.meta.json`` (``timeline_bytes``), so the decisions are exactly that point's.
 
 With ``--enable-metrics`` on the server, ``bench.run`` keeps the ``sglang_mux`` counters after
@@ -21,7 +21,7 @@ difference from the previous point's counters (they count from server start).
 
 ``--table DIR`` scores the point's decode iterations against another table (a refit, say)
 without serving it again: each iteration's worst case from that table's solo fit and guard, times
-the online refinement the server had added by then (``guard``), plus the fixed decode cost it
+the online refinement the server had made by then (``guard``), plus the fixed decode cost it
 had learned (``decode_offset_ms``), over what was measured. The decisions stay the served
 table's, so this checks the estimate, not the goodput. It needs a timeline that records the
 estimate's inputs (``decode_sum_reused`` …; older servers did not).
@@ -106,7 +106,7 @@ def _median(r: pd.Series) -> float | None:
 
 def guard_growth(t: pd.DataFrame) -> dict | None:
     """The contention guard the co-run decode iterations were planned with over the table's
-    value for the same query: what online refinement has added by then (None: no such rows)."""
+    value for the same query: what online refinement has made of it by then (None: no such rows)."""
     if "guard" not in t:
         return None
     g = t["guard"][t["guard"].map(lambda x: isinstance(x, dict))]

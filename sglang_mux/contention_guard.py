@@ -29,13 +29,25 @@ or above every profiled partition: the nearest one times ``outside_margin``.
 
 Every value returned is at least 1.0 (a co-runner never makes decode faster in the worst case).
 
-Online refinement: ``observe`` raises the value of the query's cell (or, outside the grid, of
-a per-cell outside override; for an unprofiled partition, of its override) to the observed
-slowdown when larger; it never lowers anything. Such a max keeps rising with the samples a
-server has served (decode's worst case grew 3-17 % over two benchmark points at unchanged
-measured times: bench/results/slo30_fa3_h100_s20/, guard_ab_tbt30_h100_s21/); refining to a
-quantile instead changed no goodput there, so the paper's rule stays. ``lookup(...,
-profiled=True)`` answers the table's value, without what serving has raised (the timeline
+Online refinement (``observe``): a table is profiled on one host and served on another, and
+its cells are maxima over corners, so what a host serves sits below them by an amount of its
+own. On H100s served co-runs reach the table's cells (99th percentile of served / cell
+1.02-1.11 per partition); on an H200 they stay at 0.88-0.97 of them (D48: served 1.08x, cell
+1.33x; bench/results/h200_close16_s26/, h100_offset_s26/). So each profiled partition keeps
+the last ``SCALE_WINDOW`` ratios served slowdown / table's value, and once it has
+``SCALE_MIN_OBS`` of them its values in use are the table's times their ``SCALE_QUANTILE``
+quantile, the host scale, up or down: a bound on 99 % of what this host served, that follows
+it both ways within a window.
+
+Until a partition has that many co-runs, the paper's rule: a cell's value in use is at least
+the largest slowdown served in it (outside the grid, per outside cell; for an unprofiled
+partition, per partition, which otherwise takes its neighbours' values in use). The max is
+not kept beyond that because it ratchets on one outlier: replaying an H200 server's
+iterations (h200_close16_s26/replay.py), one co-run at 1.12x its cell held the D48 cell at
+1.47x (table 1.33x) for the rest of the run, whose co-runs there had a median of 1.08x;
+measured / worst case had a median of 0.86 at 5 req/s, and 0.95 with the host scale.
+
+``lookup(..., profiled=True)`` answers the table's value, without either rule (the timeline
 records both).
 
 Lookup is 4 bisects and nested-list indexing (about 1-2 µs).
@@ -45,13 +57,19 @@ from __future__ import annotations
 
 import bisect
 from bisect import bisect_right
+import heapq
 import itertools
 import math
+from collections import deque
 from typing import Callable, Mapping, Sequence
 
 AXES = ("prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req")
 OUTSIDE_MARGIN = 1.1
 FLOOR = 1.0
+SCALE_WINDOW = 512  # served co-runs a partition's host scale looks back on (15-30 s of serving)
+SCALE_MIN_OBS = 128
+SCALE_QUANTILE = 0.99
+SCALE_EVERY = 16  # recompute the quantile every this many observations (it moves slowly)
 
 
 def _num(v: float):
@@ -76,11 +94,11 @@ class ContentionGuard:
         self._lastidx = [len(p) - 1 for p in self._ax]
         self._maxcell = [max(len(p) - 2, 0) for p in self._ax]
         shape = [max(len(p) - 1, 1) for p in self._ax]
-        self._cells: dict[int, list] = {}
+        self._cells: dict[int, list] = {}  # the table's values; refinement never writes them
         for d, c in cells.items():
             _check_shape(c, shape, f"cells[{d}]")
             self._cells[int(d)] = _copy(c)
-        self._profiled = {d: _copy(c) for d, c in self._cells.items()}  # the table's, as refinement began
+        self._seen = {d: _zeros(c) for d, c in self._cells.items()}  # max slowdown served per cell
         if not self._cells:
             raise ValueError("guard has no decode partitions")
         self.partitions = sorted(self._cells)
@@ -88,6 +106,9 @@ class ContentionGuard:
         self.measured_range = measured_range
         self._outside: dict[tuple, float] = {}  # (d, i0..i3) -> max slowdown seen outside the grid
         self._unprofiled: dict[int, float] = {}  # decode_sms not profiled -> max slowdown seen
+        self._ratios: dict[int, deque] = {}  # profiled decode_sms -> served slowdown / table's value
+        self._scale: dict[int, float] = {}  # profiled decode_sms -> host scale, present only when < 1
+        self._nobs: dict[int, int] = {}
 
     # ------------------------------------------------------------------ hot path
 
@@ -95,16 +116,22 @@ class ContentionGuard:
                prefill_reused: float, profiled: bool = False) -> float:
         """Worst-case decode slowdown (>= 1) for this decode batch next to this prefill;
         ``profiled``: the table's value, without what serving has refined."""
-        cells = (self._profiled if profiled else self._cells).get(decode_sms)
+        cells = self._cells.get(decode_sms)
         if cells is None:
             return self._lookup_unprofiled(decode_sms, bs, sum_reused, prefill_new, prefill_reused, profiled)
         i0, i1, i2, i3, out = self._locate4(bs, sum_reused, prefill_new, prefill_reused)
         v = cells[i0][i1][i2][i3]
         if out:
             v *= self.outside_margin
-            seen = None if profiled else self._outside.get((decode_sms, i0, i1, i2, i3))
-            if seen is not None and seen > v:
-                v = seen
+        if not profiled:
+            s = self._scale.get(decode_sms)
+            if s is not None:
+                v *= s
+            else:
+                seen = self._outside.get((decode_sms, i0, i1, i2, i3), 0.0) if out else \
+                    self._seen[decode_sms][i0][i1][i2][i3]
+                if seen > v:
+                    v = seen
         return v if v > FLOOR else FLOOR
 
     def _locate4(self, bs, sum_reused, prefill_new, prefill_reused):
@@ -151,7 +178,8 @@ class ContentionGuard:
 
     def observe(self, decode_sms: int, bs: int, sum_reused: float, prefill_new: float,
                 prefill_reused: float, slowdown: float) -> None:
-        """Raise the guard where a larger slowdown was seen; never lowers a value."""
+        """A served co-run's decode slowdown: raises its cell's value in use if larger, and
+        feeds the partition's host scale (module docstring)."""
         if not (slowdown > 0.0 and math.isfinite(slowdown)):
             return
         cells = self._cells.get(decode_sms)
@@ -164,10 +192,31 @@ class ContentionGuard:
             key = (decode_sms, i0, i1, i2, i3)
             if slowdown > self._outside.get(key, 0.0):
                 self._outside[key] = slowdown
+            table = cells[i0][i1][i2][i3] * self.outside_margin
+        else:
+            row = self._seen[decode_sms][i0][i1][i2]
+            if slowdown > row[i3]:
+                row[i3] = slowdown
+            table = cells[i0][i1][i2][i3]
+        self._observe_scale(decode_sms, slowdown / (table if table > FLOOR else FLOOR))
+
+    def _observe_scale(self, decode_sms: int, ratio: float) -> None:
+        buf = self._ratios.get(decode_sms)
+        if buf is None:
+            buf = self._ratios[decode_sms] = deque(maxlen=SCALE_WINDOW)
+            self._nobs[decode_sms] = 0
+        buf.append(ratio)
+        self._nobs[decode_sms] += 1
+        if len(buf) < SCALE_MIN_OBS or self._nobs[decode_sms] % SCALE_EVERY:
             return
-        row = cells[i0][i1][i2]
-        if slowdown > row[i3]:
-            row[i3] = slowdown
+        n = len(buf)
+        # The q-quantile as the k-th largest ratio (k >= 1: the 99th percentile of 512 is the 5th largest).
+        k = max(1, int((1.0 - SCALE_QUANTILE) * n))
+        self._scale[decode_sms] = heapq.nlargest(k, buf)[-1]
+
+    def scale(self, decode_sms: int) -> float:
+        """The host scale in use for a profiled partition (1.0 until it has SCALE_MIN_OBS co-runs)."""
+        return self._scale.get(decode_sms, 1.0)
 
     # ------------------------------------------------------------------ inspection
 
@@ -270,6 +319,10 @@ def _check_shape(c, shape, what):
             _check_shape(sub, shape[1:], what)
         elif not (isinstance(sub, (int, float)) and math.isfinite(sub) and sub > 0):
             raise ValueError(f"guard {what}: cell value must be a finite positive number, got {sub!r}")
+
+
+def _zeros(c):
+    return [_zeros(x) for x in c] if isinstance(c, list) else 0.0
 
 
 def _copy(c):

@@ -415,7 +415,7 @@ def _config_for(m: MuxState, plan, has_decode: bool, has_prefill: bool):
 
 def guard_record(estimator, decode_sms: int, bs: int, sum_reused: int, p_new: int, p_reused: int) -> dict:
     """A co-run decode iteration's contention guard as planned and as the table has it (the
-    timeline's ``guard``): their ratio is what online refinement has added."""
+    timeline's ``guard``): their ratio is what online refinement has made of the table's."""
     q = (decode_sms, bs, sum_reused, p_new, p_reused)
     return {"in_use": round(estimator.guard_slowdown(*q), 4),
             "table": round(estimator.guard_slowdown(*q, profiled=True), 4)}

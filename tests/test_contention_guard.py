@@ -1,4 +1,4 @@
-"""Contention guard: bounds every measured row, refinement never below the table, conservative outside."""
+"""Contention guard: bounds every measured row, conservative outside, refined online by raises and a host scale."""
 
 import itertools
 import json
@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from synth_tables import write_synthetic_table  # noqa: E402
 
+import sglang_mux.contention_guard as CG  # noqa: E402
 from sglang_mux.contention_guard import ConstantGuard, ContentionGuard  # noqa: E402
 from sglang_mux.latency_model import SoloLatencyModel  # noqa: E402
 from sglang_mux.tables import read_table  # noqa: E402
@@ -75,7 +76,7 @@ def test_missing_corner_cell_uses_measured_corners_only():
         assert g.lookup(*_q(row)) >= s
 
 
-def test_refinement_raises_and_never_lowers():
+def test_refinement_raises_and_few_observations_never_lower():
     df = _grid()
     g = ContentionGuard.build(df)
     q = (16, 4, 4000, 5000, 100)
@@ -86,15 +87,49 @@ def test_refinement_raises_and_never_lowers():
     assert g.lookup(*q) == pytest.approx(1.9)
     g.observe(*q, 1.2)
     assert g.lookup(*q) == pytest.approx(1.9)
-    # Random observations never push any measured row below its measured slowdown.
+    # Fewer than SCALE_MIN_OBS co-runs on a partition never push a measured row below its slowdown.
     rng = np.random.default_rng(3)
-    for _ in range(500):
+    for _ in range(CG.SCALE_MIN_OBS - 4):
         g.observe(16, int(rng.integers(1, 65)), int(rng.integers(0, 300000)), int(rng.integers(0, 40000)),
                   int(rng.integers(0, 9000)), float(rng.uniform(0.5, 1.2)))
+    assert g.scale(16) == 1.0
     for row, s in zip(df.itertuples(), _slow(df)):
         assert g.lookup(*_q(row)) >= s
     g.observe(*q, float("nan"))
     assert g.lookup(*q) == pytest.approx(1.9)
+
+
+def test_host_scale_is_the_served_quantile_of_served_over_table():
+    """A host whose co-runs stay below the table: its partition's table values scale by the
+    99th percentile of served / table once SCALE_MIN_OBS are in, and follow the host up."""
+    df = _grid(parts=(16, 48))
+    g = ContentionGuard.build(df)
+    rows = list(df[df.decode_sms == 16].itertuples())
+    table = {_q(r): g.lookup(*_q(r)) for r in df.itertuples()}
+    n = CG.SCALE_MIN_OBS
+    ratios = np.linspace(0.70, 0.85, n)  # served / table's value, one per co-run
+    for i, x in enumerate(ratios):
+        q = _q(rows[i % len(rows)])
+        g.observe(*q, x * max(table[q], 1.0))
+    k = int((1 - CG.SCALE_QUANTILE) * n)  # 1: the 99th percentile of 128 is the largest
+    assert g.scale(16) == pytest.approx(np.sort(ratios)[-max(k, 1)])
+    for r in df.itertuples():  # every ratio served is <= the scale: no cell was raised above it
+        q = _q(r)
+        want = max(table[q] * g.scale(16), 1.0) if r.decode_sms == 16 else table[q]
+        assert g.lookup(*q) == pytest.approx(want)
+        assert g.lookup(*q, profiled=True) == table[q]
+    # An unprofiled partition between two profiled ones takes their values in use.
+    assert g.lookup(32, *_q(rows[0])[1:]) == pytest.approx(max(g.lookup(*_q(rows[0])), g.lookup(48, *_q(rows[0])[1:])))
+    # Once a partition has its scale, one outlier no longer ratchets its cell.
+    hi = _q(rows[0])
+    g.observe(*hi, 1.7)
+    assert g.lookup(*hi) == pytest.approx(max(table[hi] * g.scale(16), 1.0))
+    # The host's co-runs grow past the table's: after a window of them the scale follows.
+    for i in range(CG.SCALE_WINDOW):
+        q = _q(rows[i % len(rows)])
+        g.observe(*q, 1.02 * max(table[q], 1.0))
+    assert g.scale(16) == pytest.approx(1.02)
+    assert all(g.lookup(*_q(r)) == pytest.approx(max(table[_q(r)], 1.0) * 1.02) for r in rows)
 
 
 @pytest.mark.parametrize("axis,value", [(0, 10**6), (0, 100), (1, 10**6), (2, 512), (3, 10**6), (3, 10)])
@@ -166,7 +201,8 @@ def test_constant_guard():
 
 
 def test_max_refinement_ratchets_on_one_outlier():
-    """The paper's rule: one outlier sets the cell for good; the table's value stays readable."""
+    """The paper's rule, until a partition has SCALE_MIN_OBS co-runs: one outlier sets the cell;
+    the table's value stays readable."""
     g = ContentionGuard.build(_grid(parts=(16, 48)))
     q = (16, 4, 4000, 5000, 100)
     out = (16, 4, 4000, 10**6, 100)  # prefill_new beyond the grid: its own override

@@ -66,7 +66,7 @@ def test_from_table_interface(est):
     assert est.prefill_ms(20, []) == 0.0 and est.decode_worst_ms(48, 0, 0, 8192, 0) == 0.0
 
 
-def test_observe_decode_raises_guard_never_lowers(est):
+def test_observe_decode_raises_guard_and_drops_the_implausible(est):
     q = (64, 16, 16 * 3000, 8192, 2048)
     w0 = est.decode_worst_ms(*q)
     est.observe_decode(*q, w0 * 0.8)
