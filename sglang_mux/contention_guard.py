@@ -31,8 +31,8 @@ Every value returned is at least 1.0 (a co-runner never makes decode faster in t
 
 Online refinement (``observe``): a table is profiled on one host and served on another, and
 its cells are maxima over corners, so what a host serves sits below them by an amount of its
-own. On H100s served co-runs reach the table's cells (99th percentile of served / cell
-1.02-1.11 per partition); on an H200 they stay at 0.88-0.97 of them (D48: served 1.08x, cell
+own. On H100s served co-runs reach the table's cells (99th percentile of served / cell,
+replayed: 1.02-1.11 per partition); on an H200 mostly not (0.88-1.02; D48: served 1.08x, cell
 1.33x; bench/results/h200_close16_s26/, h100_offset_s26/). So each profiled partition keeps
 the last ``SCALE_WINDOW`` ratios served slowdown / table's value, and once it has
 ``SCALE_MIN_OBS`` of them its values in use are the table's times their ``SCALE_QUANTILE``
@@ -107,7 +107,7 @@ class ContentionGuard:
         self._outside: dict[tuple, float] = {}  # (d, i0..i3) -> max slowdown seen outside the grid
         self._unprofiled: dict[int, float] = {}  # decode_sms not profiled -> max slowdown seen
         self._ratios: dict[int, deque] = {}  # profiled decode_sms -> served slowdown / table's value
-        self._scale: dict[int, float] = {}  # profiled decode_sms -> host scale, present only when < 1
+        self._scale: dict[int, float] = {}  # profiled decode_sms -> host scale, once SCALE_MIN_OBS are in
         self._nobs: dict[int, int] = {}
 
     # ------------------------------------------------------------------ hot path

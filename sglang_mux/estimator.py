@@ -11,8 +11,9 @@ Construction:
 
 Online refinement:
 - decode: ``observe_decode`` feeds measured/predicted-solo into the guard (contention_guard:
-  the paper's raise at first, then a per-partition host scale). Observations above ``MAX_PLAUSIBLE_SLOWDOWN`` are logged and dropped: a GC pause or a
-  profiler hiccup must not inflate a cell forever (the paper's worst is 1.3x);
+  the paper's raise at first, then a per-partition host scale). Observations above
+  ``MAX_PLAUSIBLE_SLOWDOWN`` are logged and dropped: a GC pause or a profiler hiccup must not
+  inflate a cell (the paper's worst is 1.3x);
 - prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
   need not be worst-case (§3.4.1), only close, so this tracks the as-run (co-running) speed.
 - prefill, the host: a table's solo prefill rows time the GPU (profiling holds the host

@@ -113,7 +113,7 @@ def test_host_scale_is_the_served_quantile_of_served_over_table():
         g.observe(*q, x * max(table[q], 1.0))
     k = int((1 - CG.SCALE_QUANTILE) * n)  # 1: the 99th percentile of 128 is the largest
     assert g.scale(16) == pytest.approx(np.sort(ratios)[-max(k, 1)])
-    for r in df.itertuples():  # every ratio served is <= the scale: no cell was raised above it
+    for r in df.itertuples():  # partition 16 scaled, 48 (no co-runs served) as the table
         q = _q(r)
         want = max(table[q] * g.scale(16), 1.0) if r.decode_sms == 16 else table[q]
         assert g.lookup(*q) == pytest.approx(want)
