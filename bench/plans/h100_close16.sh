@@ -11,7 +11,8 @@
 #     conversation at 4, 4.5 and bench.timeline_profile per point (OUT/serving/profile_mux_*.json).
 # PARTS (default "muxoff correctness serving") picks some of them: PARTS=serving on an H200 is the
 # in-serving check there. Ran in session 25 on an H100: bench/results/h100_close16_s25/; its
-# serving part in session 26 on an H200 (bench/results/h200_close16_s26/) and an H100 (h100_offset_s26/).
+# serving part in session 26 on an H200 (bench/results/h200_close16_s26/) and an H100 (h100_offset_s26/),
+# in session 27 on an H100 with the guard's host scale (h100_hostscale_s27/).
 # About 25 minutes; in the background after the install, polled, as the sweep plans say:
 #   (setsid nohup bash -c 'bash bench/plans/h100_close16.sh /tmp/c16 1500; echo $? > /tmp/c16_done' \
 #       > /tmp/c16.log 2>&1 < /dev/null &)
