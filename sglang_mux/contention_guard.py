@@ -188,16 +188,16 @@ class ContentionGuard:
                 self._unprofiled[decode_sms] = slowdown
             return
         i0, i1, i2, i3, out = self._locate4(bs, sum_reused, prefill_new, prefill_reused)
-        if out:
-            key = (decode_sms, i0, i1, i2, i3)
-            if slowdown > self._outside.get(key, 0.0):
-                self._outside[key] = slowdown
-            table = cells[i0][i1][i2][i3] * self.outside_margin
-        else:
-            row = self._seen[decode_sms][i0][i1][i2]
-            if slowdown > row[i3]:
-                row[i3] = slowdown
-            table = cells[i0][i1][i2][i3]
+        table = cells[i0][i1][i2][i3] * (self.outside_margin if out else 1.0)
+        if decode_sms not in self._scale:  # the max raise, until the scale replaces it for good
+            if out:
+                key = (decode_sms, i0, i1, i2, i3)
+                if slowdown > self._outside.get(key, 0.0):
+                    self._outside[key] = slowdown
+            else:
+                row = self._seen[decode_sms][i0][i1][i2]
+                if slowdown > row[i3]:
+                    row[i3] = slowdown
         self._observe_scale(decode_sms, slowdown / (table if table > FLOOR else FLOOR))
 
     def _observe_scale(self, decode_sms: int, ratio: float) -> None:

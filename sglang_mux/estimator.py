@@ -248,8 +248,8 @@ class Estimator:
 
     def observe_decode(self, decode_sms, bs, sum_reused, prefill_new, prefill_reused, measured_ms,
                        max_reused: int | None = None) -> bool:
-        """A measured decode iteration. Co-running: raises the guard's cell if slower than it;
-        returns True when the guard's value for this query went up (a refinement). No
+        """A measured decode iteration. Co-running: feeds the guard's online refinement
+        (contention_guard); returns True when its value for this query went up. No
         co-runner: updates the fixed decode cost. Cold start: every iteration (solo too)
         updates the decode correction instead (module docstring)."""
         if bs <= 0 or not measured_ms > 0:
