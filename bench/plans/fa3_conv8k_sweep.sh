@@ -8,7 +8,8 @@
 # warm machine and tar it to $OUT after each call: the sweep must finish on the host it began on
 # (host.txt lists the GPU UUID of every call; a second UUID means the comparison is not one run).
 #   bash bench/plans/fa3_conv8k_sweep.sh OUT RATES [seconds available, default 540]
-#   H100 (session 11: the mux passed 4, failed 4.5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5
+#   H100 (session 28, the guard's host scale: the mux passed 4.5, failed 5; bench/results/h100_all10_hostscale_s28/):
+#       bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5,5
 #   H200 (session 11: the mux passed 4.5, failed 5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4.5,5
 # About 27 minutes of one machine for all ten systems: start a fresh machine for it. In one go, in
 # the background, polled from later commands (each <= 10 minutes):
