@@ -17,7 +17,10 @@
 #       > /tmp/sweep/driver.log 2>&1 < /dev/null &)      then: until [ -f /tmp/sweep_done ]; do sleep 10; done
 # SYSTEMS="mux mux-hostq99 sglang-chunked-512" runs those instead of the ten (a mux variant
 # against the best chunked baseline on one host, as in bench/results/tbt_tail_ab_h100_s19/).
-# SEED=1 draws the arrivals from Poisson seed 1 (issue 17 wants each claim on two seeds).
+# SEED=1 draws the arrivals from Poisson seed 1 (issue 17 wants each claim on two seeds); its draws are
+# denser than nominal (3 offers 3.41), so start lower. H100, session 29 (bench/results/h100_seed1_hostscale_s29/):
+#   SEED=1 SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/s 2,2.5,3,3.5 1500
+#   (mux 3; both chunked 2.5)
 # TBT_SLO_MS=30 judges every point by P99 TBT <= 30 ms and starts the mux for that target: one
 # column of issue 17's SLO map (python -m bench.slo_map OUT --tbt 30 --ttft 2000,5000), e.g.
 #   TBT_SLO_MS=30 SYSTEMS="mux sglang-chunked-256 sglang-chunked-512 sglang-chunked-1024" \
