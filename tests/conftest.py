@@ -1,8 +1,10 @@
 """Shared test setup: GPU tests (tests/gpu/, marker `gpu`) skip with the reason when no CUDA
-device or no sglang==0.5.16 is present, so the CPU suite runs anywhere."""
+device or no sglang==0.5.16 is present, so the CPU suite runs anywhere; the synthetic-table
+fixtures ``good`` and ``table`` that the table and estimator tests share."""
 
 import importlib.util
 import os
+import shutil
 import sys
 
 import pytest
@@ -10,6 +12,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+TESTS = os.path.dirname(os.path.abspath(__file__))
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+SYNTH_TABLE_NAME = "llama-3.1-8b__nvidia-h200__triton"
 
 
 def _gpu_skip_reason():
@@ -33,3 +40,19 @@ def pytest_collection_modifyitems(config, items):
         it.add_marker(pytest.mark.gpu)
         if reason:
             it.add_marker(pytest.mark.skip(reason=f"GPU test skipped: {reason}"))
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    """A complete synthetic table (tests/synth_tables.py), written once per module; read it only."""
+    from synth_tables import write_synthetic_table
+
+    return write_synthetic_table(tmp_path_factory.mktemp("synth") / SYNTH_TABLE_NAME)
+
+
+@pytest.fixture
+def table(good, tmp_path):
+    """A copy of ``good`` of this test's own, to edit."""
+    dst = tmp_path / SYNTH_TABLE_NAME
+    shutil.copytree(good, dst)
+    return dst

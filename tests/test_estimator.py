@@ -3,7 +3,6 @@
 import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,18 +25,6 @@ from sglang_mux.tables import ModelShape  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "llama-3.1-8b__nvidia-h200__triton"
 LLAMA_CFG = ROOT / "launch/models/llama-3.1-8b/config.json"
-
-
-@pytest.fixture(scope="module")
-def good(tmp_path_factory):
-    return write_synthetic_table(tmp_path_factory.mktemp("est") / NAME)
-
-
-@pytest.fixture
-def table(good, tmp_path):
-    dst = tmp_path / NAME
-    shutil.copytree(good, dst)
-    return dst
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """Table dirs: every malformed table fails loudly, naming the file and the problem."""
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,18 +15,6 @@ from sglang_mux.tables import (ModelShape, TableError, find_table, other_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "llama-3.1-8b__nvidia-h200__triton"
-
-
-@pytest.fixture(scope="module")
-def good(tmp_path_factory):
-    return write_synthetic_table(tmp_path_factory.mktemp("tables") / NAME)
-
-
-@pytest.fixture
-def table(good, tmp_path):
-    dst = tmp_path / NAME
-    shutil.copytree(good, dst)
-    return dst
 
 
 def _edit_csv(path, fn):
