@@ -21,6 +21,8 @@
 # denser than nominal (3 offers 3.41), so start lower. H100, session 29 (bench/results/h100_seed1_hostscale_s29/):
 #   SEED=1 SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/s 2,2.5,3,3.5 1500
 #   (mux 3; both chunked 2.5)
+# SEED=2 offers 3.21 at 3, 4.49 at 4.5. H100, session 30 (bench/results/h100_seed2_s30/): mux 4.5,
+# chunked 1024 + mixed 4.5, 512 + mixed 3.5, from 2.5,3,3.5,4,4.5,5.
 # TBT_SLO_MS=30 judges every point by P99 TBT <= 30 ms and starts the mux for that target: one
 # column of issue 17's SLO map (python -m bench.slo_map OUT --tbt 30 --ttft 2000,5000), e.g.
 #   TBT_SLO_MS=30 SYSTEMS="mux sglang-chunked-256 sglang-chunked-512 sglang-chunked-1024" \
