@@ -16,8 +16,6 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
-SYNTH_TABLE_NAME = "llama-3.1-8b__nvidia-h200__triton"
-
 
 def _gpu_skip_reason():
     if importlib.util.find_spec("torch") is None:
@@ -45,14 +43,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     """A complete synthetic table (tests/synth_tables.py), written once per module; read it only."""
-    from synth_tables import write_synthetic_table
+    from synth_tables import TABLE_NAME, write_synthetic_table
 
-    return write_synthetic_table(tmp_path_factory.mktemp("synth") / SYNTH_TABLE_NAME)
+    return write_synthetic_table(tmp_path_factory.mktemp("synth") / TABLE_NAME)
 
 
 @pytest.fixture
 def table(good, tmp_path):
     """A copy of ``good`` of this test's own, to edit."""
-    dst = tmp_path / SYNTH_TABLE_NAME
+    dst = tmp_path / good.name
     shutil.copytree(good, dst)
     return dst

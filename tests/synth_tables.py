@@ -28,6 +28,8 @@ LLAMA_8B = {
     "architecture": "LlamaForCausalLM", "num_layers": 32, "hidden_size": 4096, "num_heads": 32,
     "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256,
 }
+# A directory name the table code accepts for this shape (tables.table_dirname).
+TABLE_NAME = "llama-3.1-8b__nvidia-h200__triton"
 TOTAL_SMS = 132
 GRANULARITY = 16
 DECODE_SMS = [16, 32, 48, 64, 80, 96, 112]

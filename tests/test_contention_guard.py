@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synth_tables import write_synthetic_table  # noqa: E402
+from synth_tables import TABLE_NAME, write_synthetic_table  # noqa: E402
 
 import sglang_mux.contention_guard as CG  # noqa: E402
 from sglang_mux.contention_guard import ConstantGuard, ContentionGuard  # noqa: E402
@@ -41,7 +41,7 @@ def _q(row):  # a row as a lookup query: (d, bs, sum_reused, prefill_new, prefil
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    p = write_synthetic_table(tmp_path_factory.mktemp("g") / "llama-3.1-8b__nvidia-h200__triton")
+    p = write_synthetic_table(tmp_path_factory.mktemp("g") / TABLE_NAME)
     return read_table(p)
 
 

@@ -458,7 +458,7 @@ def test_integration_real_estimator(tmp_path):
     synth = pytest.importorskip("synth_tables")
     from sglang_mux.estimator import Estimator
 
-    table = synth.write_synthetic_table(tmp_path / "llama-3.1-8b__nvidia-h200__triton")
+    table = synth.write_synthetic_table(tmp_path / synth.TABLE_NAME)
     est = Estimator.from_table(table)
     d = MuxDispatcher(est, 50, 5000)
     for bs in (1, 16, 64, 128, 256):

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synth_tables import LLAMA_8B, write_synthetic_table  # noqa: E402
+from synth_tables import LLAMA_8B, TABLE_NAME as NAME, write_synthetic_table  # noqa: E402
 
 from sglang_mux.estimator import (COLD_START_GUARD, Estimator, PrefillReq, TableError,  # noqa: E402
                                   check_table, fit_table, main)
@@ -23,7 +23,6 @@ from sglang_mux.latency_model import key_waves  # noqa: E402
 from sglang_mux.tables import ModelShape  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-NAME = "llama-3.1-8b__nvidia-h200__triton"
 LLAMA_CFG = ROOT / "launch/models/llama-3.1-8b/config.json"
 
 

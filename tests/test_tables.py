@@ -8,13 +8,12 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synth_tables import LLAMA_8B, write_synthetic_table  # noqa: E402
+from synth_tables import LLAMA_8B, TABLE_NAME as NAME, write_synthetic_table  # noqa: E402
 
 from sglang_mux.tables import (ModelShape, TableError, find_table, other_backends, read_table,  # noqa: E402
                                slug, table_dirname, write_table)
 
 ROOT = Path(__file__).resolve().parents[1]
-NAME = "llama-3.1-8b__nvidia-h200__triton"
 
 
 def _edit_csv(path, fn):
@@ -33,7 +32,7 @@ def test_slugs():
     assert slug("NVIDIA H200") == "nvidia-h200"
     assert slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert slug("Llama-3.1-8B") == "llama-3.1-8b"
-    assert table_dirname("llama-3.1-8b", "NVIDIA H200", "triton") == NAME
+    assert table_dirname("llama-3.1-8b", "NVIDIA H200", "triton") == "llama-3.1-8b__nvidia-h200__triton" == NAME
     with pytest.raises(ValueError):
         slug("  / ")
 
