@@ -11,6 +11,8 @@
 #   H100 (session 28, the guard's host scale: the mux passed 4.5, failed 5; bench/results/h100_all10_hostscale_s28/):
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5,5
 #   H200 (session 11: the mux passed 4.5, failed 5): bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4.5,5
+#   (session 31, the host scale: the mux and chunked 1024 + mixed both passed 4.75, failed 5;
+#   bench/results/h200_hostscale_s31/)
 # About 27 minutes of one machine for all ten systems: start a fresh machine for it. In one go, in
 # the background, polled from later commands (each <= 10 minutes):
 #   (setsid nohup bash -c 'bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5 2700; echo $? > /tmp/sweep_done' \

@@ -12,7 +12,8 @@
 # PARTS (default "muxoff correctness serving") picks some of them: PARTS=serving on an H200 is the
 # in-serving check there. Ran in session 25 on an H100: bench/results/h100_close16_s25/; its
 # serving part in session 26 on an H200 (bench/results/h200_close16_s26/) and an H100 (h100_offset_s26/),
-# in session 27 on an H100 with the guard's host scale (h100_hostscale_s27/).
+# in session 27 on an H100 with the guard's host scale (h100_hostscale_s27/), in session 31 on an
+# H200 with it (h200_hostscale_s31/).
 # About 25 minutes; in the background after the install, polled, as the sweep plans say:
 #   (setsid nohup bash -c 'bash bench/plans/h100_close16.sh /tmp/c16 1500; echo $? > /tmp/c16_done' \
 #       > /tmp/c16.log 2>&1 < /dev/null &)
