@@ -2,20 +2,15 @@
 
 import itertools
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from synth_tables import TABLE_NAME, write_synthetic_table  # noqa: E402
-
-import sglang_mux.contention_guard as CG  # noqa: E402
-from sglang_mux.contention_guard import ConstantGuard, ContentionGuard  # noqa: E402
-from sglang_mux.latency_model import SoloLatencyModel  # noqa: E402
-from sglang_mux.tables import read_table  # noqa: E402
+import sglang_mux.contention_guard as CG
+from sglang_mux.contention_guard import ConstantGuard, ContentionGuard
+from sglang_mux.latency_model import SoloLatencyModel
+from sglang_mux.tables import read_table
 
 PN, PR, BS, RR = [2048, 8192, 32768], [0, 8192], [1, 8, 64], [512, 4096]
 
@@ -40,9 +35,8 @@ def _q(row):  # a row as a lookup query: (d, bs, sum_reused, prefill_new, prefil
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory):
-    p = write_synthetic_table(tmp_path_factory.mktemp("g") / TABLE_NAME)
-    return read_table(p)
+def synth(good):
+    return read_table(good)
 
 
 def test_bounds_every_measured_row():

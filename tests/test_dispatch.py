@@ -454,12 +454,10 @@ def test_decision_time_fake_estimator():
     assert _median_us(p, _perf_snaps()) <= 100
 
 
-def test_integration_real_estimator(tmp_path):
-    synth = pytest.importorskip("synth_tables")
+def test_integration_real_estimator(good):
     from sglang_mux.estimator import Estimator
 
-    table = synth.write_synthetic_table(tmp_path / synth.TABLE_NAME)
-    est = Estimator.from_table(table)
+    est = Estimator.from_table(good)
     d = MuxDispatcher(est, 50, 5000)
     for bs in (1, 16, 64, 128, 256):
         p = d.plan(snap(bs, 2048, [w("a", 8192, 0)]))
@@ -474,7 +472,7 @@ def test_integration_real_estimator(tmp_path):
     assert p.plan(_perf_snaps()[1]).preempt
     assert _median_us(p, _perf_snaps(), reps=100) <= 100
     # The CLI, as a user runs it.
-    r = subprocess.run([sys.executable, "-m", "sglang_mux.dispatch", "plan", "--table", str(table),
+    r = subprocess.run([sys.executable, "-m", "sglang_mux.dispatch", "plan", "--table", str(good),
                         "--tbt-slo-ms", "50", "--ttft-slo-ms", "5000", "--decode-bs", "64", "--decode-reused",
                         "4096", "--prefill-new", "8192", "--prefill-reused", "0"],
                        capture_output=True, text=True, check=True, cwd=ROOT)

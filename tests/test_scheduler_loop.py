@@ -170,14 +170,10 @@ def test_unmeasurable_idle_time_never_stops_serving():
     assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
 
 
-def test_guard_record_shows_what_online_refinement_added(tmp_path):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).parent))
-    from synth_tables import TABLE_NAME, write_synthetic_table
+def test_guard_record_shows_what_online_refinement_added(good):
     from sglang_mux.estimator import Estimator
 
-    est = Estimator.from_table(write_synthetic_table(tmp_path / TABLE_NAME))
+    est = Estimator.from_table(good)
     q = (64, 16, 16 * 3000, 8192, 2048)
     before = sl.guard_record(est, *q)
     assert before["in_use"] == before["table"] > 1.0
