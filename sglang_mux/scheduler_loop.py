@@ -85,6 +85,7 @@ def init_mux(self):
     from sglang_mux.mux_args import attention_backend
     from sglang_mux.patches import install_stream_groups
     from sglang_mux.probe import safe_probe
+    from sglang_mux.tables import tables_root
 
     args = MuxArgs.from_env()
     backend = attention_backend(self.server_args)
@@ -105,7 +106,7 @@ def init_mux(self):
         model_config,
         gpu_name=torch.cuda.get_device_name(gpu_id),
         total_sms=parts.total_sms,
-        tables_root=_tables_root(),
+        tables_root=tables_root(),
         attention_backend=backend,
         table_dir=tables,
         granularity=args.sm_granularity,
@@ -135,16 +136,6 @@ def init_mux(self):
 
 def _model_config(self) -> str:
     return os.path.join(self.server_args.model_path, "config.json")
-
-
-def _tables_root() -> str:
-    """$SGLANG_MUX_TABLES, else the checkout's contention_tables/ (an editable install), else the
-    copy installed inside the package (pyproject maps it there)."""
-    if os.environ.get("SGLANG_MUX_TABLES"):
-        return os.environ["SGLANG_MUX_TABLES"]
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    checkout = os.path.join(os.path.dirname(pkg), "contention_tables")
-    return checkout if os.path.isdir(checkout) else os.path.join(pkg, "contention_tables")
 
 
 def _decode_shape(batch) -> tuple[int, int, int | None]:

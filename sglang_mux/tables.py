@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -390,6 +391,35 @@ def write_table(path: str | Path, meta: dict, solo_prefill: pd.DataFrame, solo_d
 
 
 # ----------------------------------------------------------------------------- lookup
+
+TABLES_ENV = "SGLANG_MUX_TABLES"  # a directory of table dirs, searched before the shipped ones
+
+
+def tables_root() -> Path:
+    """Where tables are looked up by name: ``$SGLANG_MUX_TABLES``, else the checkout's
+    ``contention_tables/`` (an editable install), else the copy installed inside the package."""
+    if os.environ.get(TABLES_ENV):
+        return Path(os.environ[TABLES_ENV])
+    pkg = Path(__file__).resolve().parent
+    checkout = pkg.parent / "contention_tables"
+    return checkout if checkout.is_dir() else pkg / "contention_tables"
+
+
+def resolve_table(name_or_path: str | Path) -> Path:
+    """A ``--table`` argument as a directory: an existing path as it is, else a table's name
+    (``llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3``, or ``contention_tables/<name>``) under
+    :func:`tables_root`. Unknown: :class:`TableError` naming the tables there."""
+    p = Path(name_or_path)
+    if p.is_dir():
+        return p
+    root = tables_root()
+    candidate = root / p.name
+    if candidate.is_dir():
+        return candidate
+    have = sorted(d.name for d in root.iterdir() if (d / META).is_file()) if root.is_dir() else []
+    raise TableError(p, f"no such table directory, nor a table of that name in {root} "
+                        f"(${TABLES_ENV} sets where to look); shipped tables: {', '.join(have) or 'none'}")
+
 
 def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: str) -> Path | None:
     """The table dir under ``root`` whose meta.json matches the model shape, GPU and attention

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_mux import scheduler_loop
+from sglang_mux import tables
 
 ROOT = Path(__file__).resolve().parents[1]
 no_sglang = pytest.mark.skipif(importlib.util.find_spec("sglang") is not None,
@@ -40,12 +40,22 @@ def test_start_without_sglang_fails_in_one_line():
 
 def test_tables_root_order(monkeypatch, tmp_path):
     monkeypatch.setenv("SGLANG_MUX_TABLES", str(tmp_path))
-    assert scheduler_loop._tables_root() == str(tmp_path)
+    assert tables.tables_root() == tmp_path
     monkeypatch.delenv("SGLANG_MUX_TABLES")
-    assert scheduler_loop._tables_root() == str(ROOT / "contention_tables")  # the checkout
+    assert tables.tables_root() == ROOT / "contention_tables"  # the checkout
     # An installed package (no checkout beside it) reads its own copy.
-    monkeypatch.setattr(scheduler_loop, "__file__", str(tmp_path / "site" / "sglang_mux" / "scheduler_loop.py"))
-    assert scheduler_loop._tables_root() == str(tmp_path / "site" / "sglang_mux" / "contention_tables")
+    monkeypatch.setattr(tables, "__file__", str(tmp_path / "site" / "sglang_mux" / "tables.py"))
+    assert tables.tables_root() == tmp_path / "site" / "sglang_mux" / "contention_tables"
+
+
+def test_resolve_table_by_name_or_path(monkeypatch, tmp_path):
+    name = "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
+    assert tables.resolve_table(name) == ROOT / "contention_tables" / name
+    assert tables.resolve_table(f"contention_tables/{name}").name == name
+    monkeypatch.chdir(tmp_path)  # not in the checkout: the name still finds the shipped table
+    assert tables.resolve_table(name) == ROOT / "contention_tables" / name
+    with pytest.raises(tables.TableError, match="shipped tables: .*" + name):
+        tables.resolve_table("no-such-table")
 
 
 def test_every_table_file_is_package_data():
