@@ -1,23 +1,33 @@
-"""Replay one mux server's decode iterations (its --mux-timeline, points in served order)
-through the estimator's online refinement, with and without the learned fixed decode cost
-(sglang_mux.estimator: decode_offset_ms), and compare the co-run slowdowns served with the
-table's nearest profiled point and its guard (a cell's max).
+"""Replay one mux server's decode iterations through the estimator's online refinement.
 
-    python bench/results/h200_close16_s26/replay.py TABLE RUN_DIR RATES   (from the repo root)
+    python -m bench.analysis.replay_estimator TABLE RUN_DIR RATES      (from the repository root)
 
-The replay recomputes each iteration's worst case from the table and what the estimator had
-learned from the iterations before it; the decisions stay the served ones. On the H100 run
-served with the fixed cost (h100_offset_s26) it reproduces the served medians to 0.001.
+Inputs: TABLE, a contention table directory (its ``contention.csv`` and fit); RUN_DIR, a
+``bench.run`` output directory holding the mux's ``mux.timeline.jsonl[.xz]`` and its
+``mux__<rate>.meta.json`` files (a server started with ``--mux-timeline``); RATES, the mux points
+to replay, comma-separated req/s, in served order.
+
+Output (stdout, text): for each rate, with the learned fixed decode cost on and then off
+(``sglang_mux.estimator``'s decode offset), the medians of decode measured / worst case, split
+into decode alone and beside a prefill; then, per decode partition, the co-run slowdown over the
+solo fit as served, at the table's nearest profiled point, and as the guard gives it.
+
+Each iteration's worst case is recomputed from the table and what the estimator had learned from
+the iterations before it; the decisions stay the served ones. Bad arguments end with one
+``error:`` line (exit 2); a point without a timeline, with bench.timeline_profile's message. CPU,
+seconds per point.
 """
-import sys
+from __future__ import annotations
+
+import argparse
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, ".")
-import sglang_mux.estimator as E  # noqa: E402
-from bench.timeline_profile import point_timeline  # noqa: E402
+import sglang_mux.estimator as E
+from bench.timeline_profile import point_timeline
+from sglang_mux import cli
 
 AXES = ("prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req")
 
@@ -71,8 +81,27 @@ def corun_slowdowns(tab, run, rates):
         print(x.groupby("decode_sms").median().round(3).to_string())
 
 
-if __name__ == "__main__":
-    tab, run, rates = Path(sys.argv[1]), Path(sys.argv[2]), [float(v) for v in sys.argv[3].split(",")]
+def _rates(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of req/s") from None
+
+
+def main(argv=None) -> int:
+    ap = cli.ArgumentParser(prog="python -m bench.analysis.replay_estimator",
+                            description=__doc__.split("\n\n")[0])
+    ap.add_argument("table", type=Path, help="contention table directory")
+    ap.add_argument("run", type=Path, help="bench.run output directory with the mux's timeline")
+    ap.add_argument("rates", type=_rates, help="mux points to replay, comma-separated req/s (e.g. 4.5,5)")
+    a = ap.parse_args(argv)
+    if not (a.table / "contention.csv").is_file():
+        raise cli.UsageError(f"{a.table}: not a contention table directory (no contention.csv)")
     for alpha in (E.DECODE_OFFSET_ALPHA, 0.0):
-        replay(tab, run, rates, alpha)
-    corun_slowdowns(tab, run, rates)
+        replay(a.table, a.run, a.rates, alpha)
+    corun_slowdowns(a.table, a.run, a.rates)
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)
