@@ -464,7 +464,9 @@ class BatchSizePolicy(_BasePolicy):
 
 def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                 preemption: bool = True, ttft_ms_per_token: float = 0.0, **kw) -> Policy:
-    """'dispatcher' | 'batch-size' | 'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs)."""
+    """The one policy factory (simulator, CLI and server): 'dispatcher' | 'batch-size' |
+    'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs). The SLO settings go to the dispatcher
+    only; ``kw`` to the policy's constructor. Raises ValueError for an unknown name."""
     if name == "dispatcher":
         return MuxDispatcher(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
                              ttft_ms_per_token=ttft_ms_per_token, **kw)
@@ -473,6 +475,12 @@ def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0
     if name == "fixed" or name.startswith("fixed:"):
         return FixedPolicy(estimator, int(name.partition(":")[2] or 64), **kw)
     raise ValueError(f"unknown policy {name!r}: use dispatcher, batch-size or fixed:<decode SMs>")
+
+
+def policy_name(args) -> str:
+    """make_policy's name for a server's settings (mux_args.MuxArgs: ``policy`` and
+    ``fixed_decode_sms``): 'fixed' becomes 'fixed:<fixed_decode_sms>', the others stay."""
+    return f"fixed:{args.fixed_decode_sms}" if args.policy == "fixed" else args.policy
 
 
 # ---- CLI ------------------------------------------------------------------------------------
