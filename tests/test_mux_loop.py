@@ -29,6 +29,7 @@ class World:
         self.log: list[str] = []
         self.t = 0.0
         self.events = 0
+        self.slow: set[str] = set()  # events not complete until synchronized (a chunk still running)
 
     def __call__(self, *parts) -> None:
         self.log.append(" ".join(str(p) for p in parts))
@@ -59,13 +60,14 @@ class Event:
         self.w("record", self.name, stream.name)
 
     def query(self):
-        return self.t is not None
+        return self.t is not None and self.name not in self.w.slow
 
     def elapsed_time(self, other):
         return other.t - self.t
 
     def synchronize(self):
         self.w("event_synchronize", self.name)
+        self.w.slow.discard(self.name)
 
 
 def fake_modules(w: World) -> dict[str, types.ModuleType]:
@@ -153,6 +155,7 @@ class Batch:
     def __init__(self, w: World, name: str, reqs):
         self.w, self.name, self.reqs = w, name, list(reqs)
         self.forward_mode = None
+        self.split_forward_batch = f"forward_batch:{name}"  # the hidden state a paused prefill keeps
 
     @property
     def seq_lens_sum(self):
@@ -252,18 +255,19 @@ class Script:
         return self.plans.pop(0)
 
 
-def plan(d, p, layers, rids=(), reason="test"):
+def plan(d, p, layers, rids=(), reason="test", preempt=False):
     return Plan(decode_sms=d, prefill_sms=p, t_decode_worst_ms=10.0, t_prefill_ms=20.0, prefill_layers=layers,
-                new_prefill_rids=tuple(rids), preempt=False, reason=reason)
+                new_prefill_rids=tuple(rids), preempt=preempt, reason=reason)
 
 
-def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=()):
+def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=()):
     """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them."""
     from sglang_mux import estimator as est_mod
     from sglang_mux import green_ctx
     from sglang_mux.mux_args import ENV_VAR, split_argv
 
     w = World()
+    w.slow.update(slow)
     for name, mod in fake_modules(w).items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(green_ctx, "GreenPartitionSet", lambda device_index, granularity: Parts(w, device_index,
@@ -410,3 +414,50 @@ def test_idle_then_prefill_alone_then_its_first_decode(monkeypatch, tmp_path, go
     assert [(r["decode_bs"], r["prefill_sms"], r["reason"]) for r in rows] == [(0, 132, "prefill-only"),
                                                                                (1, 0, "decode-only")]
     assert sched.untracked("last_batch").name == "prefill1"
+
+
+# Preemption: a long prefill runs 8 layers; a short prompt arrives and preempts it (its launched
+# layers are waited for first, it keeps its state), runs whole and joins the decode batch; then the
+# long one resumes at layer 8 with its attention metadata rebuilt.
+PREEMPT_RESUME = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    # iteration 1: the long prompt's first 8 layers beside the decode
+    "recv_requests", "process_input_requests 0", "get_new_batch_prefill ['long']", "record ev1 Pfull",
+    "wait_event P84 ev1", "record ev2 Dfull", "wait_event D48 ev2", "record ev3 Dfull", "wait_event P84 ev3",
+    "set_current_stream_idx 3", "update_decode_attn_backend 3", "enter_stream D48", "set_pdmux_status False",
+    "update_running_batch decode 2", "record ev4 D48", "run_batch decode 2", "record ev5 D48", "exit_stream D48",
+    "enter_stream P84", "set_pdmux_status True", "record ev6 P84", "run_batch prefill1 1 SPLIT_PREFILL 0 8",
+    "record ev7 P84", "est.observe_prefill_launch 8", "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 2 2201 4000 0 1.0 ('max_reused', 1199)",
+    # iteration 2: the short prompt preempts: the long one's launched layers are waited for
+    "recv_requests", "process_input_requests 1", "event_synchronize ev7", "est.observe_prefill 84 [(4000, 0)] 4.0",
+    "get_new_batch_prefill ['short']", "enter_stream D48", "set_pdmux_status False",
+    "update_running_batch decode 2", "record ev8 D48", "run_batch decode 2", "record ev9 D48", "exit_stream D48",
+    "enter_stream P84", "set_pdmux_status True", "record ev10 P84", "run_batch prefill2 1 SPLIT_PREFILL 0 32",
+    "record ev11 P84", "est.observe_prefill_launch 32", "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 2 2201 50 0 1.0 ('max_reused', 1199)",
+    # iteration 3: the short one joins the decode batch; the long one resumes at layer 8
+    "recv_requests", "process_input_requests 0", "est.observe_prefill 84 [(50, 0)] 1.0",
+    "process_batch_result prefill2 result:prefill2", "filter_batch prefill2", "merge_batch decode prefill2",
+    "enter_stream D48", "set_pdmux_status False", "update_running_batch decode 3", "record ev12 D48",
+    "run_batch decode 3", "record ev13 D48", "exit_stream D48", "enter_stream P84", "set_pdmux_status True",
+    "record ev14 P84", "init_forward_metadata forward_batch:prefill1", "run_batch prefill1 1 SPLIT_PREFILL 8 24",
+    "record ev15 P84", "est.observe_prefill_launch 24", "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 3 2250 4000 0 1.0 ('max_reused', 1199)",
+]
+
+
+def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, good):
+    log, sched, rows, _ = serve(
+        monkeypatch, tmp_path, good, [plan(48, 84, 8, ["long"]), plan(48, 84, LAYERS, ["short"], preempt=True),
+                                      plan(48, 84, 24)],
+        waiting=[req("long", 4000)], arrivals=[[], [req("short", 50)]], slow=["ev7"],
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log == PREEMPT_RESUME
+    assert log.index("event_synchronize ev7") < log.index("get_new_batch_prefill ['short']")
+    assert log.index("merge_batch decode prefill2") < log.index("init_forward_metadata forward_batch:prefill1")
+    assert sched.untracked("_mux").paused is None and sched.untracked("_mux").active.batch.name == "prefill1"
+    assert [r["prefill_new"] for r in rows] == [4000, 50, 4000]
