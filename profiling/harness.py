@@ -113,7 +113,8 @@ class Harness:
 
         if not torch.cuda.is_available():
             raise HarnessError("no CUDA device: the profiling harness needs an H100/H200 GPU")
-        from sglang_mux.patches import check_sglang_version, install_stream_groups
+        from sglang_mux.green_ctx import install_stream_groups
+        from sglang_mux.patches import check_sglang_version
 
         check_sglang_version()
         from sglang.srt.entrypoints.engine import _set_envs_and_config

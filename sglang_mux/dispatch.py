@@ -1,48 +1,22 @@
 """SLO-aware dispatcher (MuxWise §3.4): one scheduling decision, `Snapshot` -> `Plan`.
 
-Plain Python, no torch. Called at the end of every decode iteration and after every prefill
-batch completes. The rules of `MuxDispatcher.plan`, in order:
-
-1. Which prefill batch: the active one; else the paused (preempted) one, which resumes at the
-   layer where it stopped; else a new batch formed FCFS from the head of the waiting queue up
-   to `max_prefill_tokens` new tokens / `max_prefill_bs` requests (the first request is always
-   taken, however long: layer-wise execution replaces chunking). The queue is read only as far
-   as the batch being formed, so a decision costs O(batch), not O(queue).
-2. Partition ("best-fit"): decode gets the FEWEST SMs among `estimator.decode_sms_options` whose
-   worst-case latency (solo x contention guard, given the co-running prefill's new/reused
-   tokens) meets the TBT SLO less the loop's host time per iteration
-   (`Snapshot.decode_host_ms`); prefill gets the rest. Only one phase has work -> it gets the
-   whole GPU ("decode-only" = (total, 0), "prefill-only" = (0, total)).
-3. N_PL = ceil(T_d * N_T / T_P), clamped to [1, layers remaining]; T_d = worst-case decode ms on
-   the chosen partition, T_P = solo ms of the whole prefill batch on the prefill partition.
-   Prefill-only: T_d is replaced by the TBT SLO as a time quantum when the batch may still be
-   preempted (so a short arrival is looked at within ~one TBT), else all remaining layers.
-4. Preemption (switchable): a new batch B formed from the queue preempts the active batch A iff
-   A is neither a preemptor nor already preempted (no recursion; one paused batch at most),
-   B is shorter than what remains of A, B would miss its TTFT deadline waiting for A
-   (now + rem_A + T_B > deadline_B), and A still meets its deadline after the delay
-   (now + T_B + rem_A <= deadline_A); both times are estimated on A's current prefill
-   partition. A request's TTFT SLO is `ttft_slo_ms + ttft_ms_per_token * prompt tokens`; a
-   batch's deadline is its tightest request's (for an active batch, conservatively: earliest
-   arrival + the SLO of its shortest prompt). NOTE: with a flat SLO (ttft_ms_per_token = 0)
-   and FCFS, B arrived after A, so the two conditions contradict each other and preemption
-   never fires; it needs a length-aware SLO (the paper evaluates it on TTFT per token).
-5. Overload (no multiplexed partition meets the TBT SLO; never raises): the decode SLO has
-   priority (§3.4.1), so while the prefill batch still has TTFT slack — it could wait one more
-   TBT and still finish in time on the smallest prefill partition — prefill is held back and
-   decode runs alone on the full GPU ("overload-decode-first"; holding prefill also drains the
-   decode batch, which ends the overload). Once the slack is gone, prefill runs beside decode
-   on the largest multiplexed decode partition ("overload-max-decode"). Both choices give
-   decode at least as many SMs as any best-fit choice, so more load never yields fewer
-   decode SMs.
-
+Plain Python, no torch. Called by the scheduler loop every iteration, and by the simulator.
+`MuxDispatcher.plan` applies five rules in order (docs/engine.md gives each one's reasons):
+1. batch: the active prefill batch, else the paused (preempted) one, else a new batch formed FCFS
+   from the queue head up to `max_prefill_tokens` / `max_prefill_bs` (the first one always taken);
+2. partition (best-fit): decode gets the fewest SMs whose worst-case latency (solo x contention
+   guard) meets the TBT SLO less the loop's host time (`Snapshot.decode_host_ms`), prefill the
+   rest; a phase alone gets the whole GPU ("decode-only", "prefill-only");
+3. N_PL = ceil(T_d * N_T / T_P) prefill layers per launch, clamped to [1, layers remaining];
+4. preemption (switchable): a shorter new batch preempts the active one iff it would miss its
+   TTFT deadline waiting and the active one still meets its own; one paused batch at most;
+5. overload (no partition meets the TBT SLO; never raises): decode alone while prefill has TTFT
+   slack, else prefill beside decode on the largest decode partition.
 `Plan.reason` names the rule that fired (prefixed "preempt+" when the plan preempts).
-`BatchSizePolicy` (SGLang's PD-multiplexing demo rule) and `FixedPolicy` share rules 1 and 3.
-
-Decode latency needs the batch's longest context as well as its sum (the occupancy floor of
-small batches with long contexts, latency_model): `Snapshot.decode_max_reused`; None means
-unknown and is estimated as decode_sum_reused / decode_bs (exact for a uniform batch, the
-smallest possible floor otherwise).
+`BatchSizePolicy` (SGLang's PD-multiplexing demo rule) and `FixedPolicy` share rules 1 and 3;
+`make_policy` builds any of the three by name, `policy_name` names the server's choice.
+Times in ms (`_s`: seconds). `Snapshot.decode_max_reused` None: the longest decode context is
+unknown and estimated as decode_sum_reused / decode_bs (exact for a uniform batch).
 
 CLI: ``python -m sglang_mux.dispatch plan --table DIR --decode-bs 64 --decode-reused 4096
 [--decode-max-reused 32768] --prefill-new 8192 --prefill-reused 0`` prints the plan as JSON.
@@ -464,7 +438,9 @@ class BatchSizePolicy(_BasePolicy):
 
 def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                 preemption: bool = True, ttft_ms_per_token: float = 0.0, **kw) -> Policy:
-    """'dispatcher' | 'batch-size' | 'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs)."""
+    """The one policy factory (simulator, CLI and server): 'dispatcher' | 'batch-size' |
+    'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs). The SLO settings go to the dispatcher
+    only; ``kw`` to the policy's constructor. Raises ValueError for an unknown name."""
     if name == "dispatcher":
         return MuxDispatcher(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
                              ttft_ms_per_token=ttft_ms_per_token, **kw)
@@ -473,6 +449,12 @@ def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0
     if name == "fixed" or name.startswith("fixed:"):
         return FixedPolicy(estimator, int(name.partition(":")[2] or 64), **kw)
     raise ValueError(f"unknown policy {name!r}: use dispatcher, batch-size or fixed:<decode SMs>")
+
+
+def policy_name(args) -> str:
+    """make_policy's name for a server's settings (mux_args.MuxArgs: ``policy`` and
+    ``fixed_decode_sms``): 'fixed' becomes 'fixed:<fixed_decode_sms>', the others stay."""
+    return f"fixed:{args.fixed_decode_sms}" if args.policy == "fixed" else args.policy
 
 
 # ---- CLI ------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ construction (the same copy slowed 1.10-1.17x).
 For every configuration (decode d SMs, prefill total-d SMs) we split the full SM resource into
 one group of d SMs (decode) and the remainder (prefill), make a green context for each and a
 non-blocking stream in each, and wrap the streams as torch ExternalStreams.
+`install_stream_groups` hands them to SGLang's pdmux context (server and profiler alike).
 """
 
 from __future__ import annotations
@@ -126,3 +127,20 @@ class GreenPartitionSet:
         """Stream-group order used by SGLang's pdmux graph capture: prefill-only, multiplexed
         configs ascending in prefill SMs (SGLang's order: larger prefill first), decode-only."""
         return [self.full_prefill, *sorted(self.configs, key=lambda c: -c.prefill_sms), self.full_decode]
+
+
+def install_stream_groups(parts: GreenPartitionSet, server_args) -> list[PartitionConfig]:
+    """Write one stream group per partition configuration into SGLang's pdmux context, in
+    `parts.all_configs()` order, so its decode graph runner captures one graph set per partition;
+    sets ``server_args.sm_group_num`` (one decode attention backend per stream group).
+    The server (scheduler_loop.MuxLoop.build) and the profiler (profiling/harness.py) both call
+    this: profiled timings are only valid for the server if the stream groups are the same.
+    Returns the configurations in stream-group order (index = SGLang's stream index)."""
+    from sglang.srt.multiplex import pdmux_context
+
+    cfgs = parts.all_configs()
+    pdmux_context.STREAM_GROUPS = [parts.streams(c) for c in cfgs]
+    pdmux_context.SM_COUNTS = [(c.prefill_sms, c.decode_sms) for c in cfgs]
+    pdmux_context.set_current_stream_idx(0)
+    server_args.sm_group_num = len(cfgs)  # one decode attention backend per stream group
+    return cfgs

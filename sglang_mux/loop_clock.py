@@ -3,14 +3,15 @@ results, and the garbage collector's pauses inside them.
 
 A token's gap is the decode iteration's GPU time plus whatever the host does between two
 decode results; the dispatcher budgets one quantile of that host time (P90 by default), so
-its tail is what pushes P99 TBT past the SLO. The loop calls ``lap(name)`` after each phase and ``take()`` when a
-decode result is done; the timeline row of that iteration carries the laps (``host_ms``).
+its tail is what pushes P99 TBT past the SLO. The loop calls ``lap(name)`` after each phase and
+``take()`` when a decode result is done; the timeline row of that iteration carries the laps
+(``host_ms``).
 
 Whether a slow lap ran code or waited is a second question: ``last_os`` holds, for the same
 iteration, the wall time the loop's thread spent off its CPU (wall less ``time.thread_time``)
 and the steal time the whole VM reported meanwhile (``/proc/stat``, all vCPUs, in 10 ms
-ticks). Stalls in which every phase slows at once (bench/results/tbt_tail_ab_h100_s19) are
-either the host taking the CPU away or code that blocks; these two numbers tell which.
+ticks). Stalls in which every phase slows at once are either the host taking the CPU away or
+code that blocks; these two numbers tell which.
 Plain Python: no torch.
 """
 

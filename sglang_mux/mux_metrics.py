@@ -5,23 +5,18 @@ default REGISTRY, which SGLang serves at /metrics with --enable-metrics). Regist
 idempotent: a second MuxMetrics on the same registry reuses the collectors already there
 instead of raising "Duplicated timeseries".
 
-    sglang_mux:decode_sms / sglang_mux:prefill_sms          Gauge   current partition
-    sglang_mux:decisions_total{reason}                      Counter decisions by Plan.reason
-    sglang_mux:preemptions_total                            Counter prefill preemptions
-    sglang_mux:decode_latency_ratio                         Histogram measured / worst-case estimate
-    sglang_mux:decision_seconds                             Histogram CPU time of one decision
-    sglang_mux:guard_refinements_total                      Counter contention-guard raises
-    sglang_mux:decode_fixed_cost_ms                         Gauge   a decode iteration's cost beyond the
-                                                                    table's, learned from decode alone
-    sglang_mux:prefill_busy_seconds_total                   Counter GPU time of prefill chunks
-    sglang_mux:prefill_idle_seconds_total                   Counter prefill-stream gaps between two
-                                                                    chunks of one batch (bubbles)
-    sglang_mux:prefill_latency_ratio                        Histogram measured / estimated prefill
-    sglang_mux:cuda_allocated_bytes / cuda_reserved_bytes   Gauge   PyTorch's caching allocator: in
-                                                                    use by tensors / held from the driver
-    sglang_mux:cuda_alloc_retries                           Gauge   times it emptied its cache to retry a
-                                                                    failed cudaMalloc (a memory soak's
-                                                                    sawtooth in nvidia-smi, not a leak)
+    sglang_mux:decode_sms / sglang_mux:prefill_sms         Gauge     current partition
+    sglang_mux:decisions_total{reason}                     Counter   decisions by Plan.reason
+    sglang_mux:preemptions_total                           Counter   prefill preemptions
+    sglang_mux:decode_latency_ratio                        Histogram measured / worst-case estimate
+    sglang_mux:decision_seconds                            Histogram CPU time of one decision
+    sglang_mux:guard_refinements_total                     Counter   contention-guard raises
+    sglang_mux:decode_fixed_cost_ms                        Gauge     decode cost beyond the table's, learned alone
+    sglang_mux:prefill_busy_seconds_total                  Counter   GPU time of prefill chunks
+    sglang_mux:prefill_idle_seconds_total                  Counter   gaps between two chunks of one batch
+    sglang_mux:prefill_latency_ratio                       Histogram measured / estimated prefill
+    sglang_mux:cuda_allocated_bytes / cuda_reserved_bytes  Gauge     allocator: used by tensors / held
+    sglang_mux:cuda_alloc_retries                          Gauge     cache flushes to retry a cudaMalloc
 
 `TimelineWriter(path)` appends one JSON object per decision (time, the Plan's fields, decode bs,
 measured decode latency when known, anything else given); `load_timeline(path)` reads it back

@@ -5,10 +5,11 @@ decode attention backends, decode CUDA graphs captured per stream group); its `-
 demo crashes at start (`'Scheduler' object has no attribute 'gpu_id'`) and picks partitions by
 batch size. We replace exactly two Scheduler methods:
 
-- `init_pdmux`: stream groups from ONE green-context split per configuration (green_ctx.py),
-  written into `sglang.srt.multiplex.pdmux_context` so SGLang's graph runner captures one decode
-  graph set per partition; also builds the policy, estimator and metrics.
-- `event_loop_pdmux`: the multiplexed loop (scheduler_loop.py).
+- `init_pdmux` -> `scheduler_loop.init_mux`: builds the loop (`MuxLoop.build`): stream groups
+  from ONE green-context split per configuration (green_ctx.py), written into
+  `sglang.srt.multiplex.pdmux_context` so SGLang's graph runner captures one decode graph set per
+  partition; also the policy, estimator and metrics.
+- `event_loop_pdmux` -> `scheduler_loop.mux_event_loop`: runs it (`MuxLoop.run`).
 
 Patches are applied inside the scheduler subprocess (spawned, so a patch in the parent would not
 reach it): `run_mux_scheduler_process` is passed to SGLang's `launch_server` as its
@@ -60,22 +61,6 @@ def apply_patches() -> None:
     Scheduler.event_loop_pdmux = scheduler_loop.mux_event_loop
     _applied = True
     logger.info("sglang_mux: patched Scheduler.init_pdmux and Scheduler.event_loop_pdmux")
-
-
-def install_stream_groups(parts, server_args) -> list:
-    """Write one stream group per partition configuration into SGLang's pdmux context, in
-    `parts.all_configs()` order, so its decode graph runner captures one graph set per partition.
-    The server (scheduler_loop.init_mux) and the profiler (profiling/harness.py) both call this:
-    profiled timings are only valid for the server if the stream groups are the same.
-    Returns the configurations in stream-group order (index = SGLang's stream index)."""
-    from sglang.srt.multiplex import pdmux_context
-
-    cfgs = parts.all_configs()
-    pdmux_context.STREAM_GROUPS = [parts.streams(c) for c in cfgs]
-    pdmux_context.SM_COUNTS = [(c.prefill_sms, c.decode_sms) for c in cfgs]
-    pdmux_context.set_current_stream_idx(0)
-    server_args.sm_group_num = len(cfgs)  # one decode attention backend per stream group
-    return cfgs
 
 
 def run_mux_scheduler_process(*args, **kwargs):

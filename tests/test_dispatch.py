@@ -352,6 +352,26 @@ def test_fixed_and_batch_size_policies():
         D.make_policy("nope", est)
 
 
+def test_the_server_settings_name_the_same_policies():
+    """The server builds its policy through make_policy too: MuxArgs' 'fixed' + fixed_decode_sms
+    is the simulator's 'fixed:<SMs>', and the SLO settings reach the dispatcher."""
+    from sglang_mux.mux_args import split_argv
+
+    est = FakeEstimator()
+    args = split_argv(["--mux-policy", "fixed", "--mux-fixed-decode-sms", "48"])[0]
+    assert D.policy_name(args) == "fixed:48"
+    pol = D.make_policy(D.policy_name(args), est)
+    assert isinstance(pol, FixedPolicy) and pol.decode_sms == 48
+    assert D.policy_name(split_argv(["--mux-policy", "batch-size"])[0]) == "batch-size"
+    args = split_argv(["--mux-tbt-slo-ms", "40", "--mux-ttft-slo-ms", "3000", "--no-mux-preemption",
+                       "--mux-ttft-ms-per-token", "0.5"])[0]
+    assert D.policy_name(args) == "dispatcher"
+    pol = D.make_policy(D.policy_name(args), est, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
+                        preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
+    assert isinstance(pol, D.MuxDispatcher)
+    assert (pol.tbt_slo_ms, pol.ttft_slo_ms, pol.preemption, pol.ttft_ms_per_token) == (40.0, 3000.0, False, 0.5)
+
+
 # ---- the longest decode context -----------------------------------------------------------------
 
 class MaxRecorder(FakeEstimator):

@@ -1,6 +1,6 @@
-"""The CPU-testable parts of the scheduler glue (no torch, no sglang): what goes into a
+"""The CPU-testable parts of the scheduler loop (no torch, no sglang): what goes into a
 Snapshot, which partition a Plan maps to, when a new prefill batch is formed, and bookkeeping of
-arrival times."""
+arrival times. tests/test_mux_loop.py drives whole iterations."""
 
 import dataclasses
 from types import SimpleNamespace as NS
@@ -8,6 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from sglang_mux import scheduler_loop as sl
+from sglang_mux.loop_state import PrefillRun, decode_shape, guard_record
 from sglang_mux.dispatch import Plan
 from sglang_mux.estimator import PrefillReq
 from sglang_mux.partitions import full_modes, partition_configs
@@ -29,13 +30,15 @@ class FakeBatch:
         return self._bs == 0
 
 
-def mux_state():
+def mux_state(sched=None):
+    """A MuxLoop on 132 SMs in steps of 16 over `sched` (a stand-in Scheduler)."""
     cfgs = partition_configs(132, 16)
     fp, fd = full_modes(132)
     allc = [fp, *sorted(cfgs, key=lambda c: -c.prefill_sms), fd]
     parts = NS(configs=cfgs, full_prefill=fp, full_decode=fd)
-    return sl.MuxState(args=None, parts=parts, cfgs=allc, cfg_index={c: i for i, c in enumerate(allc)},
-                       policy=None, estimator=None)
+    m = sl.MuxLoop(sched, args=None, parts=parts, cfgs=allc, policy=None, estimator=None)
+    assert m.cfg_index == {c: i for i, c in enumerate(allc)}
+    return m
 
 
 def plan(d, p, layers=2):
@@ -45,45 +48,45 @@ def plan(d, p, layers=2):
 
 def test_decode_shape_counts_kv_before_the_decoded_token():
     # (bs, Σ reused, longest reused): the KV before the token being decoded.
-    assert sl._decode_shape(FakeBatch([101, 201, 301])) == (3, 600, 300)
-    assert sl._decode_shape(FakeBatch([])) == (0, 0, None)
-    assert sl._decode_shape(None) == (0, 0, None)
+    assert decode_shape(FakeBatch([101, 201, 301])) == (3, 600, 300)
+    assert decode_shape(FakeBatch([])) == (0, 0, None)
+    assert decode_shape(None) == (0, 0, None)
     # No per-request list: the longest is unknown (the estimator assumes a uniform batch).
-    assert sl._decode_shape(FakeBatch([101, 201], with_reqs=False)) == (2, 300, None)
+    assert decode_shape(FakeBatch([101, 201], with_reqs=False)) == (2, 300, None)
     # No seq_lens_sum: the sum comes from the same per-request lengths.
     b = FakeBatch([11, 51])
     b.seq_lens_sum = None
-    assert sl._decode_shape(b) == (2, 60, 50)
+    assert decode_shape(b) == (2, 60, 50)
 
 
 def test_config_follows_the_plan_when_both_phases_run():
     m = mux_state()
-    assert sl._config_for(m, plan(48, 84), True, True).decode_sms == 48
+    assert m.config_for(plan(48, 84), True, True).decode_sms == 48
 
 
 def test_full_gpu_for_a_phase_alone():
     m = mux_state()
-    assert sl._config_for(m, plan(48, 84), True, False) == m.parts.full_decode
-    assert sl._config_for(m, plan(48, 84), False, True) == m.parts.full_prefill
+    assert m.config_for(plan(48, 84), True, False) == m.parts.full_decode
+    assert m.config_for(plan(48, 84), False, True) == m.parts.full_prefill
 
 
 def test_held_prefill_runs_decode_on_the_full_gpu():
     m = mux_state()
     # (132, 0) with prefill held (0 layers): decode alone on every SM.
-    assert sl._config_for(m, plan(132, 0, layers=0), True, True) == m.parts.full_decode
+    assert m.config_for(plan(132, 0, layers=0), True, True) == m.parts.full_decode
     # A full-mode plan that still launches prefill falls back to the largest decode partition.
-    assert sl._config_for(m, plan(132, 0, layers=1), True, True).decode_sms == 112
+    assert m.config_for(plan(132, 0, layers=1), True, True).decode_sms == 112
 
 
 def test_snapshot_sees_queue_head_only_and_keeps_arrival_times():
     m = mux_state()
     m.arrival = {}
     q = [NS(rid=f"r{i}", origin_input_ids=[0] * (10 + i)) for i in range(200)]
-    fake = NS(_mux=m, running_batch=FakeBatch([11, 21]), waiting_queue=q)
-    s1 = sl._snapshot(fake, now=5.0)
+    m.sched = NS(running_batch=FakeBatch([11, 21]), waiting_queue=q)
+    s1 = m.snapshot(now=5.0)
     assert len(s1.waiting) == sl.WAITING_VIEW and s1.waiting[0].n == 10
     assert (s1.decode_bs, s1.decode_sum_reused, s1.decode_max_reused) == (2, 30, 20)
-    s2 = sl._snapshot(fake, now=9.0)
+    s2 = m.snapshot(now=9.0)
     assert s2.waiting[0].arrival_s == 5.0  # first seen, not re-stamped
 
 
@@ -91,10 +94,10 @@ def test_aborted_waiting_requests_are_forgotten():
     m = mux_state()
     m.arrival = {f"gone{i}": 1.0 for i in range(1000)}
     m.arrival["live"] = 2.0
-    m.active = sl._PrefillRun(batch=NS(split_index=3), state=NS(rids=["act"], reqs=[PrefillReq(5, 0)]))
+    m.active = PrefillRun(batch=NS(split_index=3), state=NS(rids=["act"], reqs=[PrefillReq(5, 0)]))
     m.arrival["act"] = 3.0
-    fake = NS(_mux=m, running_batch=None, waiting_queue=[NS(rid="live", origin_input_ids=[1])])
-    sl._snapshot(fake, now=10.0)
+    m.sched = NS(running_batch=None, waiting_queue=[NS(rid="live", origin_input_ids=[1])])
+    m.snapshot(now=10.0)
     assert m.arrival == {"live": 2.0, "act": 3.0}
 
 
@@ -124,12 +127,12 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
                      prefill_correction=lambda psms: 1.3)
     # three chunks of 8 layers on 84 SMs: 10 ms each, a 2 ms gap, then back-to-back; the
     # third has not finished yet
-    run = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(4096)]),
+    run = PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(4096)]),
                          inflight=[(FakeEvent(0), FakeEvent(10), 8, 84), (FakeEvent(12), FakeEvent(22), 8, 84),
                                    (FakeEvent(22), FakeEvent(32, done=False), 8, 84)])
     m.active = run
-    fake = NS(_mux=m, model_config=NS(num_hidden_layers=32))
-    sl._poll_prefill(fake, now=0.0)
+    m.sched = NS(model_config=NS(num_hidden_layers=32))
+    m.poll_prefill(now=0.0)
     assert seen == [(84, 40.0), (84, 40.0)]           # 10 ms for 8 of 32 layers -> 40 ms model
     assert len(run.inflight) == 1 and run.last_end.t == 22
     v = lambda name: reg.get_sample_value(name)  # noqa: E731
@@ -141,7 +144,7 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     # a resumed batch's pause is not a bubble
     run.last_end = None
     run.inflight[0][1].done = True
-    sl._poll_prefill(fake, now=0.0)
+    m.poll_prefill(now=0.0)
     assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)
 
 
@@ -160,11 +163,12 @@ def test_unmeasurable_idle_time_never_stops_serving():
     m = mux_state()
     m.metrics = MuxMetrics(registry=reg)
     m.estimator = NS(observe_prefill=lambda *a: None, prefill_correction=lambda psms: 1.0)
-    run = sl._PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(64)]),
+    run = PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(64)]),
                          inflight=[(Incomparable(0), Incomparable(10), 8, 84), (Incomparable(12), Incomparable(22), 8, 84),
                                    (Incomparable(23), Incomparable(33), 8, 84)])
     m.active = run
-    sl._poll_prefill(NS(_mux=m, model_config=NS(num_hidden_layers=32)), now=0.0)
+    m.sched = NS(model_config=NS(num_hidden_layers=32))
+    m.poll_prefill(now=0.0)
     assert not run.inflight and m.idle_unmeasurable          # all chunks retired, idle given up
     assert reg.get_sample_value("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.030)
     assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
@@ -175,24 +179,23 @@ def test_guard_record_shows_what_online_refinement_added(good):
 
     est = Estimator.from_table(good)
     q = (64, 16, 16 * 3000, 8192, 2048)
-    before = sl.guard_record(est, *q)
+    before = guard_record(est, *q)
     assert before["in_use"] == before["table"] > 1.0
     est.observe_decode(*q, est.decode_worst_ms(*q) * 1.2)
-    after = sl.guard_record(est, *q)
+    after = guard_record(est, *q)
     assert after["table"] == before["table"]
     assert after["in_use"] == pytest.approx(before["table"] * 1.2, abs=1e-3)
 
 
 def test_a_plain_prefill_start_can_wait_for_the_decode_launch(monkeypatch):
     started = []
-    monkeypatch.setattr(sl, "_start_prefill", lambda self, now, rids=(): started.append(tuple(rids)) or True)
     m = mux_state()
-    sched = NS(_mux=m)
+    monkeypatch.setattr(m, "start_prefill", lambda now, rids=(): started.append(tuple(rids)) or True)
     new = dataclasses.replace(plan(48, 84), new_prefill_rids=("a", "b"))
-    assert sl._apply_plan(sched, new, 0.0, defer_start=True) is True and started == []  # the caller starts it
-    assert sl._apply_plan(sched, new, 0.0) is False and started == [("a", "b")]  # formed at once
+    assert m.apply_plan(new, 0.0, defer_start=True) is True and started == []  # the caller starts it
+    assert m.apply_plan(new, 0.0) is False and started == [("a", "b")]  # formed at once
     m.active = object()  # a batch already running: nothing to start, nothing deferred
-    assert sl._apply_plan(sched, new, 0.0, defer_start=True) is False and started == [("a", "b")]
+    assert m.apply_plan(new, 0.0, defer_start=True) is False and started == [("a", "b")]
 
 
 def test_deferring_needs_the_flag_a_decode_and_no_failed_start():
@@ -200,20 +203,20 @@ def test_deferring_needs_the_flag_a_decode_and_no_failed_start():
 
     m = mux_state()
     m.args = split_argv([])[0]
-    assert m.args.defer_prefill_start is False and not sl._may_defer_start(m, decoding=True)
+    assert m.args.defer_prefill_start is False and not m.may_defer_start(decoding=True)
     m.args = split_argv(["--mux-defer-prefill-start"])[0]
-    assert sl._may_defer_start(m, decoding=True) and not sl._may_defer_start(m, decoding=False)
+    assert m.may_defer_start(decoding=True) and not m.may_defer_start(decoding=False)
     m.defer_failed = True  # no KV for the last deferred batch: form the next one first again
-    assert not sl._may_defer_start(m, decoding=True)
+    assert not m.may_defer_start(decoding=True)
 
 
 def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
     sched = NS(server_args=NS(model_path="launch/models/llama-3.1-8b", mem_fraction_static=0.85),
                max_req_input_len=131071, max_prefill_tokens=16384)
     with caplog.at_level("WARNING", logger="sglang_mux.scheduler_loop"):
-        sl._limit_prompts(sched, free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
+        mux_state(sched).limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 50374
     assert "--mem-fraction-static 0.70" in caplog.text
     sched.max_req_input_len = 131071
-    sl._limit_prompts(sched, free_bytes=20 * 2**30, total_bytes=int(79.18 * 2**30))
+    mux_state(sched).limit_prompts(free_bytes=20 * 2**30, total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 131071

@@ -1,0 +1,110 @@
+"""The scheduler loop's records and the pure functions on them (no torch, no sglang at run time).
+
+`PrefillRun`: one layer-wise prefill batch in flight (its chunks' CUDA events, its result);
+`DecodeLaunch`: one launched decode iteration; `Iteration`: what one loop iteration decided and
+launched, handed from phase to phase (scheduler_loop.MuxLoop). `decode_shape` and
+`prefill_state` turn SGLang's batches into the estimator's inputs; `guard_record` is the
+timeline's view of the contention guard. Token counts are tokens, times ms unless named `_s`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import torch
+    from sglang.srt.managers.schedule_batch import ScheduleBatch
+    from sglang.srt.managers.utils import GenerationBatchResult
+
+    from sglang_mux.dispatch import Plan, PrefillBatchState, Snapshot
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.partitions import PartitionConfig
+
+
+class Chunk(NamedTuple):
+    """Layers of one prefill batch launched together, between two timing events."""
+    start: torch.cuda.Event
+    end: torch.cuda.Event
+    layers: int
+    prefill_sms: int  # the prefill partition it ran on
+
+
+@dataclass
+class PrefillRun:
+    """A prefill batch in SGLang's SPLIT_PREFILL mode, run a few layers at a time."""
+    batch: ScheduleBatch
+    state: PrefillBatchState  # what the policy sees of it
+    inflight: list[Chunk] = field(default_factory=list)  # launched, not yet retired (oldest first)
+    result: GenerationBatchResult | None = None  # the last layer's launch result
+    needs_reinit: bool = False  # resumed after preemption: attention metadata must be rebuilt
+    last_end: torch.cuda.Event | None = None  # end of the last retired chunk (None: first chunk, or resumed)
+
+
+@dataclass
+class DecodeLaunch:
+    """One decode iteration on the GPU: its batch, SGLang's result handle, its timing events."""
+    batch: ScheduleBatch
+    result: GenerationBatchResult
+    start: torch.cuda.Event
+    end: torch.cuda.Event
+
+
+@dataclass
+class Iteration:
+    """One loop iteration, from the plan phase on: its decision and what was launched."""
+    now: float  # time.monotonic() at the iteration's start (arrival times, timeline rows)
+    snap: Snapshot  # what the policy was shown
+    plan: Plan
+    deferred: bool  # a new prefill batch is to be formed after the decode launch
+    has_decode: bool
+    has_prefill: bool
+    cfg: PartitionConfig | None = None  # the partition run (None: nothing to run)
+    streams: tuple[torch.cuda.Stream, torch.cuda.Stream] | None = None  # cfg's (prefill, decode)
+    decode: DecodeLaunch | None = None  # None: no decode this iteration
+    prefill: PrefillRun | None = None  # the active prefill once the prefill launch phase ran
+
+    @property
+    def has_work(self) -> bool:
+        return self.has_decode or self.has_prefill
+
+
+def decode_shape(batch: ScheduleBatch | None) -> tuple[int, int, int | None]:
+    """(bs, Σ reused, longest reused) of the decode batch; the longest is None when the
+    batch has no per-request list (the estimator then assumes a uniform batch)."""
+    if batch is None or batch.is_empty():
+        return 0, 0, None
+    bs = batch.batch_size()
+    s = getattr(batch, "seq_lens_sum", None)
+    reqs = getattr(batch, "reqs", None)
+    lens = [len(r.origin_input_ids) + len(r.output_ids) for r in reqs] if reqs else None
+    if s is None:
+        s = sum(lens) if lens is not None else 0
+    # seq_lens count the token being decoded; the tables' sum_reused is the KV before it.
+    mx = max(0, max(lens) - 1) if lens else None
+    return bs, max(0, int(s) - bs), mx
+
+
+def prefill_state(batch: ScheduleBatch, now: float, arrival: dict[str, float]) -> PrefillBatchState:
+    """The policy's view of a new prefill batch: new and cached tokens per request, and the
+    earliest arrival among them (`now` for a request never seen waiting)."""
+    from sglang_mux.dispatch import PrefillBatchState
+    from sglang_mux.estimator import PrefillReq
+
+    reqs, rids = [], []
+    for r in batch.reqs:
+        n_total = len(r.fill_ids) if getattr(r, "fill_ids", None) is not None else len(r.origin_input_ids)
+        cached = len(r.prefix_indices) if getattr(r, "prefix_indices", None) is not None else 0
+        reqs.append(PrefillReq(n=max(1, n_total - cached), r=cached))
+        rids.append(r.rid)
+    first = min((arrival.get(rid, now) for rid in rids), default=now)
+    return PrefillBatchState(rids=rids, reqs=reqs, layers_done=0, arrival_s=first)
+
+
+def guard_record(estimator: Estimator, decode_sms: int, bs: int, sum_reused: int, p_new: int,
+                 p_reused: int) -> dict[str, float]:
+    """A co-run decode iteration's contention guard as planned and as the table has it (the
+    timeline's ``guard``): their ratio is what online refinement has made of the table's."""
+    q = (decode_sms, bs, sum_reused, p_new, p_reused)
+    return {"in_use": round(estimator.guard_slowdown(*q), 4),
+            "table": round(estimator.guard_slowdown(*q, profiled=True), 4)}

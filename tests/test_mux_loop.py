@@ -1,0 +1,463 @@
+"""The multiplexed loop driven end to end on the CPU: SGLang's Scheduler, its batches, CUDA
+streams and events are stand-ins that log every call, and `torch` / `sglang` are fake modules in
+sys.modules. The server's own entry points run (`init_mux`, then `mux_event_loop` until the
+scheduler asks to exit), so these tests pin down what the GPU smoke run relies on: which SGLang
+calls the loop makes, in which order, on which streams, and what it writes to the timeline."""
+
+import contextlib
+import json
+import os
+import sys
+import types
+from types import SimpleNamespace as NS
+
+import pytest
+
+from sglang_mux import scheduler_loop
+from sglang_mux.dispatch import Plan
+from sglang_mux.partitions import full_modes, partition_configs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, "launch", "models", "llama-3.1-8b")
+LAYERS = 32
+
+
+class World:
+    """The call log and the fake GPU clock (each event record advances it by 1 ms)."""
+
+    def __init__(self):
+        self.log: list[str] = []
+        self.t = 0.0
+        self.events = 0
+        self.slow: set[str] = set()  # events not complete until synchronized (a chunk still running)
+
+    def __call__(self, *parts) -> None:
+        self.log.append(" ".join(str(p) for p in parts))
+
+
+class Stream:
+    def __init__(self, w: World, name: str):
+        self.w, self.name = w, name
+
+    def wait_event(self, ev):
+        self.w("wait_event", self.name, ev.name)
+
+    def wait_stream(self, other):
+        self.w("wait_stream", self.name, other.name)
+
+    def synchronize(self):
+        self.w("synchronize", self.name)
+
+
+class Event:
+    def __init__(self, w: World, enable_timing=False):
+        w.events += 1
+        self.w, self.name, self.timing, self.t = w, f"ev{w.events}", enable_timing, None
+
+    def record(self, stream):
+        self.w.t += 1.0
+        self.t = self.w.t
+        self.w("record", self.name, stream.name)
+
+    def query(self):
+        return self.t is not None and self.name not in self.w.slow
+
+    def elapsed_time(self, other):
+        return other.t - self.t
+
+    def synchronize(self):
+        self.w("event_synchronize", self.name)
+        self.w.slow.discard(self.name)
+
+
+def fake_modules(w: World) -> dict[str, types.ModuleType]:
+    """torch and the sglang modules the loop imports, as far as the loop uses them."""
+    current = Stream(w, "current")
+
+    @contextlib.contextmanager
+    def stream(s):
+        w("enter_stream", s.name)
+        yield
+        w("exit_stream", s.name)
+
+    torch = types.ModuleType("torch")
+    torch.cuda = NS(Event=lambda enable_timing=False: Event(w, enable_timing), stream=stream,
+                    current_stream=lambda: current, empty_cache=lambda: w("empty_cache"),
+                    mem_get_info=lambda: (20 * 2**30, int(79.18 * 2**30)), memory_stats=lambda: {},
+                    get_device_name=lambda i: "NVIDIA H100 80GB HBM3")
+    torch.inference_mode = contextlib.nullcontext
+    mods = {"torch": torch}
+    for name in ("sglang", "sglang.srt", "sglang.srt.multiplex", "sglang.srt.distributed",
+                 "sglang.srt.model_executor"):
+        mods[name] = types.ModuleType(name)
+    ctx = types.ModuleType("sglang.srt.multiplex.pdmux_context")
+    ctx.STREAM_GROUPS, ctx.SM_COUNTS = None, None
+    ctx.set_current_stream_idx = lambda i: w("set_current_stream_idx", i)
+    ps = types.ModuleType("sglang.srt.distributed.parallel_state")
+    ps.set_pdmux_status = lambda on: w("set_pdmux_status", on)
+    fbi = types.ModuleType("sglang.srt.model_executor.forward_batch_info")
+    fbi.ForwardMode = NS(SPLIT_PREFILL="SPLIT_PREFILL")
+    mods["sglang.srt.multiplex"].pdmux_context = ctx
+    mods["sglang.srt.distributed"].parallel_state = ps
+    mods["sglang.srt.model_executor"].forward_batch_info = fbi
+    mods.update({"sglang.srt.multiplex.pdmux_context": ctx, "sglang.srt.distributed.parallel_state": ps,
+                 "sglang.srt.model_executor.forward_batch_info": fbi})
+    return mods
+
+
+class Parts:
+    """GreenPartitionSet's interface: named stand-in streams, the full modes sharing one pair."""
+
+    def __init__(self, w: World, device_index=0, granularity=16):
+        self.total_sms = 132
+        self.configs = partition_configs(132, granularity)
+        self.full_prefill, self.full_decode = full_modes(132)
+        full = (Stream(w, "Pfull"), Stream(w, "Dfull"))
+        self._streams = {c: (Stream(w, f"P{c.prefill_sms}"), Stream(w, f"D{c.decode_sms}")) for c in self.configs}
+        self._streams.update({self.full_prefill: full, self.full_decode: full})
+        w("green_partitions", device_index, granularity)
+
+    def streams(self, cfg):
+        return self._streams[cfg]
+
+    def all_configs(self):
+        return [self.full_prefill, *sorted(self.configs, key=lambda c: -c.prefill_sms), self.full_decode]
+
+
+class Estimator:
+    """The real estimator of the synthetic table, logging what the loop feeds back."""
+
+    def __init__(self, w: World, real):
+        self.w, self.real = w, real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def observe_prefill_launch(self, layers, host_ms):
+        self.w("est.observe_prefill_launch", layers)
+        return self.real.observe_prefill_launch(layers, host_ms)
+
+    def observe_prefill(self, psms, reqs, ms):
+        self.w("est.observe_prefill", psms, [(r.n, r.r) for r in reqs], ms)
+        return self.real.observe_prefill(psms, reqs, ms)
+
+    def observe_decode(self, *a, **kw):
+        self.w("est.observe_decode", *a, *sorted(kw.items()))
+        return self.real.observe_decode(*a, **kw)
+
+
+def req(rid, prompt, output=0):
+    return NS(rid=rid, origin_input_ids=[0] * prompt, output_ids=[0] * output, fill_ids=[0] * prompt,
+              prefix_indices=[])
+
+
+class Batch:
+    def __init__(self, w: World, name: str, reqs):
+        self.w, self.name, self.reqs = w, name, list(reqs)
+        self.forward_mode = None
+        self.split_forward_batch = f"forward_batch:{name}"  # the hidden state a paused prefill keeps
+
+    @property
+    def seq_lens_sum(self):
+        return sum(len(r.origin_input_ids) + len(r.output_ids) for r in self.reqs)
+
+    def batch_size(self):
+        return len(self.reqs)
+
+    def is_empty(self):
+        return not self.reqs
+
+    def filter_batch(self):
+        self.w("filter_batch", self.name)
+
+    def merge_batch(self, other):
+        self.w("merge_batch", self.name, other.name)
+        self.reqs += other.reqs
+
+
+class Scheduler:
+    """SGLang's Scheduler as far as the loop uses it; `touched` collects every attribute the
+    loop reads or writes (not the test's own set-up)."""
+
+    def __init__(self, w: World, waiting, running, arrivals=()):
+        object.__setattr__(self, "touched", set())
+        object.__setattr__(self, "tracking", False)
+        self.w = w
+        self.gpu_id = 0
+        self.server_args = NS(model_path=MODEL, attention_backend="fa3", mem_fraction_static=0.85)
+        self.max_req_input_len, self.max_prefill_tokens = 131071, 16384
+        self.model_config = NS(num_hidden_layers=LAYERS)
+        self.waiting_queue = list(waiting)
+        self.running_batch = running
+        self.gracefully_exit = False
+        arrivals = iter(arrivals)
+        self.request_receiver = NS(recv_requests=lambda: w("recv_requests") or next(arrivals, []))
+        runner = NS(update_decode_attn_backend=lambda i: w("update_decode_attn_backend", i),
+                    attn_backend=NS(init_forward_metadata=lambda fb: w("init_forward_metadata", fb)))
+        self.tp_worker = NS(model_runner=runner)
+        self.prefill_names = iter(["prefill1", "prefill2", "prefill3"])
+        object.__setattr__(self, "tracking", True)
+
+    def __getattribute__(self, name):
+        if name not in ("untracked", "touched") and not name.startswith("__") \
+                and object.__getattribute__(self, "tracking"):
+            object.__getattribute__(self, "touched").add(name)
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name, value):
+        if object.__getattribute__(self, "tracking"):
+            self.touched.add(name)
+        object.__setattr__(self, name, value)
+
+    def untracked(self, name):
+        return object.__getattribute__(self, name)
+
+    def process_input_requests(self, reqs):
+        self.untracked("w")("process_input_requests", len(reqs))
+        self.untracked("waiting_queue").extend(reqs)
+
+    def get_new_batch_prefill(self, running):
+        w = self.untracked("w")
+        chosen = list(self.untracked("waiting_queue"))
+        w("get_new_batch_prefill", [r.rid for r in chosen])
+        object.__setattr__(self, "waiting_queue", [])
+        batch = Batch(w, next(self.untracked("prefill_names")), chosen) if chosen else None
+        return NS(running_batch=running, batch_to_run=batch)
+
+    def update_running_batch(self, batch):
+        self.untracked("w")("update_running_batch", batch.name, batch.batch_size())
+        batch.forward_mode = "DECODE"  # as ScheduleBatch.prepare_for_decode does
+        return batch
+
+    def run_batch(self, batch):
+        extra = [batch.forward_mode, batch.split_index, batch.split_forward_count] \
+            if batch.forward_mode == "SPLIT_PREFILL" else []
+        self.untracked("w")("run_batch", batch.name, batch.batch_size(), *extra)
+        return f"result:{batch.name}"
+
+    def process_batch_result(self, batch, result):
+        self.untracked("w")("process_batch_result", batch.name, result)
+
+    def on_idle(self):
+        self.untracked("w")("on_idle")
+
+
+class Script:
+    """The policy: hands out the given plans in turn; the last one also asks the scheduler to exit."""
+
+    def __init__(self, sched, plans):
+        self.sched, self.plans, self.snaps = sched, list(plans), []
+
+    def plan(self, snap):
+        self.snaps.append(snap)
+        if len(self.plans) == 1:
+            object.__setattr__(self.sched, "gracefully_exit", True)
+        return self.plans.pop(0)
+
+
+def plan(d, p, layers, rids=(), reason="test", preempt=False):
+    return Plan(decode_sms=d, prefill_sms=p, t_decode_worst_ms=10.0, t_prefill_ms=20.0, prefill_layers=layers,
+                new_prefill_rids=tuple(rids), preempt=preempt, reason=reason)
+
+
+def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=()):
+    """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them."""
+    from sglang_mux import estimator as est_mod
+    from sglang_mux import green_ctx
+    from sglang_mux.mux_args import ENV_VAR, split_argv
+
+    w = World()
+    w.slow.update(slow)
+    for name, mod in fake_modules(w).items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(green_ctx, "GreenPartitionSet", lambda device_index, granularity: Parts(w, device_index,
+                                                                                                granularity))
+    real = est_mod.Estimator.from_table(good)
+    monkeypatch.setattr(est_mod.Estimator, "for_model", classmethod(lambda cls, *a, **kw: Estimator(w, real)))
+    args = split_argv(["--mux-timeline", str(tmp_path / "timeline.jsonl"), *mux_flags])[0]
+    from dataclasses import asdict
+
+    monkeypatch.setenv(ENV_VAR, json.dumps(asdict(args)))
+    sched = Scheduler(w, waiting, running(w), arrivals)
+    scheduler_loop.init_mux(sched)
+    script = Script(sched, plans)
+    sched.untracked("_mux").policy = script
+    w("--- loop")
+    scheduler_loop.mux_event_loop(sched)
+    rows = [json.loads(line) for line in open(tmp_path / "timeline.jsonl")]
+    return w.log, sched, rows, script
+
+
+# What the loop touches on SGLang's Scheduler (the set is the contract with SGLang 0.5.16).
+SCHEDULER_ATTRIBUTES = {
+    "_mux", "gpu_id", "server_args", "stream_groups", "sm_counts", "real_sm_group_num", "split_prefill_batch",
+    "gracefully_exit", "process_input_requests", "request_receiver", "running_batch", "waiting_queue",
+    "get_new_batch_prefill", "update_running_batch", "run_batch", "process_batch_result", "on_idle",
+    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens",
+}
+
+# One decode batch of two requests; a 100-token prompt arrives. Iteration 1: the whole prefill
+# (32 layers) runs beside the decode on D48/P84; iteration 2: it has finished, joins the decode
+# batch before that iteration's decode, which runs alone on the full GPU.
+MUX_THEN_MERGE = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    # iteration 1
+    "recv_requests", "process_input_requests 0", "get_new_batch_prefill ['p1']",
+    "record ev1 Pfull", "wait_event P84 ev1", "record ev2 Dfull", "wait_event D48 ev2",
+    "record ev3 Dfull", "wait_event P84 ev3", "set_current_stream_idx 3", "update_decode_attn_backend 3",
+    "enter_stream D48", "set_pdmux_status False", "update_running_batch decode 2",
+    "record ev4 D48", "run_batch decode 2", "record ev5 D48", "exit_stream D48",
+    "enter_stream P84", "set_pdmux_status True", "record ev6 P84",
+    "run_batch prefill1 1 SPLIT_PREFILL 0 32", "record ev7 P84", "est.observe_prefill_launch 32",
+    "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 2 2201 100 0 1.0 ('max_reused', 1199)",
+    # iteration 2
+    "recv_requests", "process_input_requests 0",
+    "est.observe_prefill 84 [(100, 0)] 1.0",
+    "process_batch_result prefill1 result:prefill1", "filter_batch prefill1", "merge_batch decode prefill1",
+    "record ev8 P84", "wait_event Pfull ev8", "record ev9 D48", "wait_event Dfull ev9",
+    "record ev10 D48", "wait_event Pfull ev10", "set_current_stream_idx 8", "update_decode_attn_backend 8",
+    "enter_stream Dfull", "set_pdmux_status False", "update_running_batch decode 3",
+    "record ev11 Dfull", "run_batch decode 3", "record ev12 Dfull", "exit_stream Dfull",
+    "enter_stream Dfull", "synchronize Dfull", "process_batch_result decode result:decode", "exit_stream Dfull",
+    "est.observe_decode 132 3 2300 0 0 1.0 ('max_reused', 1199)",
+]
+
+
+def test_a_prefill_runs_beside_decode_then_joins_the_decode_batch(monkeypatch, tmp_path, good):
+    log, sched, rows, script = serve(
+        monkeypatch, tmp_path, good, [plan(48, 84, LAYERS, ["p1"]), plan(132, 0, 0, reason="decode-only")],
+        waiting=[req("p1", 100)], running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log == MUX_THEN_MERGE
+    # decode launched before the prefill layers, on their own partition's streams
+    assert log.index("run_batch decode 2") < log.index("run_batch prefill1 1 SPLIT_PREFILL 0 32")
+    # the finished prefill is merged before the next decode
+    assert log.index("merge_batch decode prefill1") < log.index("run_batch decode 3")
+    assert sched.untracked("touched") == SCHEDULER_ATTRIBUTES - {"on_idle"}
+    assert sched.untracked("stream_groups") == sys.modules["sglang.srt.multiplex.pdmux_context"].STREAM_GROUPS
+    assert sched.untracked("real_sm_group_num") == 9 and sched.untracked("split_prefill_batch") is None
+    assert sched.untracked("server_args").sm_group_num == 9
+    assert sched.untracked("last_batch").name == "decode" and sched.untracked("waiting_queue") == []
+    # the policy saw the prompt waiting, then the three requests decoding
+    assert [w.rid for w in script.snaps[0].waiting] == ["p1"] and script.snaps[0].decode_bs == 2
+    assert script.snaps[1].decode_bs == 3 and not script.snaps[1].waiting
+    # one timeline row per decode iteration, with the estimate's inputs and the host's phases
+    assert [(r["decode_sms"], r["prefill_sms"], r["decode_bs"], r["prefill_new"], r["measured_decode_ms"])
+            for r in rows] == [(48, 84, 2, 100, 1.0), (132, 0, 3, 0, 1.0)]
+    assert "guard" in rows[0] and "guard" not in rows[1]
+    assert set(rows[0]["host_ms"]) >= {"recv", "poll", "plan", "switch", "decode_launch", "prefill_launch",
+                                       "sync", "result"}
+    assert "book" in rows[1]["host_ms"]
+
+
+# --mux-defer-prefill-start: the new prefill batch is formed after the decode launch, and the
+# prefill stream waits for its inputs (copied on the current stream) before its first layers.
+DEFERRED = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    "recv_requests", "process_input_requests 0",
+    "record ev1 Pfull", "wait_event P84 ev1", "record ev2 Dfull", "wait_event D48 ev2",
+    "record ev3 Dfull", "wait_event P84 ev3", "set_current_stream_idx 3", "update_decode_attn_backend 3",
+    "enter_stream D48", "set_pdmux_status False", "update_running_batch decode 2",
+    "record ev4 D48", "run_batch decode 2", "record ev5 D48", "exit_stream D48",
+    "get_new_batch_prefill ['p1']", "wait_stream P84 current",
+    "enter_stream P84", "set_pdmux_status True", "record ev6 P84",
+    "run_batch prefill1 1 SPLIT_PREFILL 0 16", "record ev7 P84", "est.observe_prefill_launch 16",
+    "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 2 2201 100 0 1.0 ('max_reused', 1199)",
+]
+
+
+def test_a_deferred_prefill_start_follows_the_decode_launch(monkeypatch, tmp_path, good):
+    log, sched, rows, _ = serve(
+        monkeypatch, tmp_path, good, [plan(48, 84, 16, ["p1"])], mux_flags=["--mux-defer-prefill-start"],
+        waiting=[req("p1", 100)], running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log == DEFERRED
+    assert log.index("run_batch decode 2") < log.index("get_new_batch_prefill ['p1']")
+    assert len(rows) == 1 and "prefill_start" in rows[0]["host_ms"]
+    assert sched.untracked("_mux").active.batch.split_index == 16
+
+
+# Nothing to run: SGLang's on_idle. Then a prompt arrives and prefills alone on the full GPU (the
+# decision gets its own timeline row); once finished it is the decode batch, decoding alone.
+IDLE_PREFILL_DECODE = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    # iteration 1: nothing to run
+    "recv_requests", "process_input_requests 0", "on_idle",
+    # iteration 2: the prompt arrives; prefill-only runs on the full GPU (stream group 0, current)
+    "recv_requests", "process_input_requests 1", "get_new_batch_prefill ['p1']",
+    "enter_stream Pfull", "set_pdmux_status True", "record ev1 Pfull",
+    "run_batch prefill1 1 SPLIT_PREFILL 0 32", "record ev2 Pfull", "est.observe_prefill_launch 32",
+    "set_pdmux_status False", "exit_stream Pfull",
+    # iteration 3: its result, then its first decode on the full GPU (the full modes share streams)
+    "recv_requests", "process_input_requests 0", "est.observe_prefill 132 [(100, 0)] 1.0",
+    "process_batch_result prefill1 result:prefill1", "filter_batch prefill1",
+    "record ev3 Dfull", "wait_event Pfull ev3", "set_current_stream_idx 8", "update_decode_attn_backend 8",
+    "enter_stream Dfull", "set_pdmux_status False", "update_running_batch prefill1 1",
+    "record ev4 Dfull", "run_batch prefill1 1", "record ev5 Dfull", "exit_stream Dfull",
+    "enter_stream Dfull", "synchronize Dfull", "process_batch_result prefill1 result:prefill1", "exit_stream Dfull",
+    "est.observe_decode 132 1 99 0 0 1.0 ('max_reused', 99)",
+]
+
+
+def test_idle_then_prefill_alone_then_its_first_decode(monkeypatch, tmp_path, good):
+    log, sched, rows, script = serve(
+        monkeypatch, tmp_path, good, [plan(132, 0, 0, reason="idle"),
+                                      plan(0, 132, LAYERS, ["p1"], reason="prefill-only"),
+                                      plan(132, 0, 0, reason="decode-only")],
+        waiting=[], running=lambda w: None, arrivals=[[], [req("p1", 100)]])
+    assert log == IDLE_PREFILL_DECODE
+    assert sched.untracked("touched") == SCHEDULER_ATTRIBUTES
+    assert log.index("on_idle") < log.index("process_input_requests 1")
+    assert sched.untracked("running_batch").name == "prefill1"  # the finished prefill is the decode batch
+    assert [(r["decode_bs"], r["prefill_sms"], r["reason"]) for r in rows] == [(0, 132, "prefill-only"),
+                                                                               (1, 0, "decode-only")]
+    assert sched.untracked("last_batch").name == "prefill1"
+
+
+# Preemption: a long prefill runs 8 layers; a short prompt arrives and preempts it (its launched
+# layers are waited for first, it keeps its state), runs whole and joins the decode batch; then the
+# long one resumes at layer 8 with its attention metadata rebuilt.
+PREEMPT_RESUME = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    # iteration 1: the long prompt's first 8 layers beside the decode
+    "recv_requests", "process_input_requests 0", "get_new_batch_prefill ['long']", "record ev1 Pfull",
+    "wait_event P84 ev1", "record ev2 Dfull", "wait_event D48 ev2", "record ev3 Dfull", "wait_event P84 ev3",
+    "set_current_stream_idx 3", "update_decode_attn_backend 3", "enter_stream D48", "set_pdmux_status False",
+    "update_running_batch decode 2", "record ev4 D48", "run_batch decode 2", "record ev5 D48", "exit_stream D48",
+    "enter_stream P84", "set_pdmux_status True", "record ev6 P84", "run_batch prefill1 1 SPLIT_PREFILL 0 8",
+    "record ev7 P84", "est.observe_prefill_launch 8", "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 2 2201 4000 0 1.0 ('max_reused', 1199)",
+    # iteration 2: the short prompt preempts: the long one's launched layers are waited for
+    "recv_requests", "process_input_requests 1", "event_synchronize ev7", "est.observe_prefill 84 [(4000, 0)] 4.0",
+    "get_new_batch_prefill ['short']", "enter_stream D48", "set_pdmux_status False",
+    "update_running_batch decode 2", "record ev8 D48", "run_batch decode 2", "record ev9 D48", "exit_stream D48",
+    "enter_stream P84", "set_pdmux_status True", "record ev10 P84", "run_batch prefill2 1 SPLIT_PREFILL 0 32",
+    "record ev11 P84", "est.observe_prefill_launch 32", "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 2 2201 50 0 1.0 ('max_reused', 1199)",
+    # iteration 3: the short one joins the decode batch; the long one resumes at layer 8
+    "recv_requests", "process_input_requests 0", "est.observe_prefill 84 [(50, 0)] 1.0",
+    "process_batch_result prefill2 result:prefill2", "filter_batch prefill2", "merge_batch decode prefill2",
+    "enter_stream D48", "set_pdmux_status False", "update_running_batch decode 3", "record ev12 D48",
+    "run_batch decode 3", "record ev13 D48", "exit_stream D48", "enter_stream P84", "set_pdmux_status True",
+    "record ev14 P84", "init_forward_metadata forward_batch:prefill1", "run_batch prefill1 1 SPLIT_PREFILL 8 24",
+    "record ev15 P84", "est.observe_prefill_launch 24", "set_pdmux_status False", "exit_stream P84",
+    "enter_stream D48", "synchronize D48", "process_batch_result decode result:decode", "exit_stream D48",
+    "est.observe_decode 48 3 2250 4000 0 1.0 ('max_reused', 1199)",
+]
+
+
+def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, good):
+    log, sched, rows, _ = serve(
+        monkeypatch, tmp_path, good, [plan(48, 84, 8, ["long"]), plan(48, 84, LAYERS, ["short"], preempt=True),
+                                      plan(48, 84, 24)],
+        waiting=[req("long", 4000)], arrivals=[[], [req("short", 50)]], slow=["ev7"],
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log == PREEMPT_RESUME
+    assert log.index("event_synchronize ev7") < log.index("get_new_batch_prefill ['short']")
+    assert log.index("merge_batch decode prefill2") < log.index("init_forward_metadata forward_batch:prefill1")
+    assert sched.untracked("_mux").paused is None and sched.untracked("_mux").active.batch.name == "prefill1"
+    assert [r["prefill_new"] for r in rows] == [4000, 50, 4000]
