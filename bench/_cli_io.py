@@ -8,6 +8,7 @@ torch or sglang: a profiling tool checks its arguments with these before it need
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -93,28 +94,74 @@ def model_config(path: str | Path) -> dict:
 
 def table_dir(name_or_path: str | Path, flag: str = "--table") -> Path:
     """A contention table directory: a path, or a shipped table's name (tables.resolve_table)."""
-    from sglang_mux.tables import TableError, resolve_table
-
     try:
-        return resolve_table(name_or_path)
+        return _table(str(name_or_path))
+    except UsageError as e:
+        raise UsageError(f"{flag}: {e}") from None
+
+
+def estimator(table: str | Path, flag: str = "--table"):
+    """sglang_mux.estimator.Estimator of a table (a path or a shipped name); a missing or malformed
+    table is a UsageError."""
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.tables import TableError
+
+    d = table_dir(table, flag)
+    try:
+        return Estimator.from_table(d)
     except TableError as e:
         raise UsageError(f"{flag}: {e}") from None
 
 
-def number_list(text: str, flag: str, kind: Callable[[str], float] = float, *,
+def number_list(text: str, flag: str = "", kind: Callable[[str], float] = float, *,
                 allow_zero: bool = False, example: str = "1,2") -> list:
     """A comma list of numbers > 0 (>= 0 with ``allow_zero``), at least one."""
+    head = f"{flag} " if flag else ""
     try:
         xs = [kind(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise UsageError(f"{flag} takes a comma list of {'whole ' if kind is int else ''}numbers, "
+        raise UsageError(f"{head}takes a comma list of {'whole ' if kind is int else ''}numbers, "
                          f"e.g. {example}; got {text!r}") from None
     if not xs:
-        raise UsageError(f"{flag} needs at least one value, e.g. {example}")
+        raise UsageError(f"{head}needs at least one value, e.g. {example}")
     bad = [x for x in xs if x < 0 or (x == 0 and not allow_zero)]
     if bad:
-        raise UsageError(f"{flag}: every value must be {'>= 0' if allow_zero else '> 0'}, got {bad[0]:g}")
+        raise UsageError(f"{head}takes values {'>= 0' if allow_zero else '> 0'}, got {bad[0]:g}")
     return xs
+
+
+def arg_type(check: Callable[..., Any], name: str, **kw) -> Callable[[str], Any]:
+    """``check(text, **kw)`` as an argparse ``type``: its UsageError becomes argparse's error
+    (``error: argument --flag: <message>``, exit 2 through cli.ArgumentParser)."""
+
+    def parse(text: str):
+        try:
+            return check(text, **kw)
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = name
+    return parse
+
+
+def numbers(kind: Callable[[str], float] = float, allow_zero: bool = False, example: str = "1,2"):
+    """An argparse ``type``: a comma list of positive numbers (see :func:`number_list`)."""
+    return arg_type(number_list, "numbers", kind=kind, allow_zero=allow_zero, example=example)
+
+
+def _table(text: str) -> Path:
+    from sglang_mux.tables import TableError, resolve_table
+
+    try:
+        return resolve_table(text)
+    except TableError as e:
+        raise UsageError(f"no table directory {text} ({e.problem})") from None
+
+
+#: argparse ``type`` of a ``--table``: an existing directory, or a shipped table's name.
+table_arg = arg_type(_table, "table")
+#: argparse ``type`` of a ``--model-config``: a readable HF config.json (the path is kept).
+model_config_arg = arg_type(lambda text: (model_config(text), text)[1], "model config")
 
 
 def need_gpu(tool: str) -> None:
