@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from sglang_mux import cli
 from sglang_mux.cli import UsageError
 
 RUN_DIR_HINT = "give a bench.run --out directory (it holds summary.json) or that summary.json"
@@ -162,6 +164,29 @@ def _table(text: str) -> Path:
 table_arg = arg_type(_table, "table")
 #: argparse ``type`` of a ``--model-config``: a readable HF config.json (the path is kept).
 model_config_arg = arg_type(lambda text: (model_config(text), text)[1], "model config")
+
+
+def port(text: str) -> int:
+    """An argparse ``type``: a TCP port, 0..65535 (0: any free one)."""
+    v = cli.positive(int, allow_zero=True)(text)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {text}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """An argparse ``type``: a share in (0, 1]."""
+    v = cli.positive(float)(text)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"a fraction within (0, 1], got {text}")
+    return v
+
+
+def error_line(message: str) -> int:
+    """Print the one ``error: ...`` line (as cli.fail) and return exit status 2, for a main that
+    returns its status rather than raising (its callers test the status)."""
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    return cli.EXIT_USAGE
 
 
 def need_gpu(tool: str) -> None:

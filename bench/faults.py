@@ -36,7 +36,6 @@ short by a command's time limit keeps what it counted.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import datetime as dt
 import http.client

@@ -13,7 +13,6 @@ rate tested), the best chunked-prefill system and mux / best chunked.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from sglang_mux import cli

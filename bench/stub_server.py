@@ -20,7 +20,6 @@ stall before its first token (for client timeouts).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -34,6 +33,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from sglang_mux import cli
+
+from . import _cli_io
 
 
 @dataclass
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     ms, every = cli.positive(float, allow_zero=True), cli.positive(int, allow_zero=True)
     p = cli.ArgumentParser(prog="python -m bench.stub_server", description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=_port, default=30000, help="0: any free port")
+    p.add_argument("--port", type=_cli_io.port, default=30000, help="0: any free port")
     p.add_argument("--ttft-ms", type=ms, default=50.0, help="time to the first token")
     p.add_argument("--tbt-ms", type=ms, default=20.0, help="time between token chunks")
     p.add_argument("--chunk-tokens", type=cli.positive(int), default=1, help="tokens per streamed chunk")
@@ -357,14 +358,6 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(a.workers - 1):     # daemonic: they go when this process exits
             ctx.Process(target=_serve, args=(cfg, a.host, a.port, True), daemon=True).start()
     _serve(cfg, a.host, a.port, a.workers > 1)
-
-
-def _port(text: str) -> int:
-    """An argparse type: a TCP port, 0..65535."""
-    v = cli.positive(int, allow_zero=True)(text)
-    if v > 65535:
-        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {text}")
-    return v
 
 
 def _serve(cfg: StubConfig, host: str, port: int, reuse_port: bool) -> None:
