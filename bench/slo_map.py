@@ -100,15 +100,13 @@ def plot(m: dict, path: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.slo_map", description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a bench.run output dir (its summary.json)")
-    ap.add_argument("--tbt", default="30,50,100", help="P99 TBT SLOs (ms), comma list")
-    ap.add_argument("--ttft", default="2000,5000", help="P99 TTFT SLOs (ms), comma list")
+    ap.add_argument("--tbt", default="30,50,100", type=_cli_io.numbers(example="30,50,100"), help="P99 TBT SLOs (ms), comma list")
+    ap.add_argument("--ttft", default="2000,5000", type=_cli_io.numbers(example="2000,5000"), help="P99 TTFT SLOs (ms), comma list")
     ap.add_argument("--json", type=Path, default=None, help="also write the map here as JSON")
     ap.add_argument("--plot", type=Path, default=None, help="also draw the map into this PNG")
     a = ap.parse_args(argv)
-    tbt = _cli_io.number_list(a.tbt, "--tbt", example="30,50,100")
-    ttft = _cli_io.number_list(a.ttft, "--ttft", example="2000,5000")
     _, summ = _cli_io.run_summary(a.run)
-    m = slo_map(summ, tbt, ttft)
+    m = slo_map(summ, a.tbt, a.ttft)
     print(render(m))
     if a.json:
         a.json.write_text(json.dumps(m, indent=1) + "\n")
