@@ -20,6 +20,11 @@ from sglang_mux.cli import UsageError
 RUN_DIR_HINT = "give a bench.run --out directory (it holds summary.json) or that summary.json"
 
 
+def about(doc: str) -> str:
+    """A module docstring's first paragraph on one line: a tool's ``--help`` description."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def read_json(path: str | Path, what: str = "JSON file", hint: str = "") -> Any:
     """The parsed JSON of ``path``. Missing, a directory, empty or not JSON: UsageError."""
     p = Path(path)

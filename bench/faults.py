@@ -52,7 +52,7 @@ import uuid
 
 from sglang_mux import cli
 
-from . import client, soak, workloads
+from . import _cli_io, client, soak, workloads
 
 FAULTS = ("disconnect_prefill", "disconnect_decode", "disconnect_preempted", "abort_running",
           "prompt_past_context", "max_new_tokens_past_context", "kv_exhaustion")
@@ -331,17 +331,17 @@ def sigterm(base: str, pid: int, inflight: int = 16, exit_bound_s: float = 60.0)
 
 def main(argv: list[str] | None = None) -> None:
     pos, pos_i = cli.positive(float), cli.positive(int)
-    p = cli.ArgumentParser(prog="python -m bench.faults", description=__doc__.splitlines()[0])
-    p.add_argument("--server-url", default="http://127.0.0.1:30000")
-    p.add_argument("--repeat", type=pos_i, default=20)
-    p.add_argument("--workers", type=pos_i, default=4)
+    p = cli.ArgumentParser(prog="python -m bench.faults", description=_cli_io.about(__doc__))
+    p.add_argument("--server-url", default="http://127.0.0.1:30000", help="the server under test")
+    p.add_argument("--repeat", type=pos_i, default=20, help="times each fault is injected")
+    p.add_argument("--workers", type=pos_i, default=4, help="faults injected at once")
     p.add_argument("--rate", type=cli.positive(float, allow_zero=True), default=2.0, help="background conversation load, req/s (0: none)")
     p.add_argument("--load-s", type=pos, default=240.0, help="span of the background load")
     p.add_argument("--load-input-cap", type=pos_i, default=32000,
                    help="the background conversation's prompts are cut to this many tokens (and to the context "
                         "less 1024); 8000 is the capped workload whose goodput the reliability runs are rated by")
-    p.add_argument("--context-len", type=pos_i, default=131072)
-    p.add_argument("--long-tokens", type=pos_i, default=16384)
+    p.add_argument("--context-len", type=pos_i, default=131072, help="the server's context length")
+    p.add_argument("--long-tokens", type=pos_i, default=16384, help="tokens of a long prompt")
     p.add_argument("--preempt-tokens", type=pos_i, default=100_000,
                    help="disconnect_preempted's long prompt: its prefill must outlast a short prompt's TTFT SLO "
                         "for the mux to preempt it (100K tokens take ~6 s on a whole H100)")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from sglang_mux import cli
 
-from . import client
+from . import _cli_io, client
 
 GEN, COMP, CHAT = "/generate", "/v1/completions", "/v1/chat/completions"
 TAG = {GEN: "generate", COMP: "completions", CHAT: "chat"}  # case names begin with these
@@ -218,16 +218,16 @@ def fuzz(base: str, n: int = 1000, valid_every: int = 10, seed: int = 0, workers
 
 def main(argv: list[str] | None = None) -> None:
     pos, pos_i = cli.positive(float), cli.positive(int)
-    p = cli.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.splitlines()[0])
-    p.add_argument("--server-url", default="http://127.0.0.1:30000")
+    p = cli.ArgumentParser(prog="python -m bench.fuzz", description=_cli_io.about(__doc__))
+    p.add_argument("--server-url", default="http://127.0.0.1:30000", help="the server under test")
     p.add_argument("--n", type=pos_i, default=1000, help="malformed requests (at least; valid ones come on top)")
     p.add_argument("--valid-every", type=cli.positive(int, allow_zero=True), default=10,
                    help="a valid request after every this many malformed ones (0: none)")
-    p.add_argument("--workers", type=pos_i, default=8)
+    p.add_argument("--workers", type=pos_i, default=8, help="requests in flight at once")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout-s", type=pos, default=120.0)
+    p.add_argument("--timeout-s", type=pos, default=120.0, help="per request")
     p.add_argument("--context-len", type=pos_i, default=131072, help="the server's context length")
-    p.add_argument("--vocab", type=pos_i, default=128256)
+    p.add_argument("--vocab", type=pos_i, default=128256, help="the model's vocabulary size")
     p.add_argument("--model", default="default", help="the OpenAI 'model' of the valid requests")
     p.add_argument("--big-mb", type=pos, default=8.0, help="size of the oversized body")
     p.add_argument("--paths", default=",".join((GEN, COMP, CHAT)), help="comma list of the routes to fuzz")

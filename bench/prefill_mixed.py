@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", default="20,52,84,116", help="prefill partitions (SMs), comma list")
     ap.add_argument("--batches", type=cli.positive(int), default=30, help="random batches per partition")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--attention-backend", default="triton")
+    ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
     args = ap.parse_args(argv)
     if args.rescore:
         res = _cli_io.read_json(args.rescore, "bench.prefill_mixed result",

@@ -417,7 +417,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     nonneg, nonneg_i = cli.positive(float, allow_zero=True), cli.positive(int, allow_zero=True)
     p = cli.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     p.add_argument("--systems", required=True, help="comma list; 'all', 'sglang-chunked-*'")
-    p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS)
+    p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS, help="what the clients send")
     p.add_argument("--rates", default=None, type=_cli_io.numbers(example="2,4"),
                    help="comma list, requests/s (chat: sessions/s)")
     p.add_argument("--search", default=None, metavar="LO,HI",
@@ -428,7 +428,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration-s", type=pos, default=120.0,
                    help="arrival span per point: round(rate*duration) requests")
     p.add_argument("--out", required=True, type=Path, help="the run's directory (created; a rerun resumes it)")
-    p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"))
+    p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"), help="the served model's directory")
     p.add_argument("--tokenizer-path", default=None,
                    help="default: the model dir if it has one, else none (--skip-tokenizer-init);"
                         " chat falls back to sglang_mux/data/tokenizer")
@@ -444,15 +444,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "preemption decides on (default: the server's 0, which never preempts)")
     p.add_argument("--time-budget-s", type=pos, default=None, help="stop starting points past this wall time")
     p.add_argument("--server-url", default=None, help="measure a server already running (one --systems label)")
-    p.add_argument("--port", type=_cli_io.port, default=30000)
-    p.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.85)
+    p.add_argument("--port", type=_cli_io.port, default=30000, help="the port a started server listens on")
+    p.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.85, help="SGLang's static memory share")
     p.add_argument("--server-args", default="", help="extra server args for every system")
     p.add_argument("--attention-backend", default=None,
                    help="attention backend of every SGLang-based system (default: SGLang's own, "
                         "FA3 on H100/H200); recorded per system in summary.json either way")
     p.add_argument("--no-incremental-streaming", action="store_true",
                    help="do not pass --incremental-streaming-output")
-    p.add_argument("--startup-timeout-s", type=pos, default=900.0)
+    p.add_argument("--startup-timeout-s", type=pos, default=900.0, help="give up on a server start after this")
     p.add_argument("--startup-estimate-s", type=pos, default=120.0,
                    help="budget estimate of a server start before one was observed")
     p.add_argument("--drain-s", type=nonneg, default=60.0,
@@ -477,9 +477,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="traces: keep one session in K, every turn of it (prefix reuse that fits one GPU's KV pool)")
     g.add_argument("--input-cap", type=pos_i, default=None, help="keep the first T prompt tokens")
     g.add_argument("--output-cap", type=pos_i, default=None, help="keep at most this many output tokens")
-    g.add_argument("--arrival", choices=("trace", "poisson"), default="trace")
+    g.add_argument("--arrival", choices=("trace", "poisson"), default="trace", help="the trace's own arrivals or Poisson")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--turns", type=pos_i, nargs=2, default=(2, 6), metavar=("MIN", "MAX"))
+    g.add_argument("--turns", type=pos_i, nargs=2, default=(2, 6), metavar=("MIN", "MAX"), help="chat: turns per session")
     g.add_argument("--think-s", type=nonneg, default=3.0, help="chat: a user's pause between turns")
     a = p.parse_args(argv)
     given = systems.flag_value(shlex.split(a.server_args), "--attention-backend")

@@ -202,18 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the soak's directory (pieces and samples go there)")
     ap.add_argument("--report", action="store_true", help="only sum up the pieces in --out")
-    ap.add_argument("--server-url", default="http://127.0.0.1:30000")
+    ap.add_argument("--server-url", default="http://127.0.0.1:30000", help="the server under test")
     ap.add_argument("--server-pid", type=cli.positive(int), default=None, help="the server's main process (RSS, fds)")
     ap.add_argument("--timeline", type=Path, default=None, help="the server's --mux-timeline file")
     ap.add_argument("--rate", type=pos, default=3.0, help="requests + sessions per second")
     ap.add_argument("--chat-share", type=float, default=0.5, help="share of the rate that is chat sessions, [0, 1]")
     ap.add_argument("--piece-s", type=pos, default=480.0, help="arrival span of this piece")
-    ap.add_argument("--drain-s", type=cli.positive(float, allow_zero=True), default=60.0)
+    ap.add_argument("--drain-s", type=cli.positive(float, allow_zero=True), default=60.0, help="wait for answers after the last arrival")
     ap.add_argument("--piece", type=cli.positive(int, allow_zero=True), default=None,
                     help="this piece's number (its seed and salt); default: the pieces already in --out")
-    ap.add_argument("--sample-s", type=pos, default=10.0)
-    ap.add_argument("--warmup-s", type=cli.positive(float, allow_zero=True), default=60.0)
-    ap.add_argument("--vocab-size", type=cli.positive(int), default=128256)
+    ap.add_argument("--sample-s", type=pos, default=10.0, help="seconds between samples of memory and fds")
+    ap.add_argument("--warmup-s", type=cli.positive(float, allow_zero=True), default=60.0, help="samples left out of the slopes")
+    ap.add_argument("--vocab-size", type=cli.positive(int), default=128256, help="the model's vocabulary size")
     a = ap.parse_args(argv)
     if a.report:
         if not (a.out / PIECES).is_file():

@@ -339,7 +339,7 @@ def in_thread(cfg: StubConfig | None = None, host: str = "127.0.0.1"):
 def main(argv: list[str] | None = None) -> None:
     ms, every = cli.positive(float, allow_zero=True), cli.positive(int, allow_zero=True)
     p = cli.ArgumentParser(prog="python -m bench.stub_server", description=__doc__.splitlines()[0])
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=_cli_io.port, default=30000, help="0: any free port")
     p.add_argument("--ttft-ms", type=ms, default=50.0, help="time to the first token")
     p.add_argument("--tbt-ms", type=ms, default=20.0, help="time between token chunks")

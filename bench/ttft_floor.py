@@ -47,7 +47,7 @@ def summarize(t: np.ndarray, slos_s: Sequence[float]) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     pos_i = cli.positive(int)
-    ap = cli.ArgumentParser(prog="python -m bench.ttft_floor", description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(prog="python -m bench.ttft_floor", description=_cli_io.about(__doc__))
     ap.add_argument("--table", required=True, type=_cli_io.table_arg, help="a table directory or a shipped table's name "
                                                    "(contention_tables/<model>__<gpu>__<backend>)")
     ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")

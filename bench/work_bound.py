@@ -140,13 +140,13 @@ def render(res: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     pos, pos_i = cli.positive(float), cli.positive(int)
-    ap = cli.ArgumentParser(prog="python -m bench.work_bound", description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(prog="python -m bench.work_bound", description=_cli_io.about(__doc__))
     ap.add_argument("--table", required=True, type=_cli_io.table_arg, help="a table directory or a shipped table's name "
                                                    "(contention_tables/<model>__<gpu>__<backend>)")
     ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
     ap.add_argument("--limit", type=pos_i, default=300, help="first N requests of the trace")
     ap.add_argument("--input-cap", type=pos_i, help="truncate prompts to this many tokens")
-    ap.add_argument("--tbt-slo-ms", type=pos, default=50.0)
+    ap.add_argument("--tbt-slo-ms", type=pos, default=50.0, help="P99 TBT SLO")
     ap.add_argument("--host-ms", type=cli.positive(float, allow_zero=True), default=2.0,
                     help="host time per decode iteration (served P50: ~2)")
     ap.add_argument("--rates", required=True, type=_cli_io.numbers(example="3,4,5"),

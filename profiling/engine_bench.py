@@ -76,9 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the model's Hugging Face config.json")
     ap.add_argument("--out", default=DEFAULT_OUT, help="the figures file the entry is merged into")
     ap.add_argument("--n-tokens", type=pos_i, default=8192, help="prefill tokens of the layer-wise check")
-    ap.add_argument("--repeats", type=pos_i, default=10)
+    ap.add_argument("--repeats", type=pos_i, default=10, help="timed runs per measurement")
     ap.add_argument("--granularity", type=pos_i, default=16, help="SMs per partition step")
-    ap.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.75)
+    ap.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.75, help="SGLang's static memory share")
     ap.add_argument("--attention-backend", default=None)
     ap.add_argument("--decode-bs", default="1,8,16,32,64,128,256", type=_cli_io.numbers(int, example="1,8,16"),
                     help="decode graph batch sizes to capture (the profiler's coarse set by default)")

@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma list of batch token counts M")
     ap.add_argument("--granularity", type=cli.positive(int), default=16,
                     help="SMs per partition step (as profiling.run)")
-    ap.add_argument("--repeats", type=cli.positive(int), default=15)
+    ap.add_argument("--repeats", type=cli.positive(int), default=15, help="timed layers per point")
     args = ap.parse_args(argv)
     tokens = args.tokens
     cfg = _cli_io.model_config(args.model_config)

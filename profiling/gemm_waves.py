@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="also write the rows here as JSON")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), type=_cli_io.numbers(int, example="128,512"),
                     help="comma list of batch token counts M")
-    ap.add_argument("--repeats", type=cli.positive(int), default=15)
+    ap.add_argument("--repeats", type=cli.positive(int), default=15, help="timed layers per point")
     ap.add_argument("--carveout", action=argparse.BooleanOptionalAction, default=True,
                     help="also time each partition with cuBLAS targeting its SM count (--no-carveout: halves the run)")
     args = ap.parse_args(argv)

@@ -92,7 +92,7 @@ class _Condition:
 
 
 def main(argv=None) -> int:
-    ap = cli.ArgumentParser(prog="python -m profiling.host_floor", description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(prog="python -m profiling.host_floor", description=_cli_io.about(__doc__))
     ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg,
                     help="the model's Hugging Face config.json")
     ap.add_argument("--out", default=None, help="also write the rows here as JSON")
@@ -100,9 +100,9 @@ def main(argv=None) -> int:
                     help="prefill token counts, comma list")
     ap.add_argument("--prefill-sms", default="132,68,20", type=_cli_io.numbers(int, example="132,68"),
                     help="prefill partitions (132 = the full GPU)")
-    ap.add_argument("--rounds", type=cli.positive(int), default=4)
-    ap.add_argument("--repeats", type=cli.positive(int), default=5)
-    ap.add_argument("--attention-backend", default="triton")
+    ap.add_argument("--rounds", type=cli.positive(int), default=4, help="rounds over every configuration")
+    ap.add_argument("--repeats", type=cli.positive(int), default=5, help="timed prefills per point and round")
+    ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
     args = ap.parse_args(argv)
     _cli_io.need_gpu("profiling.host_floor")
     import torch

@@ -286,7 +286,7 @@ def _parse(argv):
     ap.add_argument("--out", help="table dir, e.g. contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__triton "
                                   "(default: contention_tables/<model>__<gpu-slug>)")
     ap.add_argument("--what", default=",".join(G.KINDS), help="comma list of solo_prefill,solo_decode,contention")
-    ap.add_argument("--grid", choices=G.GRIDS, default="coarse")
+    ap.add_argument("--grid", choices=G.GRIDS, default="coarse", help="how many cells to measure")
     ap.add_argument("--time-budget-s", type=pos, default=500.0,
                     help="wall-clock budget of this run, start-up included; stops cleanly before it")
     ap.add_argument("--plan-only", action="store_true", help="print the plan and its estimated time (no GPU)")
@@ -296,7 +296,7 @@ def _parse(argv):
                          "unchunked prefills and one decode graph set per partition")
     ap.add_argument("--attention-backend", default=None, help="SGLang attention backend (default: SGLang's choice, "
                                                               "as the server; fa3 on H100/H200)")
-    ap.add_argument("--max-running-requests", type=pos_i, default=512)
+    ap.add_argument("--max-running-requests", type=pos_i, default=512, help="SGLang's request slots")
     ap.add_argument("--retry-skipped", action="store_true", help="try cells a previous run skipped again")
     ap.add_argument("--no-fit", action="store_true", help="do not fit the table after measuring")
     ap.add_argument("--noise-pct", type=pos, default=10.0, help="re-measure a cell once above this spread")
@@ -306,9 +306,9 @@ def _parse(argv):
                          "machine that made the table: launch-bound cells time its host")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-level", default="info", type=str.lower,
-                    choices=("debug", "info", "warning", "error"))
+                    choices=("debug", "info", "warning", "error"), help="logging level")
     g = ap.add_argument_group("planning assumptions (--plan-only; a GPU run uses the real values)")
-    g.add_argument("--total-sms", type=pos_i, default=132)
+    g.add_argument("--total-sms", type=pos_i, default=132, help="the GPU's SMs")
     g.add_argument("--gpu-mem-gib", type=pos, default=79.2, help="79.2 for H100 80GB, 139.8 for H200")
     g.add_argument("--kv-pool-tokens", type=pos_i, default=None, help="override the estimated KV pool")
     a = ap.parse_args(argv)
