@@ -1,7 +1,6 @@
 """One goodput claim over several runs: ``python -m bench.claims RUN [RUN ...]``.
 
-    python -m bench.claims bench/results/conv8k_fa3_h100_sweep_s18 bench/results/tbt_tail_ab_h100_s19 \\
-        [--factor 2] [--json OUT.json]
+    python -m bench.claims RUN_DIR [RUN_DIR ...] [--factor 2] [--json OUT.json]
 
 Issue 17 asks for every claim on two Poisson seeds and on each GPU type, each comparison from a
 single run on one host. A run gives the claim "mux ≥ factor x best chunked prefill" an
@@ -14,24 +13,23 @@ same claim.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
-from . import report, systems
+from sglang_mux import cli
+from sglang_mux.cli import UsageError
+
+from . import _cli_io, report, systems
 
 _NOT_THE_CLAIM = ("seed", "source")  # what may differ between runs of one claim
 _DEFAULTS = {"session_sample": 1}  # a key a later bench.run writes, at the value that meant it before
 
 
 def load(run: str | Path) -> dict:
-    p = Path(run)
-    p = p / "summary.json" if p.is_dir() else p
-    if not p.exists():
-        raise SystemExit(f"{p}: no summary.json (a bench.run output directory, or its summary.json)")
-    return json.loads(p.read_text())
+    """A run's summary.json (the directory or the file); UsageError when it is missing or malformed."""
+    return _cli_io.run_summary(run)[1]
 
 
 def ratio_interval(mux: tuple[float, float], base: tuple[float, float]) -> tuple[float, float]:
@@ -45,7 +43,7 @@ def ratio_interval(mux: tuple[float, float], base: tuple[float, float]) -> tuple
 def run_row(s: dict, factor: float, name: str = "") -> dict:
     comp = [r for r in report.goodput_comparison(s, factor) if "chunked" in r["claim"]]
     if not comp:
-        raise SystemExit(f"{name}: needs a mux and at least one sglang-chunked-* system")
+        raise UsageError(f"{name}: needs a mux and at least one sglang-chunked-* system")
     c = comp[0]
     ran = [n for n in systems.CHUNKED if (s["systems"].get(n) or {}).get("points")]
     return {"run": name, "seed": (s.get("workload") or {}).get("seed"), "device": s.get("device"),
@@ -57,18 +55,18 @@ def run_row(s: dict, factor: float, name: str = "") -> dict:
 
 
 def claim(summaries: dict[str, dict], factor: float = 2.0) -> dict:
-    """The claim over runs {name: summary}; SystemExit when they are not one claim."""
+    """The claim over runs {name: summary}; UsageError when they are not one claim."""
     if not summaries:
-        raise SystemExit("give at least one run")
+        raise UsageError("give at least one run")
     keys = {n: json.dumps({k: v for k, v in (s.get("workload") or {}).items()
                            if k not in _NOT_THE_CLAIM and _DEFAULTS.get(k, object()) != v}, sort_keys=True)
             for n, s in summaries.items()}
     if len(set(keys.values())) > 1:
-        raise SystemExit("these runs measured different workloads, so they are not one claim: "
+        raise UsageError("these runs measured different workloads, so they are not one claim: "
                          + "; ".join(f"{n}: {k}" for n, k in keys.items()))
     backends = {n: json.dumps(s.get("attention_backend")) for n, s in summaries.items()}
     if len(set(backends.values())) > 1:
-        raise SystemExit("these runs used different attention backends: "
+        raise UsageError("these runs used different attention backends: "
                          + ", ".join(f"{n} {b}" for n, b in backends.items()))
     rows = [run_row(s, factor, n) for n, s in summaries.items()]
     verdicts = {r["verdict"] for r in rows}
@@ -115,13 +113,12 @@ def render(c: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.claims", description=__doc__.splitlines()[0])
+    p = cli.ArgumentParser(prog="python -m bench.claims", description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="bench.run output directories (or their summary.json)")
-    p.add_argument("--factor", type=float, default=2.0, help="the claim's factor: mux ≥ FACTOR x best chunked")
-    p.add_argument("--json", default=None)
+    p.add_argument("--factor", type=cli.positive(float), default=2.0,
+                   help="the claim's factor: mux ≥ FACTOR x best chunked")
+    p.add_argument("--json", default=None, help="also write the claim here as JSON")
     a = p.parse_args(argv)
-    if not a.factor > 0:
-        p.error("--factor must be > 0")
     c = claim({r: load(r) for r in a.runs}, a.factor)
     if a.json:
         Path(a.json).write_text(json.dumps(_finite(c), indent=1))
@@ -130,4 +127,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

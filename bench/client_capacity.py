@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sglang_mux import cli
+
 from . import client, metrics, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,21 +82,25 @@ def measure(url: str, rate: float, a: argparse.Namespace, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=ROOT / "bench/results/client_capacity.json")
-    p.add_argument("--point-s", type=float, default=10.0)
-    p.add_argument("--prompt-tokens", type=int, default=256)
-    p.add_argument("--output-tokens", type=int, default=16)
-    p.add_argument("--tbt-ms", type=float, default=10.0)
-    p.add_argument("--max-lateness-ms", type=float, default=10.0)
-    p.add_argument("--max-lag-ms", type=float, default=5.0)
-    p.add_argument("--max-ttft-error-ms", type=float, default=50.0)
-    p.add_argument("--client-procs", type=int, default=1)
-    p.add_argument("--stub-workers", type=int, default=1)
-    p.add_argument("--start-rate", type=float, default=50.0)
-    p.add_argument("--max-rate", type=float, default=6400.0)
-    p.add_argument("--bisect", type=int, default=3)
+    pos, pos_i = cli.positive(float), cli.positive(int)
+    p = cli.ArgumentParser(prog="python -m bench.client_capacity", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=ROOT / "bench/results/client_capacity.json", help="the result (JSON)")
+    p.add_argument("--point-s", type=pos, default=10.0, help="seconds of arrivals per rate")
+    p.add_argument("--prompt-tokens", type=pos_i, default=256, help="per request")
+    p.add_argument("--output-tokens", type=pos_i, default=16, help="per request")
+    p.add_argument("--tbt-ms", type=pos, default=10.0, help="the stub's time between tokens")
+    p.add_argument("--max-lateness-ms", type=pos, default=10.0, help="sustained: P99 send lateness at most this")
+    p.add_argument("--max-lag-ms", type=pos, default=5.0, help="sustained: P99 client receive lag at most this")
+    p.add_argument("--max-ttft-error-ms", type=pos, default=50.0, help="sustained: P99 TTFT at most this (the stub's is 0)")
+    p.add_argument("--client-procs", type=pos_i, default=1, help="client processes")
+    p.add_argument("--stub-workers", type=pos_i, default=1, help="stub server processes")
+    p.add_argument("--start-rate", type=pos, default=50.0, help="first rate tried, requests/s (doubled until one fails)")
+    p.add_argument("--max-rate", type=pos, default=6400.0, help="highest rate tried, requests/s")
+    p.add_argument("--bisect", type=cli.positive(int, allow_zero=True), default=3,
+                   help="bisection steps between the last sustained and the first failing rate")
     a = p.parse_args(argv)
+    if a.start_rate > a.max_rate:
+        p.error(f"--start-rate {a.start_rate:g} is above --max-rate {a.max_rate:g}")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     stub = subprocess.Popen([sys.executable, "-m", "bench.stub_server", "--port", str(port),
@@ -155,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

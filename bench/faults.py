@@ -36,7 +36,6 @@ short by a command's time limit keeps what it counted.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import datetime as dt
 import http.client
@@ -51,7 +50,9 @@ import time
 import urllib.parse
 import uuid
 
-from . import client, soak, workloads
+from sglang_mux import cli
+
+from . import _cli_io, client, soak, workloads
 
 FAULTS = ("disconnect_prefill", "disconnect_decode", "disconnect_preempted", "abort_running",
           "prompt_past_context", "max_new_tokens_past_context", "kv_exhaustion")
@@ -329,42 +330,47 @@ def sigterm(base: str, pid: int, inflight: int = 16, exit_bound_s: float = 60.0)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__.splitlines()[0])
-    p.add_argument("--server-url", default="http://127.0.0.1:30000")
-    p.add_argument("--repeat", type=int, default=20)
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--rate", type=float, default=2.0, help="background conversation load, req/s (0: none)")
-    p.add_argument("--load-s", type=float, default=240.0, help="span of the background load")
-    p.add_argument("--load-input-cap", type=int, default=32000,
+    pos, pos_i = cli.positive(float), cli.positive(int)
+    p = cli.ArgumentParser(prog="python -m bench.faults", description=_cli_io.about(__doc__))
+    p.add_argument("--server-url", default="http://127.0.0.1:30000", help="the server under test")
+    p.add_argument("--repeat", type=pos_i, default=20, help="times each fault is injected")
+    p.add_argument("--workers", type=pos_i, default=4, help="faults injected at once")
+    p.add_argument("--rate", type=cli.positive(float, allow_zero=True), default=2.0, help="background conversation load, req/s (0: none)")
+    p.add_argument("--load-s", type=pos, default=240.0, help="span of the background load")
+    p.add_argument("--load-input-cap", type=pos_i, default=32000,
                    help="the background conversation's prompts are cut to this many tokens (and to the context "
                         "less 1024); 8000 is the capped workload whose goodput the reliability runs are rated by")
-    p.add_argument("--context-len", type=int, default=131072)
-    p.add_argument("--long-tokens", type=int, default=16384)
-    p.add_argument("--preempt-tokens", type=int, default=100_000,
+    p.add_argument("--context-len", type=pos_i, default=131072, help="the server's context length")
+    p.add_argument("--long-tokens", type=pos_i, default=16384, help="tokens of a long prompt")
+    p.add_argument("--preempt-tokens", type=pos_i, default=100_000,
                    help="disconnect_preempted's long prompt: its prefill must outlast a short prompt's TTFT SLO "
                         "for the mux to preempt it (100K tokens take ~6 s on a whole H100)")
-    p.add_argument("--preempt-wait-s", type=float, default=60.0,
+    p.add_argument("--preempt-wait-s", type=pos, default=60.0,
                    help="disconnect_preempted: how long short prompts keep arriving behind the long one, waiting "
                         "for a preemption (under load the long prompt may queue before its prefill starts)")
-    p.add_argument("--kv-burst", type=int, default=40,
+    p.add_argument("--kv-burst", type=pos_i, default=40,
                    help="long prompts sent at once (40 x 16K tokens overfill an 8B model's pool on an 80 GB GPU)")
-    p.add_argument("--kv-new-tokens", type=int, default=256,
+    p.add_argument("--kv-new-tokens", type=pos_i, default=256,
                    help="each burst prompt's output: decode growing past what admission reserved is what "
                         "makes SGLang retract")
-    p.add_argument("--faults", default=",".join(FAULTS))
+    p.add_argument("--faults", default=",".join(FAULTS), help="comma list of the faults to inject")
     p.add_argument("--external-load", action="store_true",
                    help="another command (a soak) supplies the load and is still running: after the faults only "
                         "/health is checked (its backlog keeps running + queued above 0)")
-    p.add_argument("--sigterm-pid", type=int, default=None, help="last: SIGTERM this server process under load")
-    p.add_argument("--out", default=None)
+    p.add_argument("--sigterm-pid", type=pos_i, default=None, help="last: SIGTERM this server process under load")
+    p.add_argument("--out", default=None, help="write the outcomes here as JSON (rewritten as they come)")
     a = p.parse_args(argv)
     faults = tuple(x for x in a.faults.split(",") if x)  # "" with --sigterm-pid: only that
     unknown = [f for f in faults if f not in FAULTS]
-    if unknown or min(a.repeat, a.workers, a.load_input_cap) <= 0 or not (faults or a.sigterm_pid):
-        p.error(f"--faults from {', '.join(FAULTS)} (unknown: {unknown}; none needs --sigterm-pid); "
-                "--repeat, --workers and --load-input-cap > 0")
+    if unknown:
+        p.error(f"--faults: unknown {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
+    if not (faults or a.sigterm_pid):
+        p.error("--faults is empty: name at least one fault, or give --sigterm-pid")
+    if a.rate > 0 and a.context_len <= 1024:  # the load's prompts are cut to the context less 1024
+        p.error(f"--context-len {a.context_len} leaves no room for the background load's prompts: "
+                "give the server's context length (> 1024) or --rate 0")
     if not client.health(a.server_url):
-        sys.exit(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
+        raise cli.UsageError(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
     t0 = time.time()
     head = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": " ".join(["python -m bench.faults", *(argv if argv is not None else sys.argv[1:])])}
@@ -408,4 +414,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -15,7 +15,6 @@ valid requests ``ok`` or not. The server must answer /health at the end.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import datetime as dt
 import http.client
@@ -26,7 +25,9 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from . import client
+from sglang_mux import cli
+
+from . import _cli_io, client
 
 GEN, COMP, CHAT = "/generate", "/v1/completions", "/v1/chat/completions"
 TAG = {GEN: "generate", COMP: "completions", CHAT: "chat"}  # case names begin with these
@@ -216,28 +217,36 @@ def fuzz(base: str, n: int = 1000, valid_every: int = 10, seed: int = 0, workers
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.splitlines()[0])
-    p.add_argument("--server-url", default="http://127.0.0.1:30000")
-    p.add_argument("--n", type=int, default=1000, help="malformed requests (at least; valid ones come on top)")
-    p.add_argument("--valid-every", type=int, default=10)
-    p.add_argument("--workers", type=int, default=8)
+    pos, pos_i = cli.positive(float), cli.positive(int)
+    p = cli.ArgumentParser(prog="python -m bench.fuzz", description=_cli_io.about(__doc__))
+    p.add_argument("--server-url", default="http://127.0.0.1:30000", help="the server under test")
+    p.add_argument("--n", type=pos_i, default=1000, help="malformed requests (at least; valid ones come on top)")
+    p.add_argument("--valid-every", type=cli.positive(int, allow_zero=True), default=10,
+                   help="a valid request after every this many malformed ones (0: none)")
+    p.add_argument("--workers", type=pos_i, default=8, help="requests in flight at once")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout-s", type=float, default=120.0)
-    p.add_argument("--context-len", type=int, default=131072, help="the server's context length")
-    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--timeout-s", type=pos, default=120.0, help="per request")
+    p.add_argument("--context-len", type=pos_i, default=131072, help="the server's context length")
+    p.add_argument("--vocab", type=pos_i, default=128256, help="the model's vocabulary size")
     p.add_argument("--model", default="default", help="the OpenAI 'model' of the valid requests")
-    p.add_argument("--big-mb", type=float, default=8.0, help="size of the oversized body")
+    p.add_argument("--big-mb", type=pos, default=8.0, help="size of the oversized body")
     p.add_argument("--paths", default=",".join((GEN, COMP, CHAT)), help="comma list of the routes to fuzz")
     p.add_argument("--skip", default="", help="comma list of case names to leave out (e.g. a known crash)")
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="also write the whole result here as JSON")
     a = p.parse_args(argv)
-    if a.n <= 0 or a.valid_every < 0 or a.workers <= 0:
-        p.error("--n and --workers must be positive, --valid-every >= 0")
+    paths = tuple(x for x in a.paths.split(",") if x)
+    odd = [x for x in paths if x not in (GEN, COMP, CHAT)]
+    if odd or not paths:
+        p.error(f"--paths: {'unknown ' + ', '.join(odd) if odd else 'empty'}; choose from {GEN}, {COMP}, {CHAT}")
+    skip = tuple(x for x in a.skip.split(",") if x)
+    unknown = sorted(set(skip) - {c.name for c in cases(a.seed, a.context_len, a.vocab, a.big_mb)})
+    if unknown:
+        p.error(f"--skip names no case: {', '.join(unknown)}; case names are 'path:label' as in by_case")
     if not client.health(a.server_url):
-        sys.exit(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
+        raise cli.UsageError(f"no server answers {a.server_url}/health: start one first (launch/serve.sh)")
     t0 = time.time()
     res = fuzz(a.server_url, a.n, a.valid_every, a.seed, a.workers, a.timeout_s, a.context_len, a.vocab,
-               a.model, a.big_mb, tuple(a.paths.split(",")), skip=tuple(x for x in a.skip.split(",") if x))
+               a.model, a.big_mb, paths, skip=skip)
     res = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
            "command": " ".join(["python -m bench.fuzz", *(argv if argv is not None else sys.argv[1:])]),
            "server_url": a.server_url, "wall_s": round(time.time() - t0, 1), **res}
@@ -250,4 +259,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

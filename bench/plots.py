@@ -1,6 +1,6 @@
 """Plots of a run (matplotlib, Agg backend).
 
-    python -m bench.plots bench/results/<run>/     # latency_vs_rate.png + every *.timeline.jsonl
+    python -m bench.plots RUN_DIR     # latency_vs_rate.png + every *.timeline.jsonl
     python -m bench.plots --timeline T.jsonl --out T.png
 
 ``latency_vs_rate.png``: P99 TTFT, P99 TBT and SLO attainment vs rate, one line per system,
@@ -11,7 +11,6 @@ prefill SMs, and the decode batch size on a second axis.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -19,6 +18,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from sglang_mux import cli  # noqa: E402
+
+from . import _cli_io  # noqa: E402
 
 
 def plot_summary(summary: dict, out_png: str | Path) -> Path:
@@ -91,18 +94,31 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     return made
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run_dir", nargs="?")
-    p.add_argument("--timeline")
-    p.add_argument("--out")
+def main(argv: list[str] | None = None) -> int:
+    p = cli.ArgumentParser(prog="python -m bench.plots", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", nargs="?", help="a bench.run --out directory: plot its summary and timelines")
+    p.add_argument("--timeline", help="one dispatcher timeline (JSONL) to plot")
+    p.add_argument("--out", help="the --timeline plot's file (default: next to it, .png)")
     a = p.parse_args(argv)
+    if not (a.run_dir or a.timeline):
+        p.error("give a bench.run output directory, or --timeline FILE")
+    if a.timeline:
+        _cli_io.read_jsonl(a.timeline, "dispatcher timeline (JSONL)")
+    if a.run_dir:
+        d = Path(a.run_dir)
+        if not d.is_dir():
+            raise cli.UsageError(f"no directory {d}: {_cli_io.RUN_DIR_HINT}")
+        if (d / "summary.json").exists():
+            _cli_io.run_summary(d)
+        elif not any(d.glob("*.timeline.jsonl")):
+            raise cli.UsageError(f"{d} holds neither summary.json nor *.timeline.jsonl: nothing to plot")
     if a.timeline:
         print(plot_timeline(a.timeline, a.out or Path(a.timeline).with_suffix(".png")))
     if a.run_dir:
         for f in plot_run(a.run_dir):
             print(f)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -16,12 +16,15 @@ recomputes both estimates of a result file's measured rows with the table as it 
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import random
 import statistics
 import sys
+
+from sglang_mux import cli
+
+from . import _cli_io
 
 
 def batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
@@ -58,19 +61,24 @@ def score(rows: list[dict], table: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(prog="python -m bench.prefill_mixed", description=__doc__.splitlines()[0])
     ap.add_argument("--rescore", metavar="FILE", help="recompute the estimates of FILE's rows (no GPU)")
-    ap.add_argument("--model-config")
-    ap.add_argument("--table")
-    ap.add_argument("--out")
-    ap.add_argument("--partitions", default="20,52,84,116")
-    ap.add_argument("--batches", type=int, default=30)
+    ap.add_argument("--model-config", help="the model's Hugging Face config.json")
+    ap.add_argument("--table", help="a table directory or a shipped table's name")
+    ap.add_argument("--out", help="write the measured rows here (JSON)")
+    ap.add_argument("--partitions", default="20,52,84,116", help="prefill partitions (SMs), comma list")
+    ap.add_argument("--batches", type=cli.positive(int), default=30, help="random batches per partition")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--attention-backend", default="triton")
+    ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
     args = ap.parse_args(argv)
     if args.rescore:
-        res = json.loads(open(args.rescore).read())
-        res.update(score(res["rows"], args.table or res["table"]))
+        res = _cli_io.read_json(args.rescore, "bench.prefill_mixed result",
+                                "give a file that bench.prefill_mixed --out wrote")
+        if not isinstance(res, dict) or not isinstance(res.get("rows"), list) or not res["rows"]:
+            raise cli.UsageError(f"{args.rescore} has no measured rows: give a file that bench.prefill_mixed --out wrote")
+        if not (args.table or res.get("table")):
+            ap.error(f"{args.rescore} names no table: give --table")
+        res.update(score(res["rows"], str(_cli_io.table_dir(args.table or res["table"]))))
         res["rescored"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         print(json.dumps({k: res[k] for k in ("device", "estimate", "estimate_unpadded")}, indent=1))
         with open(args.rescore, "w") as f:
@@ -78,12 +86,16 @@ def main(argv=None) -> int:
         return 0
     if not (args.model_config and args.table and args.out):
         ap.error("--model-config, --table and --out are needed to measure (or --rescore FILE)")
+    _cli_io.model_config(args.model_config)
+    args.table = str(_cli_io.table_dir(args.table))
+    partitions = _cli_io.number_list(args.partitions, "--partitions", int, example="20,52,84,116")
+    _cli_io.need_gpu("bench.prefill_mixed")
 
     from profiling.harness import Harness
 
     h = Harness(args.model_config, attention_backend=args.attention_backend)
     rows = []
-    for sms in (int(s) for s in args.partitions.split(",")):
+    for sms in partitions:
         cfg = h.config(h.total_sms - sms if sms < h.total_sms else 0, sms)
         for reqs in batches(args.seed, args.batches):
             xs = h.prefill_samples(reqs, cfg, repeats=3)
@@ -100,4 +112,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main)

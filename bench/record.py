@@ -12,11 +12,13 @@ checkable: device, date and command of the run, the workload options, the point'
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
+from sglang_mux import cli
+from sglang_mux.cli import UsageError
+
+from . import _cli_io
 from . import run as runmod
 
 
@@ -47,14 +49,14 @@ def metrics_samples(path: Path) -> dict[str, float] | None:
 
 
 def point_entry(run_dir: Path, system: str, rate: float) -> dict:
-    summ = json.loads((run_dir / "summary.json").read_text())
+    run_dir, summ = _cli_io.run_summary(run_dir)
     sysd = summ["systems"].get(system)
     if sysd is None:
-        raise SystemExit(f"{run_dir}/summary.json has no system {system!r} "
+        raise UsageError(f"{run_dir}/summary.json has no system {system!r} "
                          f"(has {sorted(summ['systems'])}); run bench.run first")
     pts = [p for p in sysd["points"] if float(p["rate"]) == float(rate)]
     if not pts:
-        raise SystemExit(f"{system} has no point at rate {rate:g} in {run_dir} "
+        raise UsageError(f"{system} has no point at rate {rate:g} in {run_dir} "
                          f"(rates {[p['rate'] for p in sysd['points']]})")
     p = pts[0]
     meta_path = runmod.point_file(run_dir, system, rate, ".meta.json")
@@ -82,10 +84,10 @@ def point_entry(run_dir: Path, system: str, rate: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = cli.ArgumentParser(prog="python -m bench.record", description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, type=Path, help="a bench.run output directory")
-    ap.add_argument("--system", required=True)
-    ap.add_argument("--rate", required=True, type=float)
+    ap.add_argument("--system", required=True, help="a system label of that run, e.g. mux")
+    ap.add_argument("--rate", required=True, type=cli.positive(float), help="the point's rate")
     ap.add_argument("--into", required=True, type=Path, help="figures JSON file (created/merged)")
     ap.add_argument("--key", required=True, help="name of the entry in that file")
     ap.add_argument("--note", default=None, help="one line saying what the point shows")
@@ -93,12 +95,15 @@ def main(argv=None) -> int:
                     help="the bench.run command that measured the point, when its meta file "
                          "predates the runner recording it")
     a = ap.parse_args(argv)
+    doc = _cli_io.read_json(a.into, "figures file (a JSON object)") if a.into.exists() else {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("points", {}), dict):
+        raise UsageError(f"{a.into} is not a figures file (a JSON object with a 'points' object): "
+                         "give a new file name or one bench.record wrote")
     entry = point_entry(a.run, a.system, a.rate)
     if a.note:
         entry["note"] = a.note
     if a.command:
         entry["command"] = a.command
-    doc = json.loads(a.into.read_text()) if a.into.exists() else {}
     doc.setdefault("points", {})[a.key] = entry
     a.into.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: entry[k] for k in ("system", "rate", "device", "date")}))
@@ -106,4 +111,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -25,9 +25,9 @@ it. Two comparisons follow when their systems are both in the run, at every rate
 """
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from sglang_mux import cli
+
+from . import _cli_io
 
 
 def _f(x, fmt: str = "{:.0f}") -> str:
@@ -329,16 +329,18 @@ def render(s: dict) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.report",
-                                 description="Render a benchmark run's summary.json as the markdown report.")
+def main(argv: list[str] | None = None) -> int:
+    ap = cli.ArgumentParser(prog="python -m bench.report",
+                            description="Render a benchmark run's summary.json as the markdown report.")
     ap.add_argument("path", nargs="?", default=".", help="a bench.run --out directory or its summary.json")
-    p = Path(ap.parse_args(argv).path)
-    p = p / "summary.json" if p.is_dir() else p
-    if not p.is_file():
-        ap.error(f"no {p}: give a bench.run --out directory (it holds summary.json) or the file itself")
-    print(render(json.loads(p.read_text())))
+    path = ap.parse_args(argv).path
+    try:
+        _, summary = _cli_io.run_summary(path)
+    except cli.UsageError as e:  # SystemExit(2) for callers of main, as argparse's own errors
+        cli.fail(str(e))
+    print(render(summary))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -53,9 +53,10 @@ from pathlib import Path
 
 import numpy as np
 
+from sglang_mux import cli
 from sglang_mux.loop_clock import cpu_ticks
 
-from . import client, metrics, report, search, systems, workloads
+from . import _cli_io, client, metrics, report, search, systems, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_TOKENIZER = ROOT / "sglang_mux/data/tokenizer"
@@ -257,7 +258,7 @@ def warm_cache(url: str, wl: workloads.Workload) -> str:
                                   deadline_s=600.0, progress=False)
     bad = [r["error"] for r in recs if not r["ok"]]
     if bad:
-        raise SystemExit(f"--warm-history: {len(bad)} of {len(recs)} history prompts failed ({bad[0]}); "
+        raise cli.UsageError(f"--warm-history: {len(bad)} of {len(recs)} history prompts failed ({bad[0]}); "
                          "a smaller --offset or a larger KV pool holds them")
     tokens = sum(len(r.input_ids) for r in wl.warm)
     return f"; warmed with {len(recs)} history prompts, {tokens} tokens, in {time.time() - t0:.0f} s"
@@ -412,78 +413,87 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
 # ------------------------------------------------------------------------ main
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    pos, pos_i = cli.positive(float), cli.positive(int)
+    nonneg, nonneg_i = cli.positive(float, allow_zero=True), cli.positive(int, allow_zero=True)
+    p = cli.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     p.add_argument("--systems", required=True, help="comma list; 'all', 'sglang-chunked-*'")
-    p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS)
-    p.add_argument("--rates", default="", help="comma list, requests/s (chat: sessions/s)")
+    p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS, help="what the clients send")
+    p.add_argument("--rates", default=None, type=_cli_io.numbers(example="2,4"),
+                   help="comma list, requests/s (chat: sessions/s)")
     p.add_argument("--search", default=None, metavar="LO,HI",
                    help="instead of --rates: bisect each system's goodput between LO and HI "
                         "(bench/search.py), one server per system, resumable")
-    p.add_argument("--search-tol", type=float, default=0.05,
+    p.add_argument("--search-tol", type=pos, default=0.05,
                    help="stop when the goodput interval's middle is within +- this fraction of its ends")
-    p.add_argument("--duration-s", type=float, default=120.0,
+    p.add_argument("--duration-s", type=pos, default=120.0,
                    help="arrival span per point: round(rate*duration) requests")
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"))
+    p.add_argument("--out", required=True, type=Path, help="the run's directory (created; a rerun resumes it)")
+    p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"), help="the served model's directory")
     p.add_argument("--tokenizer-path", default=None,
                    help="default: the model dir if it has one, else none (--skip-tokenizer-init);"
                         " chat falls back to sglang_mux/data/tokenizer")
-    p.add_argument("--vocab-size", type=int, default=None,
+    p.add_argument("--vocab-size", type=pos_i, default=None,
                    help="token ids are drawn below it (default: the model config's vocab_size)")
-    p.add_argument("--tbt-slo-ms", type=float, default=metrics.DEFAULT_TBT_SLO_MS)
-    p.add_argument("--ttft-slo-ms", type=float, default=metrics.DEFAULT_TTFT_SLO_MS)
-    p.add_argument("--mux-ttft-slo-ms", type=float, default=None, metavar="S",
+    p.add_argument("--tbt-slo-ms", type=pos, default=metrics.DEFAULT_TBT_SLO_MS, help="P99 TBT SLO")
+    p.add_argument("--ttft-slo-ms", type=pos, default=metrics.DEFAULT_TTFT_SLO_MS, help="P99 TTFT SLO")
+    p.add_argument("--mux-ttft-slo-ms", type=pos, default=None, metavar="S",
                    help="TTFT SLO given to the mux systems (default: --ttft-slo-ms, which the "
                         "goodput check uses either way)")
-    p.add_argument("--mux-ttft-ms-per-token", type=float, default=None, metavar="K",
+    p.add_argument("--mux-ttft-ms-per-token", type=nonneg, default=None, metavar="K",
                    help="length-aware TTFT SLO of every mux system: S + K x prompt tokens, what "
                         "preemption decides on (default: the server's 0, which never preempts)")
-    p.add_argument("--time-budget-s", type=float, default=None)
-    p.add_argument("--server-url", default=None)
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--mem-fraction-static", type=float, default=0.85)
+    p.add_argument("--time-budget-s", type=pos, default=None, help="stop starting points past this wall time")
+    p.add_argument("--server-url", default=None, help="measure a server already running (one --systems label)")
+    p.add_argument("--port", type=_cli_io.port, default=30000, help="the port a started server listens on")
+    p.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.85, help="SGLang's static memory share")
     p.add_argument("--server-args", default="", help="extra server args for every system")
     p.add_argument("--attention-backend", default=None,
                    help="attention backend of every SGLang-based system (default: SGLang's own, "
                         "FA3 on H100/H200); recorded per system in summary.json either way")
     p.add_argument("--no-incremental-streaming", action="store_true",
                    help="do not pass --incremental-streaming-output")
-    p.add_argument("--startup-timeout-s", type=float, default=900.0)
-    p.add_argument("--startup-estimate-s", type=float, default=120.0,
+    p.add_argument("--startup-timeout-s", type=pos, default=900.0, help="give up on a server start after this")
+    p.add_argument("--startup-estimate-s", type=pos, default=120.0,
                    help="budget estimate of a server start before one was observed")
-    p.add_argument("--drain-s", type=float, default=60.0,
+    p.add_argument("--drain-s", type=nonneg, default=60.0,
                    help="client deadline = last scheduled send + this")
-    p.add_argument("--request-timeout-s", type=float, default=None)
-    p.add_argument("--client-procs", type=int,
+    p.add_argument("--request-timeout-s", type=pos, default=None)
+    p.add_argument("--client-procs", type=pos_i,
                    default=max(1, min(4, (os.cpu_count() or 1) // 4)),
                    help="client processes (one event loop streams a few thousand chunks/s)")
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--warmup", type=nonneg_i, default=2, help="warm-up requests before each point")
     p.add_argument("--no-stop-on-fail", action="store_true")
     p.add_argument("--retry-failed-start", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print commands and point costs only")
     g = p.add_argument_group("workload options")
     g.add_argument("--trace-path", default=None, help="full trace JSONL (default: shared or slice)")
-    g.add_argument("--num-requests", type=int, default=None, help="override round(rate*duration)")
-    g.add_argument("--offset", type=int, default=0)
+    g.add_argument("--num-requests", type=pos_i, default=None, help="override round(rate*duration)")
+    g.add_argument("--offset", type=nonneg_i, default=0, help="the slice starts at this trace row")
     g.add_argument("--warm-history", action="store_true",
                    help="after each point's cache flush, prefill (unmeasured) the trace's history that the point's "
                         "prompts reuse, so a slice at --offset meets the cache its past would leave")
     g.add_argument("--session-sample", type=int, default=1, metavar="K",
                    help="traces: keep one session in K, every turn of it (prefix reuse that fits one GPU's KV pool)")
-    g.add_argument("--input-cap", type=int, default=None, help="keep the first T prompt tokens")
-    g.add_argument("--output-cap", type=int, default=None)
-    g.add_argument("--arrival", choices=("trace", "poisson"), default="trace")
+    g.add_argument("--input-cap", type=pos_i, default=None, help="keep the first T prompt tokens")
+    g.add_argument("--output-cap", type=pos_i, default=None, help="keep at most this many output tokens")
+    g.add_argument("--arrival", choices=("trace", "poisson"), default="trace", help="the trace's own arrivals or Poisson")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--turns", type=int, nargs=2, default=(2, 6), metavar=("MIN", "MAX"))
-    g.add_argument("--think-s", type=float, default=3.0)
+    g.add_argument("--turns", type=pos_i, nargs=2, default=(2, 6), metavar=("MIN", "MAX"), help="chat: turns per session")
+    g.add_argument("--think-s", type=nonneg, default=3.0, help="chat: a user's pause between turns")
     a = p.parse_args(argv)
     given = systems.flag_value(shlex.split(a.server_args), "--attention-backend")
     if a.attention_backend and given and given != a.attention_backend:
         p.error(f"--attention-backend {a.attention_backend} but --server-args names {given}: "
                 "every system must run one backend; give it once")
-    a.rates = sorted({float(x) for x in a.rates.split(",") if x.strip()})
+    a.rates = sorted(set(a.rates or ()))
+    if a.turns[0] > a.turns[1]:
+        p.error(f"--turns MIN MAX with MIN <= MAX, got {a.turns[0]} {a.turns[1]}")
+    if a.trace_path:
+        if not Path(a.trace_path).is_file():
+            p.error(f"--trace-path: no trace file {a.trace_path}")
+        if not Path(a.trace_path).stat().st_size:
+            p.error(f"--trace-path: {a.trace_path} is empty, expected a JSONL trace")
     if a.search:
         try:
             lo, hi = (float(x) for x in a.search.split(","))
@@ -495,20 +505,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.search = (lo, hi)
     elif not a.rates:
         p.error("give --rates (a comma list) or --search LO,HI")
-    a.systems = [s.strip() for s in a.systems.split(",") if s.strip()] if a.server_url \
-        else systems.expand(a.systems)
+    try:
+        a.systems = [s.strip() for s in a.systems.split(",") if s.strip()] if a.server_url \
+            else systems.expand(a.systems)
+    except ValueError as e:
+        p.error(f"--systems: {e}")
+    if not a.systems:
+        p.error("--systems names no system")
     if a.session_sample < 1:
         p.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
     if a.warm_history and a.workload not in workloads.TRACES:
         p.error(f"--warm-history prefills a trace's history: give --workload {' or '.join(workloads.TRACES)}")
     if a.server_url and len(a.systems) != 1:
         p.error("--server-url takes exactly one --systems label")
-    if a.mux_ttft_ms_per_token is not None and not a.mux_ttft_ms_per_token >= 0:
-        p.error("--mux-ttft-ms-per-token must be >= 0")
     if a.mux_ttft_slo_ms is None:
         a.mux_ttft_slo_ms = a.ttft_slo_ms
-    elif not a.mux_ttft_slo_ms > 0:
-        p.error("--mux-ttft-slo-ms must be > 0")
     a.model_path = str(Path(a.model_path).resolve())
     ctx = systems.flag_value(shlex.split(a.server_args), "--context-length")
     try:
@@ -533,8 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = "chat" if a.workload == "chat" else "generate"
     if (kind == "chat" and not a.server_url and not a.tokenizer_path
             and any(systems.kind(s) != "stub" for s in a.systems)):
-        log("the chat workload needs a tokenizer: give --tokenizer-path")
-        return 2
+        return _cli_io.error_line("the chat workload needs a tokenizer: give --tokenizer-path")
     url = a.server_url or f"http://127.0.0.1:{a.port}"
     notes = {"budget_stopped": False, "not_run": []}
     dry_total = 0.0
@@ -696,8 +706,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"interrupted ({e}); stopping")
         notes["interrupted"] = True
     except PromptTooLong as e:
-        log(f"the workload cannot be served: {e}")
-        return 2
+        return _cli_io.error_line(f"the workload cannot be served: {e}")
     finally:
         if server:
             server.stop()
@@ -716,4 +725,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

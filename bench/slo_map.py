@@ -12,12 +12,12 @@ rate tested), the best chunked-prefill system and mux / best chunked.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
-from . import metrics, systems
+from sglang_mux import cli
+
+from . import _cli_io, metrics, systems
 
 CHUNKED = "sglang-chunked-"
 
@@ -98,18 +98,15 @@ def plot(m: dict, path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.slo_map", description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(prog="python -m bench.slo_map", description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a bench.run output dir (its summary.json)")
-    ap.add_argument("--tbt", default="30,50,100", help="P99 TBT SLOs (ms)")
-    ap.add_argument("--ttft", default="2000,5000", help="P99 TTFT SLOs (ms)")
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--plot", type=Path, default=None)
+    ap.add_argument("--tbt", default="30,50,100", type=_cli_io.numbers(example="30,50,100"), help="P99 TBT SLOs (ms), comma list")
+    ap.add_argument("--ttft", default="2000,5000", type=_cli_io.numbers(example="2000,5000"), help="P99 TTFT SLOs (ms), comma list")
+    ap.add_argument("--json", type=Path, default=None, help="also write the map here as JSON")
+    ap.add_argument("--plot", type=Path, default=None, help="also draw the map into this PNG")
     a = ap.parse_args(argv)
-    summ = a.run / "summary.json" if a.run.is_dir() else a.run
-    if not summ.is_file():
-        ap.error(f"{summ} not found: give a bench.run output directory")
-    m = slo_map(json.loads(summ.read_text()), [float(x) for x in a.tbt.split(",")],
-                [float(x) for x in a.ttft.split(",")])
+    _, summ = _cli_io.run_summary(a.run)
+    m = slo_map(summ, a.tbt, a.ttft)
     print(render(m))
     if a.json:
         a.json.write_text(json.dumps(m, indent=1) + "\n")
@@ -119,4 +116,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

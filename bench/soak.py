@@ -20,18 +20,18 @@ client's records (bench/client.py never drops one); ``lost`` counts those that d
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from . import client, workloads
+from sglang_mux import cli
+
+from . import _cli_io, client, workloads
 
 SAMPLES, PIECES = "samples.jsonl", "pieces.jsonl"
 
@@ -198,31 +198,39 @@ def report(out: Path, warmup_s: float = 60.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    pos = cli.positive(float)
+    ap = cli.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="the soak's directory (pieces and samples go there)")
     ap.add_argument("--report", action="store_true", help="only sum up the pieces in --out")
-    ap.add_argument("--server-url", default="http://127.0.0.1:30000")
-    ap.add_argument("--server-pid", type=int, default=None, help="the server's main process (RSS, fds)")
+    ap.add_argument("--server-url", default="http://127.0.0.1:30000", help="the server under test")
+    ap.add_argument("--server-pid", type=cli.positive(int), default=None, help="the server's main process (RSS, fds)")
     ap.add_argument("--timeline", type=Path, default=None, help="the server's --mux-timeline file")
-    ap.add_argument("--rate", type=float, default=3.0, help="requests + sessions per second")
-    ap.add_argument("--chat-share", type=float, default=0.5)
-    ap.add_argument("--piece-s", type=float, default=480.0, help="arrival span of this piece")
-    ap.add_argument("--drain-s", type=float, default=60.0)
-    ap.add_argument("--piece", type=int, default=None,
+    ap.add_argument("--rate", type=pos, default=3.0, help="requests + sessions per second")
+    ap.add_argument("--chat-share", type=float, default=0.5, help="share of the rate that is chat sessions, [0, 1]")
+    ap.add_argument("--piece-s", type=pos, default=480.0, help="arrival span of this piece")
+    ap.add_argument("--drain-s", type=cli.positive(float, allow_zero=True), default=60.0, help="wait for answers after the last arrival")
+    ap.add_argument("--piece", type=cli.positive(int, allow_zero=True), default=None,
                     help="this piece's number (its seed and salt); default: the pieces already in --out")
-    ap.add_argument("--sample-s", type=float, default=10.0)
-    ap.add_argument("--warmup-s", type=float, default=60.0)
-    ap.add_argument("--vocab-size", type=int, default=128256)
+    ap.add_argument("--sample-s", type=pos, default=10.0, help="seconds between samples of memory and fds")
+    ap.add_argument("--warmup-s", type=cli.positive(float, allow_zero=True), default=60.0, help="samples left out of the slopes")
+    ap.add_argument("--vocab-size", type=cli.positive(int), default=128256, help="the model's vocabulary size")
     a = ap.parse_args(argv)
-    if not a.report:
-        if not 0 <= a.chat_share <= 1 or a.rate <= 0 or a.piece_s <= 0:
-            ap.error("--rate and --piece-s must be > 0 and --chat-share within [0, 1]")
-        if not client.health(a.server_url):
-            ap.error(f"no server answers /health at {a.server_url}: start it first (detached, so it outlives a piece)")
+    if a.report:
+        if not (a.out / PIECES).is_file():
+            raise cli.UsageError(f"{a.out} holds no {PIECES}: give the --out of a soak that ran a piece")
+        _cli_io.read_jsonl(a.out / PIECES, f"soak {PIECES}", need=("start", "wall_s", "sent", "completed",
+                                                                    "errored", "lost"))
+        if not (a.out / SAMPLES).is_file():
+            raise cli.UsageError(f"{a.out} holds no {SAMPLES}: give the --out of a soak that ran a piece")
+    else:
+        if not 0 <= a.chat_share <= 1:
+            ap.error(f"--chat-share is a share within [0, 1], got {a.chat_share:g}")
         try:
             piece_workloads(a.rate, a.piece_s, a.chat_share, 0, workloads.token_range(a.vocab_size))
         except ValueError as e:
             ap.error(str(e))
+        if not client.health(a.server_url):
+            ap.error(f"no server answers /health at {a.server_url}: start it first (detached, so it outlives a piece)")
         rec = run_piece(a.server_url, a.out, rate=a.rate, seconds=a.piece_s, pid=a.server_pid,
                         timeline=a.timeline, chat_share=a.chat_share, sample_s=a.sample_s, drain_s=a.drain_s,
                         vocab=workloads.token_range(a.vocab_size), piece=a.piece)
@@ -232,4 +240,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

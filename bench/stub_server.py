@@ -20,7 +20,6 @@ stall before its first token (for client timeouts).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -32,6 +31,10 @@ import zlib
 from dataclasses import dataclass
 
 from aiohttp import web
+
+from sglang_mux import cli
+
+from . import _cli_io
 
 
 @dataclass
@@ -334,15 +337,16 @@ def in_thread(cfg: StubConfig | None = None, host: str = "127.0.0.1"):
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--ttft-ms", type=float, default=50.0)
-    p.add_argument("--tbt-ms", type=float, default=20.0)
-    p.add_argument("--chunk-tokens", type=int, default=1)
-    p.add_argument("--error-every", type=int, default=0)
-    p.add_argument("--hang-every", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1,
+    ms, every = cli.positive(float, allow_zero=True), cli.positive(int, allow_zero=True)
+    p = cli.ArgumentParser(prog="python -m bench.stub_server", description=__doc__.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=_cli_io.port, default=30000, help="0: any free port")
+    p.add_argument("--ttft-ms", type=ms, default=50.0, help="time to the first token")
+    p.add_argument("--tbt-ms", type=ms, default=20.0, help="time between token chunks")
+    p.add_argument("--chunk-tokens", type=cli.positive(int), default=1, help="tokens per streamed chunk")
+    p.add_argument("--error-every", type=every, default=0, help="answer every Nth request with an HTTP error (0: never)")
+    p.add_argument("--hang-every", type=every, default=0, help="hang every Nth request (0: never)")
+    p.add_argument("--workers", type=cli.positive(int), default=1,
                    help="processes sharing the port (SO_REUSEPORT); each has its own cache")
     # A fake 'system' in bench.run passes SGLang-style args too: ignore what is not ours.
     a, _unknown = p.parse_known_args(argv)
@@ -362,4 +366,4 @@ def _serve(cfg: StubConfig, host: str, port: int, reuse_port: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

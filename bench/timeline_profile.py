@@ -1,6 +1,6 @@
 """Where a mux point's time went, from the dispatcher timeline (``--mux-timeline``).
 
-    python -m bench.timeline_profile bench/results/<run> --system mux --rate 4 [--json OUT]
+    python -m bench.timeline_profile RUN_DIR --system mux --rate 4 [--json OUT]
 
 Per partition configuration: the share of the point's wall time, decisions, the median decode
 batch, the median measured decode iteration and the median worst-case estimate. Then the
@@ -28,27 +28,29 @@ estimate's inputs (``decode_sum_reused`` …; older servers did not).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import pandas as pd
+from tqdm import tqdm
 
+from sglang_mux import cli
+from sglang_mux.cli import UsageError
 from sglang_mux.mux_metrics import host_ms_per_decode
 
-from . import record
+from . import _cli_io, record
 from . import run as runmod
 
 
 def point_timeline(run_dir: Path, system: str, rate: float) -> pd.DataFrame:
     meta_path = runmod.point_file(run_dir, system, rate, ".meta.json")
     if not meta_path.exists():
-        raise SystemExit(f"no point {system}@{rate:g} in {run_dir} ({meta_path.name} missing)")
+        raise UsageError(f"no point {system}@{rate:g} in {run_dir} ({meta_path.name} missing)")
     rng = json.loads(meta_path.read_text()).get("timeline_bytes")
     rows = runmod.timeline_records(run_dir / f"{system}.timeline.jsonl", rng)
     if rows is None:
-        raise SystemExit(f"{system}@{rate:g} has no dispatcher timeline (a mux system started "
+        raise UsageError(f"{system}@{rate:g} has no dispatcher timeline (a mux system started "
                          "with --mux-timeline records one)")
     return pd.DataFrame(rows)
 
@@ -126,13 +128,15 @@ def rescore(t: pd.DataFrame, estimator) -> dict:
     """Measured / worst-case decode of the point's iterations with ``estimator``'s table (see the
     module docstring), beside the served ratio of the same iterations."""
     if not set(INPUTS) <= set(t.columns):
-        raise SystemExit("this timeline does not record the decode estimate's inputs "
+        raise UsageError("this timeline does not record the decode estimate's inputs "
                          f"({', '.join(INPUTS)}): --table needs a point served since they were added")
     m = t[t["measured_decode_ms"].notna() & (t["decode_bs"] > 0) & t["decode_sum_reused"].notna()]
     if m.empty:
-        raise SystemExit("no decode iteration with the estimate's inputs in this point")
+        raise UsageError("no decode iteration with the estimate's inputs in this point")
     ratio, served = [], []
-    for r in m.itertuples(index=False):
+    # the estimator per iteration: some seconds for a long point (progress shown on a terminal)
+    for r in tqdm(m.itertuples(index=False), total=len(m), desc="rescore", unit="iter", disable=None,
+                  file=sys.stderr):
         mx = None if pd.isna(r.decode_max_reused) else int(r.decode_max_reused)
         worst = estimator.decode_worst_ms(int(r.decode_sms), int(r.decode_bs), int(r.decode_sum_reused),
                                           int(r.prefill_new), int(r.prefill_reused), max_reused=mx)
@@ -326,22 +330,26 @@ def render(p: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", type=Path)
-    ap.add_argument("--system", default="mux")
-    ap.add_argument("--rate", type=float, required=True)
+    ap = cli.ArgumentParser(prog="python -m bench.timeline_profile", description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="a bench.run output directory")
+    ap.add_argument("--system", default="mux", help="the mux system's label in that run")
+    ap.add_argument("--rate", type=cli.positive(float), required=True, help="the point's rate")
     ap.add_argument("--json", type=Path, help="also write the profile here")
-    ap.add_argument("--table", type=Path, help="also score the decode iterations against this table")
+    ap.add_argument("--table", help="also score the decode iterations against this table (a directory "
+                                    "or a shipped table's name)")
     a = ap.parse_args(argv)
+    if not a.run.is_dir():
+        raise UsageError(f"no directory {a.run}: {_cli_io.RUN_DIR_HINT}")
+    table = _cli_io.table_dir(a.table) if a.table else None
     t = point_timeline(a.run, a.system, a.rate)
     p = profile(t)
-    if a.table:
+    if table:
         from sglang_mux.estimator import Estimator
         from sglang_mux.tables import TableError
         try:
-            p["rescored"] = rescore(t, Estimator.from_table(a.table))
+            p["rescored"] = rescore(t, Estimator.from_table(table))
         except TableError as e:
-            raise SystemExit(f"--table: {e}") from None
+            raise UsageError(f"--table: {e}") from None
     ps = prefill_stream(a.run, a.system, a.rate)
     if ps is not None:
         p["prefill_stream"] = ps
@@ -353,4 +361,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -5,30 +5,34 @@ faster than its prefill alone, so a percentile of these times bounds the same pe
 system's TTFT from below, before queueing. A TTFT SLO under that bound leaves no goodput to
 compare.
 
-    python -m bench.ttft_floor --table contention_tables/<dir> --trace PATH [--input-cap N]
+    python -m bench.ttft_floor --table TABLE --trace PATH [--input-cap N]
 """
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import sys
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from tqdm import tqdm
 
+from sglang_mux import cli
 from sglang_mux.estimator import Estimator
 from sglang_mux.latency_model import PrefillReq
-from sglang_mux.sim import TraceReq, load_trace
+from sglang_mux.sim import TraceReq
+
+from . import _cli_io
 
 PERCENTILES = (50, 90, 99)
 
 
 def floor_s(est: Estimator, reqs: Sequence[TraceReq], total_sms: int) -> np.ndarray:
     """Each request's prefill alone on ``total_sms``, in seconds."""
+    # a whole trace is some seconds of estimates: progress on a terminal
     return np.array([est.prefill_ms(total_sms, [PrefillReq(r.n_input - r.reused, r.reused)])
-                     for r in reqs]) / 1e3
+                     for r in tqdm(reqs, desc="prefill floor", unit="req", disable=None, file=sys.stderr,
+                                   leave=False)]) / 1e3
 
 
 def summarize(t: np.ndarray, slos_s: Sequence[float]) -> dict:
@@ -42,26 +46,23 @@ def summarize(t: np.ndarray, slos_s: Sequence[float]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ttft_floor", description=__doc__.splitlines()[0])
-    ap.add_argument("--table", required=True, help="contention_tables/<model>__<gpu>__<backend>/")
+    pos_i = cli.positive(int)
+    ap = cli.ArgumentParser(prog="python -m bench.ttft_floor", description=_cli_io.about(__doc__))
+    ap.add_argument("--table", required=True, type=_cli_io.table_arg, help="a table directory or a shipped table's name "
+                                                   "(contention_tables/<model>__<gpu>__<backend>)")
     ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
-    ap.add_argument("--input-cap", type=int, default=None)
-    ap.add_argument("--limit", type=int, default=None, help="first N requests")
+    ap.add_argument("--input-cap", type=pos_i, default=None, help="keep the first N prompt tokens")
+    ap.add_argument("--limit", type=pos_i, default=None, help="first N requests")
     ap.add_argument("--session-sample", type=int, default=1, metavar="K", help="one session in K")
-    ap.add_argument("--cache-tokens", type=int, default=None, help="prefix cache (LRU); default unbounded")
-    ap.add_argument("--slos-s", default="2,5", help="TTFT SLOs to check, comma list of seconds")
+    ap.add_argument("--cache-tokens", type=pos_i, default=None, help="prefix cache (LRU); default unbounded")
+    ap.add_argument("--slos-s", default="2,5", type=_cli_io.numbers(example="2,5"), help="TTFT SLOs to check, comma list of seconds")
     a = ap.parse_args(argv)
     if a.session_sample < 1:
         ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
-    try:
-        slos = [float(x) for x in a.slos_s.split(",") if x]
-    except ValueError:
-        ap.error(f"--slos-s takes seconds as a comma list, e.g. 2,5; got {a.slos_s!r}")
-    if not Path(a.table).is_dir():
-        ap.error(f"no table directory {a.table}; list contention_tables/ for the shipped ones")
-    est = Estimator.from_table(a.table)
-    reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, cache_tokens=a.cache_tokens,
-                      session_sample=a.session_sample)
+    slos = a.slos_s
+    est = _cli_io.estimator(a.table)
+    reqs = _cli_io.load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, cache_tokens=a.cache_tokens,
+                              session_sample=a.session_sample)
     res = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
            "command": " ".join(["python -m bench.ttft_floor", *(argv if argv is not None else sys.argv[1:])]),
            "requests": len(reqs), "total_sms": est.total_sms,
@@ -72,4 +73,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

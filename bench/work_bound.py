@@ -1,7 +1,7 @@
 """How much of one GPU a workload needs at a rate, from a table's full-GPU solo times: an upper
 bound on the goodput any scheduler can reach, and on the mux's lead over chunked prefill.
 
-    python -m bench.work_bound --table contention_tables/<dir> --input-cap 8000 --tbt-slo-ms 30 \\
+    python -m bench.work_bound --table TABLE --input-cap 8000 --tbt-slo-ms 30 \\
         --rates 3,3.5,4,4.5,5,6 [--chunk 512] [--baseline 4] [--trace conversation] [--limit 300]
         [--host-ms 2] [--min-bs 32] [--json]
 
@@ -31,13 +31,18 @@ goodput of the best chunked prefill; the mux's lead over it is at most the co-ru
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from statistics import median
 from typing import Sequence
 
 import numpy as np
+from tqdm import tqdm
+
+from sglang_mux import cli
+from sglang_mux.tables import TableError
+
+from . import _cli_io
 
 
 def corun_efficiency(table_dir, estimator, min_bs: int = 32) -> dict:
@@ -134,39 +139,39 @@ def render(res: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.work_bound", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--table", required=True, help="contention_tables/<model>__<gpu>__<backend>/ dir")
+    pos, pos_i = cli.positive(float), cli.positive(int)
+    ap = cli.ArgumentParser(prog="python -m bench.work_bound", description=_cli_io.about(__doc__))
+    ap.add_argument("--table", required=True, type=_cli_io.table_arg, help="a table directory or a shipped table's name "
+                                                   "(contention_tables/<model>__<gpu>__<backend>)")
     ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
-    ap.add_argument("--limit", type=int, default=300, help="first N requests of the trace")
-    ap.add_argument("--input-cap", type=int, help="truncate prompts to this many tokens")
-    ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
-    ap.add_argument("--host-ms", type=float, default=2.0, help="host time per decode iteration (served P50: ~2)")
-    ap.add_argument("--rates", required=True, help="comma list of request rates")
-    ap.add_argument("--min-bs", type=int, default=32, help="co-run cells with at least this many decode requests")
-    ap.add_argument("--baseline", type=float, help="a measured goodput of the best chunked prefill (req/s)")
-    ap.add_argument("--chunk", type=int, help="the mixed schedule's prefill chunk (tokens; default: whole prompts)")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--limit", type=pos_i, default=300, help="first N requests of the trace")
+    ap.add_argument("--input-cap", type=pos_i, help="truncate prompts to this many tokens")
+    ap.add_argument("--tbt-slo-ms", type=pos, default=50.0, help="P99 TBT SLO")
+    ap.add_argument("--host-ms", type=cli.positive(float, allow_zero=True), default=2.0,
+                    help="host time per decode iteration (served P50: ~2)")
+    ap.add_argument("--rates", required=True, type=_cli_io.numbers(example="3,4,5"),
+                    help="comma list of request rates")
+    ap.add_argument("--min-bs", type=pos_i, default=32, help="co-run cells with at least this many decode requests")
+    ap.add_argument("--baseline", type=pos, help="a measured goodput of the best chunked prefill (req/s)")
+    ap.add_argument("--chunk", type=pos_i, help="the mixed schedule's prefill chunk (tokens; default: whole prompts)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     a = ap.parse_args(argv)
+    rates = sorted(a.rates)
+    if a.host_ms >= a.tbt_slo_ms:
+        ap.error(f"--host-ms {a.host_ms:g} leaves no decode time within --tbt-slo-ms {a.tbt_slo_ms:g}: "
+                 "give a host time below the SLO")
+    est = _cli_io.estimator(a.table)
+    reqs = _cli_io.load_trace(a.trace, limit=a.limit, input_cap=a.input_cap)
     try:
-        rates = sorted(float(x) for x in a.rates.split(",") if x.strip())
-    except ValueError:
-        ap.error(f"--rates takes a comma list of numbers, got {a.rates!r}")
-    if not rates or min(rates) <= 0:
-        ap.error("--rates needs at least one rate > 0")
-    if a.chunk is not None and a.chunk < 1:
-        ap.error(f"--chunk takes a chunk size in tokens >= 1, got {a.chunk}")
-    from sglang_mux.estimator import Estimator
-    from sglang_mux.sim import load_trace
-    from sglang_mux.tables import TableError
-
-    try:
-        est = Estimator.from_table(a.table)
         eff = corun_efficiency(a.table, est, a.min_bs)
-        reqs = load_trace(a.trace, limit=a.limit, input_cap=a.input_cap)
-        rows = [shares(reqs, est, r, a.tbt_slo_ms, a.host_ms, a.chunk) for r in rates]
-    except (TableError, ValueError, FileNotFoundError) as e:
-        ap.error(str(e))
-    res = {"table": a.table, "trace": a.trace, "requests": len(reqs), "input_cap": a.input_cap, "chunk": a.chunk,
+    except TableError as e:  # no cells.jsonl
+        raise cli.UsageError(f"--table: {e}") from None
+    except ValueError as e:  # no co-run cell that large
+        raise cli.UsageError(f"--min-bs: {e}") from None
+    # some seconds a rate with a small --chunk: progress on a terminal
+    rows = [shares(reqs, est, r, a.tbt_slo_ms, a.host_ms, a.chunk)
+            for r in tqdm(rates, desc="rates", unit="rate", disable=None, file=sys.stderr, leave=False)]
+    res = {"table": str(a.table), "trace": a.trace, "requests": len(reqs), "input_cap": a.input_cap, "chunk": a.chunk,
            "tbt_slo_ms": a.tbt_slo_ms, "host_ms": a.host_ms, "corun_efficiency": eff, "rows": rows,
            "bounds": bounds(rows, eff, a.baseline), "command": "python -m bench.work_bound " + " ".join(
                argv if argv is not None else sys.argv[1:])}
@@ -175,4 +180,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

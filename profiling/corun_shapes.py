@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
+
+from bench import _cli_io
+from sglang_mux import cli
 
 _PREFILL = re.compile(r"^(?:(\d+)x)?(\d+)\+(\d+)$")
 _DECODE = re.compile(r"^(\d+)x(\d+)$")
@@ -49,15 +51,19 @@ def label(reqs: list[tuple[int, int]]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model-config", required=True)
-    ap.add_argument("--decode-sms", type=int, default=48)
-    ap.add_argument("--decode", type=parse_decode, default=parse_decode("32x8192"))
-    ap.add_argument("--prefill", type=parse_prefill, nargs="+", required=True)
+    ap = cli.ArgumentParser(prog="python -m profiling.corun_shapes", description=__doc__.splitlines()[0])
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg,
+                    help="the model's Hugging Face config.json")
+    ap.add_argument("--decode-sms", type=cli.positive(int), default=48, help="SMs of the decode partition")
+    ap.add_argument("--decode", type=parse_decode, default="32x8192",
+                    help="decode batches, comma list of BSxREUSED (reused tokens per request)")
+    ap.add_argument("--prefill", type=parse_prefill, nargs="+", required=True,
+                    help="prefill shapes, each [K x]N+R, e.g. 8192+0 4x3200+256")
     ap.add_argument("--attention-backend", default=None, help="default: SGLang's choice (FA3 on H100/H200)")
-    ap.add_argument("--granularity", type=int, default=16)
+    ap.add_argument("--granularity", type=cli.positive(int), default=16, help="SMs per partition step")
     ap.add_argument("--out", type=Path, help="write the rows here as JSON")
     a = ap.parse_args(argv)
+    _cli_io.need_gpu("profiling.corun_shapes")
 
     from profiling import grid as G
     from profiling.harness import CellSkipped, Harness, HarnessError
@@ -66,8 +72,7 @@ def main(argv=None) -> int:
     try:
         h = Harness(a.model_config, granularity=a.granularity, attention_backend=a.attention_backend, decode_bs=bss)
     except HarnessError as e:
-        print(f"corun_shapes: error: {e}", file=sys.stderr)
-        return 2
+        return _cli_io.error_line(str(e))
     facts = h.facts()
     model = G.ModelSpec.from_config(a.model_config)
     gpu = G.GpuSpec(total_sms=h.total_sms, granularity=a.granularity, mem_gib=facts["gpu_memory_gib"])
@@ -96,4 +101,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -26,14 +26,15 @@ the probe's rows (device, date, command, medians of CUDA-event times).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from bench import _cli_io
 from profiling.stats import median, spread_pct
+from sglang_mux import cli
 from sglang_mux.tables import ModelShape
 
 MAX_KV_SPLITS = 8  # SGLang's --triton-attention-num-kv-splits default
@@ -154,11 +155,17 @@ def tail_probe(cfg: Mapping, streams: Mapping[int, object], bs_list: Sequence[in
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m profiling.decode_kernel", description=__doc__.split("\n")[0])
-    ap.add_argument("--model-config", required=True, help="the model's config.json (launch/models/*/config.json)")
-    ap.add_argument("--table", help="a table directory: merge the occupancy into its meta.json")
+    ap = cli.ArgumentParser(prog="python -m profiling.decode_kernel", description=__doc__.split("\n")[0])
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg,
+                    help="the model's config.json (launch/models/*/config.json)")
+    ap.add_argument("--table", type=_cli_io.table_arg,
+                    help="a table directory (or a shipped table's name): merge the occupancy into its meta.json")
     ap.add_argument("--probe-out", help="also run the split-tail probe and write its rows to this JSON file")
     args = ap.parse_args(argv)
+    if args.table:
+        _cli_io.read_json(Path(args.table) / "meta.json", "table meta.json",
+                          "give a table directory that profiling.run wrote")
+    _cli_io.need_gpu("profiling.decode_kernel")
     import torch
 
     from sglang_mux.green_ctx import GreenPartitionSet
@@ -172,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = Path(args.table) / "meta.json"
         meta = json.loads(path.read_text())
         if meta.get("gpu_name") != gpu:
-            raise SystemExit(f"{path} is a table of {meta.get('gpu_name')!r}, this GPU is {gpu!r}: "
+            raise cli.UsageError(f"{path} is a table of {meta.get('gpu_name')!r}, this GPU is {gpu!r}: "
                              "measure the occupancy on the table's GPU")
         meta.setdefault("profiler", {})["decode_blocks_per_sm"] = occ["blocks_per_sm"]
         meta["profiler"]["decode_kernel"] = {**occ, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -193,4 +200,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main)

@@ -16,7 +16,6 @@ Writes (merges) one entry per GPU x model into ``bench/results/engine.json``:
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import shlex
@@ -24,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Sequence
+
+from bench import _cli_io
+from sglang_mux import cli
 
 DEFAULT_OUT = "bench/results/engine.json"
 
@@ -68,22 +70,25 @@ def graph_memory_summary(stats, sglang_total_gb: float | None = None) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m profiling.engine_bench", description=__doc__.split("\n")[0])
-    ap.add_argument("--model-config", required=True)
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--n-tokens", type=int, default=8192)
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--granularity", type=int, default=16)
-    ap.add_argument("--mem-fraction-static", type=float, default=0.75)
+    pos_i = cli.positive(int)
+    ap = cli.ArgumentParser(prog="python -m profiling.engine_bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg,
+                    help="the model's Hugging Face config.json")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="the figures file the entry is merged into")
+    ap.add_argument("--n-tokens", type=pos_i, default=8192, help="prefill tokens of the layer-wise check")
+    ap.add_argument("--repeats", type=pos_i, default=10, help="timed runs per measurement")
+    ap.add_argument("--granularity", type=pos_i, default=16, help="SMs per partition step")
+    ap.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.75, help="SGLang's static memory share")
     ap.add_argument("--attention-backend", default=None)
-    ap.add_argument("--decode-bs", default="1,8,16,32,64,128,256",
+    ap.add_argument("--decode-bs", default="1,8,16,32,64,128,256", type=_cli_io.numbers(int, example="1,8,16"),
                     help="decode graph batch sizes to capture (the profiler's coarse set by default)")
     a = ap.parse_args(argv)
+    _cli_io.need_gpu("profiling.engine_bench")
 
     from profiling.harness import Harness
     from sglang_mux.tables import slug
 
-    bs = [int(x) for x in a.decode_bs.split(",") if x.strip()]
+    bs = a.decode_bs
     h = Harness(a.model_config, granularity=a.granularity, mem_fraction_static=a.mem_fraction_static,
                 attention_backend=a.attention_backend, decode_bs=bs)
     facts = h.facts()
@@ -145,4 +150,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

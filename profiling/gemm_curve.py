@@ -22,15 +22,14 @@ table's run with only the 560 curve points to do took 160 s, model start-up incl
 
 from __future__ import annotations
 
-import argparse
 import csv
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from bench import _cli_io
 from profiling.stats import median, spread_pct
+from sglang_mux import cli
 
 FILE = "gemm_curve.csv"
 COLUMNS = ["prefill_sms", "tokens", "gemm_ms", "spread_pct"]
@@ -137,21 +136,19 @@ def torch_layer_timer(cfg: Mapping, streams: Mapping[int, object], repeats: int 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m profiling.gemm_curve", description=__doc__.splitlines()[0])
-    ap.add_argument("--model-config", required=True, help="HF config.json of the model")
+    ap = cli.ArgumentParser(prog="python -m profiling.gemm_curve", description=__doc__.splitlines()[0])
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg, help="HF config.json of the model")
     ap.add_argument("--out", required=True, help="the table directory (gemm_curve.csv goes there)")
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma list of batch token counts M")
-    ap.add_argument("--granularity", type=int, default=16, help="SMs per partition step (as profiling.run)")
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), type=_cli_io.numbers(int, example="128,512"),
+                    help="comma list of batch token counts M")
+    ap.add_argument("--granularity", type=cli.positive(int), default=16,
+                    help="SMs per partition step (as profiling.run)")
+    ap.add_argument("--repeats", type=cli.positive(int), default=15, help="timed layers per point")
     args = ap.parse_args(argv)
-    try:
-        tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
-    except ValueError:
-        ap.error(f"--tokens must be a comma list of integers, got {args.tokens!r}")
-    if not tokens or min(tokens) < 1:
-        ap.error("--tokens needs positive token counts")
-    cfg = json.loads(Path(args.model_config).read_text())
+    tokens = args.tokens
+    cfg = _cli_io.model_config(args.model_config)
     layers = int(cfg["num_hidden_layers"])
+    _cli_io.need_gpu("profiling.gemm_curve")
 
     from sglang_mux.green_ctx import GreenPartitionSet
 
@@ -166,4 +163,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

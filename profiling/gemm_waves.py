@@ -21,30 +21,35 @@ import math
 import statistics
 import sys
 
+from bench import _cli_io
 from profiling.gemm_curve import layer_shapes, prefill_streams, torch_layer_timer
+from sglang_mux import cli
 
 TOKENS = (128, 512, 1024, 2048, 4096, 8192)
 
 
 def main(argv=None) -> int:
+    ap = cli.ArgumentParser(prog="python -m profiling.gemm_waves", description=__doc__.splitlines()[0])
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg,
+                    help="the model's Hugging Face config.json")
+    ap.add_argument("--out", default=None, help="also write the rows here as JSON")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), type=_cli_io.numbers(int, example="128,512"),
+                    help="comma list of batch token counts M")
+    ap.add_argument("--repeats", type=cli.positive(int), default=15, help="timed layers per point")
+    ap.add_argument("--carveout", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time each partition with cuBLAS targeting its SM count (--no-carveout: halves the run)")
+    args = ap.parse_args(argv)
+    cfg = _cli_io.model_config(args.model_config)
+    _cli_io.need_gpu("profiling.gemm_waves")
     import torch
 
     from sglang_mux.green_ctx import GreenPartitionSet
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-config", required=True)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--carveout", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time each partition with cuBLAS targeting its SM count (--no-carveout: halves the run)")
-    args = ap.parse_args(argv)
     if not hasattr(torch._C, "_set_sm_carveout_experimental"):
-        print("this torch has no _set_sm_carveout_experimental", file=sys.stderr)
-        return 2
-    cfg = json.load(open(args.model_config))
+        return _cli_io.error_line(f"this torch ({torch.__version__}) has no _set_sm_carveout_experimental: "
+                                  "run it with a torch that has it")
     shapes = layer_shapes(cfg)
-    tokens = [int(t) for t in args.tokens.split(",")]
+    tokens = args.tokens
     parts = GreenPartitionSet(0, 16)
     total = parts.total_sms
     dev = torch.cuda.get_device_name(0)
@@ -83,4 +88,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main)

@@ -26,7 +26,6 @@ a torch.profiler summary of host time by operator.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import gc
 import json
@@ -36,6 +35,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from bench import _cli_io
+from sglang_mux import cli
 
 CONDITIONS = ("base", "gc", "pin", "pin+gc")
 
@@ -90,16 +92,19 @@ class _Condition:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-config", required=True)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--tokens", default="128,512,2048")
-    ap.add_argument("--prefill-sms", default="132,68,20", help="prefill partitions (132 = the full GPU)")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--attention-backend", default="triton")
+    ap = cli.ArgumentParser(prog="python -m profiling.host_floor", description=_cli_io.about(__doc__))
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg,
+                    help="the model's Hugging Face config.json")
+    ap.add_argument("--out", default=None, help="also write the rows here as JSON")
+    ap.add_argument("--tokens", default="128,512,2048", type=_cli_io.numbers(int, example="128,512"),
+                    help="prefill token counts, comma list")
+    ap.add_argument("--prefill-sms", default="132,68,20", type=_cli_io.numbers(int, example="132,68"),
+                    help="prefill partitions (132 = the full GPU)")
+    ap.add_argument("--rounds", type=cli.positive(int), default=4, help="rounds over every configuration")
+    ap.add_argument("--repeats", type=cli.positive(int), default=5, help="timed prefills per point and round")
+    ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
     args = ap.parse_args(argv)
-
+    _cli_io.need_gpu("profiling.host_floor")
     import torch
     from sglang.srt.distributed.parallel_state import set_pdmux_status
 
@@ -110,9 +115,9 @@ def main(argv=None) -> int:
     L = h.num_layers
     allowed = sorted(os.sched_getaffinity(0))
     core = allowed[len(allowed) // 2]
-    tokens = [int(t) for t in args.tokens.split(",")]
+    tokens = args.tokens
     cfgs = []
-    for p in (int(x) for x in args.prefill_sms.split(",")):
+    for p in args.prefill_sms:
         cfgs.append(h.config(h.total_sms - p if p < h.total_sms else 0, p))
     rows, gpu_only, profile = [], [], None
 
@@ -203,4 +208,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -13,13 +13,14 @@ For every configuration:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import statistics
 import sys
 import time
 
+from bench import _cli_io
+from sglang_mux import cli
 from sglang_mux.probe import event_times
 
 
@@ -60,14 +61,14 @@ def time_copies(stream, src, dst, n=20) -> list[float]:
 
 
 def main(argv=None) -> int:
+    ap = cli.ArgumentParser(prog="python -m profiling.partitions_bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="also write the results here as JSON")
+    ap.add_argument("--granularity", type=cli.positive(int), default=16, help="SMs per partition step")
+    args = ap.parse_args(argv)
+    _cli_io.need_gpu("profiling.partitions_bench")
     import torch
 
     from sglang_mux.green_ctx import GreenPartitionSet
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--granularity", type=int, default=16)
-    args = ap.parse_args(argv)
 
     parts = GreenPartitionSet(0, args.granularity)
     dev = torch.cuda.get_device_name(0)
@@ -143,4 +144,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main)

@@ -18,7 +18,6 @@ cells time the host, and a second H100 machine put them at 25-32 ms against 14-2
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import logging
@@ -31,10 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from bench import _cli_io
 from profiling import gemm_curve as GC
 from profiling import grid as G
 from profiling.stats import median, spread_pct
 from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
+from sglang_mux import cli
 
 logger = logging.getLogger("profiling")
 GEMM_POINT_S = 0.1  # planning estimate of one gemm-curve point (s)
@@ -279,40 +280,42 @@ def fit_table_dir(out: Path, store: TableStore, check: bool = True) -> bool:
 # ----------------------------------------------------------------------------- CLI
 
 def _parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m profiling.run", description=__doc__.split("\n")[0])
-    ap.add_argument("--model-config", required=True, help="HF config.json of the model (dummy weights)")
+    pos, pos_i = cli.positive(float), cli.positive(int)
+    ap = cli.ArgumentParser(prog="python -m profiling.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--model-config", required=True, type=_cli_io.model_config_arg, help="HF config.json of the model (dummy weights)")
     ap.add_argument("--out", help="table dir, e.g. contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__triton "
                                   "(default: contention_tables/<model>__<gpu-slug>)")
     ap.add_argument("--what", default=",".join(G.KINDS), help="comma list of solo_prefill,solo_decode,contention")
-    ap.add_argument("--grid", choices=G.GRIDS, default="coarse")
-    ap.add_argument("--time-budget-s", type=float, default=500.0,
+    ap.add_argument("--grid", choices=G.GRIDS, default="coarse", help="how many cells to measure")
+    ap.add_argument("--time-budget-s", type=pos, default=500.0,
                     help="wall-clock budget of this run, start-up included; stops cleanly before it")
     ap.add_argument("--plan-only", action="store_true", help="print the plan and its estimated time (no GPU)")
-    ap.add_argument("--granularity", type=int, default=16, help="SMs per partition step")
-    ap.add_argument("--mem-fraction-static", type=float, default=0.75,
+    ap.add_argument("--granularity", type=pos_i, default=16, help="SMs per partition step")
+    ap.add_argument("--mem-fraction-static", type=_cli_io.fraction, default=0.75,
                     help="SGLang's static share (weights + KV pool); the rest holds activations of "
                          "unchunked prefills and one decode graph set per partition")
     ap.add_argument("--attention-backend", default=None, help="SGLang attention backend (default: SGLang's choice, "
                                                               "as the server; fa3 on H100/H200)")
-    ap.add_argument("--max-running-requests", type=int, default=512)
+    ap.add_argument("--max-running-requests", type=pos_i, default=512, help="SGLang's request slots")
     ap.add_argument("--retry-skipped", action="store_true", help="try cells a previous run skipped again")
-    ap.add_argument("--no-fit", action="store_true")
-    ap.add_argument("--noise-pct", type=float, default=10.0, help="re-measure a cell once above this spread")
-    ap.add_argument("--remeasure-noisy", type=float, default=None, metavar="PCT",
+    ap.add_argument("--no-fit", action="store_true", help="do not fit the table after measuring")
+    ap.add_argument("--noise-pct", type=pos, default=10.0, help="re-measure a cell once above this spread")
+    ap.add_argument("--remeasure-noisy", type=cli.positive(float, allow_zero=True), default=None, metavar="PCT",
                     help="only measure again the table's cells whose spread exceeded PCT %% (host jitter "
                          "catches launch-bound cells); the steadier measurement stays in the CSV. Use the "
                          "machine that made the table: launch-bound cells time its host")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--log-level", default="info")
+    ap.add_argument("--log-level", default="info", type=str.lower,
+                    choices=("debug", "info", "warning", "error"), help="logging level")
     g = ap.add_argument_group("planning assumptions (--plan-only; a GPU run uses the real values)")
-    g.add_argument("--total-sms", type=int, default=132)
-    g.add_argument("--gpu-mem-gib", type=float, default=79.2, help="79.2 for H100 80GB, 139.8 for H200")
-    g.add_argument("--kv-pool-tokens", type=int, default=None, help="override the estimated KV pool")
+    g.add_argument("--total-sms", type=pos_i, default=132, help="the GPU's SMs")
+    g.add_argument("--gpu-mem-gib", type=pos, default=79.2, help="79.2 for H100 80GB, 139.8 for H200")
+    g.add_argument("--kv-pool-tokens", type=pos_i, default=None, help="override the estimated KV pool")
     a = ap.parse_args(argv)
     a.what = [w.strip() for w in a.what.split(",") if w.strip()]
     bad = [w for w in a.what if w not in G.KINDS]
-    if bad:
-        ap.error(f"--what: unknown {bad}; choose from {', '.join(G.KINDS)}")
+    if bad or not a.what:
+        ap.error(f"--what: {'unknown ' + ', '.join(bad) if bad else 'empty'}; choose from {', '.join(G.KINDS)}")
     return a
 
 
@@ -366,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     # ---- GPU run
+    _cli_io.need_gpu("profiling.run (without --plan-only)")
     from profiling.harness import Harness, HarnessError
 
     try:
@@ -373,8 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     attention_backend=args.attention_backend, decode_bs=plan.capture_bs,
                     max_running_requests=args.max_running_requests, seed=args.seed)
     except HarnessError as e:
-        print(f"profiling: error: {e}", file=sys.stderr)
-        return 2
+        return _cli_io.error_line(str(e))
     facts = h.facts()
     from sglang_mux.tables import table_dirname
 
@@ -394,9 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ob and nb and ob != nb:
             problems.append(f"attention backend: table has {ob}, this run {nb}")
         if problems:
-            print(f"profiling: error: {out} holds a table made elsewhere: {'; '.join(problems)}. "
-                  "Use another --out.", file=sys.stderr)
-            return 2
+            return _cli_io.error_line(f"{out} holds a table made elsewhere: {'; '.join(problems)}. "
+                                      "Use another --out.")
     store.write_meta(meta)
     print(plan.format(args.time_budget_s, store.done_keys()))
     print(f"start-up took {h.timings.get('startup_s', 0):.0f} s; budget {args.time_budget_s:.0f} s "
@@ -475,4 +477,4 @@ def _record_run(store: TableStore, meta: dict, argv, summ: RunSummary | None, wa
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from bench import claims, systems
+from sglang_mux.cli import UsageError
 
 
 def sysd(*rates):
@@ -44,11 +45,11 @@ def test_all_eight_chunked_baselines_are_checked():
 
 def test_runs_of_different_claims_are_refused():
     base = dict(mux=sysd((4, True)), **{"sglang-chunked-512": sysd((4, True))})
-    with pytest.raises(SystemExit, match="different workloads"):
+    with pytest.raises(UsageError, match="different workloads"):
         claims.claim({"a": summary(0, **base), "b": summary(1, cap=None, **base)})
-    with pytest.raises(SystemExit, match="different attention backends"):
+    with pytest.raises(UsageError, match="different attention backends"):
         claims.claim({"a": summary(0, **base), "b": summary(1, backend="triton", **base)})
-    with pytest.raises(SystemExit, match="needs a mux"):
+    with pytest.raises(UsageError, match="needs a mux"):
         claims.claim({"a": summary(0, **{"sglang-chunked-512": sysd((4, True))})})
     old = summary(0, **base)
     new = summary(1, **base)
@@ -69,5 +70,5 @@ def test_cli(tmp_path, capsys):
     claims.main([str(run), "--json", str(tmp_path / "c.json")])
     # strict JSON: an unbounded end is null, not Infinity
     assert json.loads((tmp_path / "c.json").read_text(), parse_constant=pytest.fail)["ratio"] == [4.0, None]
-    with pytest.raises(SystemExit, match="no summary.json"):
+    with pytest.raises(UsageError, match="no summary.json"):
         claims.main([str(tmp_path / "none")])

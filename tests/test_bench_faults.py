@@ -6,6 +6,7 @@ import pytest
 
 from bench import faults as F
 from bench import stub_server
+from sglang_mux.cli import UsageError
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_an_unreachable_server_is_a_client_error_not_a_crash():
 def test_cli_checks_its_input():
     with pytest.raises(SystemExit):
         F.main(["--faults", "unplug_the_gpu"])
-    with pytest.raises(SystemExit, match="no server answers"):
+    with pytest.raises(UsageError, match="no server answers"):
         F.main(["--server-url", "http://127.0.0.1:9"])
 
 

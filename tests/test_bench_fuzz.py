@@ -5,6 +5,7 @@ import pytest
 
 from bench import fuzz as F
 from bench import stub_server
+from sglang_mux.cli import UsageError
 
 
 def test_cases_cover_every_route_and_kind():
@@ -70,5 +71,5 @@ def test_fuzz_against_the_stub_counts_every_outcome():
 
 
 def test_cli_refuses_a_server_that_is_not_there():
-    with pytest.raises(SystemExit, match="no server answers"):
+    with pytest.raises(UsageError, match="no server answers"):
         F.main(["--server-url", "http://127.0.0.1:9", "--n", "5"])

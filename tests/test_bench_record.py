@@ -4,6 +4,7 @@ import json
 import pytest
 
 from bench import record
+from sglang_mux.cli import UsageError
 
 
 def make_run(tmp_path):
@@ -49,7 +50,7 @@ def test_main_merges_and_errors_name_what_exists(tmp_path):
                         "--key", "k", "--note", "n", "--command", "override"]) == 0
     doc = json.loads(out.read_text())
     assert doc["keep"] == 1 and doc["points"]["k"]["note"] == "n" and doc["points"]["k"]["command"] == "override"
-    with pytest.raises(SystemExit, match="rates"):
+    with pytest.raises(UsageError, match="rates"):
         record.main(["--run", str(run), "--system", "mux", "--rate", "3", "--into", str(out), "--key", "k"])
-    with pytest.raises(SystemExit, match="has no system 'sglang'"):
+    with pytest.raises(UsageError, match="has no system 'sglang'"):
         record.main(["--run", str(run), "--system", "sglang", "--rate", "2", "--into", str(out), "--key", "k"])

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench import timeline_profile as TP
+from sglang_mux.cli import UsageError
 
 
 def write_point(tmp_path, rows, before=()):
@@ -63,9 +64,9 @@ def test_point_without_timeline_says_so(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
     (run / "mux__4.meta.json").write_text(json.dumps({"timeline_bytes": None}))
-    with pytest.raises(SystemExit, match="no dispatcher timeline"):
+    with pytest.raises(UsageError, match="no dispatcher timeline"):
         TP.point_timeline(run, "mux", 4)
-    with pytest.raises(SystemExit, match="no point mux@2"):
+    with pytest.raises(UsageError, match="no point mux@2"):
         TP.point_timeline(run, "mux", 2)
 
 
@@ -203,7 +204,7 @@ def test_a_point_rescored_with_another_table(tmp_path):
 
 def test_rescoring_an_older_timeline_says_what_it_lacks(tmp_path):
     run = write_point(tmp_path, [rec(0.0, 48, 84, 40, 40.0, 36.0)])
-    with pytest.raises(SystemExit, match="decode_sum_reused"):
+    with pytest.raises(UsageError, match="decode_sum_reused"):
         TP.main([str(run), "--rate", "4", "--table", str(H100_FA3)])
-    with pytest.raises(SystemExit, match="--table: .*no_such_table"):
+    with pytest.raises(UsageError, match="--table: .*no_such_table"):
         TP.main([str(run), "--rate", "4", "--table", str(tmp_path / "no_such_table")])
