@@ -127,7 +127,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> SimResult:
-    """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring.
+    """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
     draws from, budgeted as served.
