@@ -409,7 +409,7 @@ def add_trace_args(ap: argparse.ArgumentParser) -> None:
                     help="trace timestamps (bursty: rounded to 3 s), or Poisson at --rate "
                          "(the draws bench.run --arrival poisson uses)")
     ap.add_argument("--limit", type=pos(int), help="first N requests of the trace")
-    ap.add_argument("--session-sample", type=pos(int), default=1, metavar="K",
+    ap.add_argument("--session-sample", type=int, default=1, metavar="K",
                     help="keep one session in K, every turn of it (as bench.run --session-sample)")
     ap.add_argument("--input-cap", type=pos(int), help="truncate prompts to this many tokens")
     ap.add_argument("--cache-tokens", type=pos(int), help="prefix cache capacity in tokens (LRU); default unbounded")
@@ -422,6 +422,8 @@ def add_trace_args(ap: argparse.ArgumentParser) -> None:
 
 def trace_from_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> list[TraceReq]:
     """``load_trace`` for the parsed arguments; a missing or malformed trace is a usage error."""
+    if a.session_sample < 1:
+        ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
     try:
         return load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
                           cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed,
