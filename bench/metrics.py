@@ -44,10 +44,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+# The drift tests live in the package (the simulator judges its points by them too).
+from sglang_mux.drift import (DRIFT_FACTOR, DRIFT_SLACK_MS, DRIFT_TAIL, QUEUE_MIN_NEW,  # noqa: F401
+                              drift, queue_drift)
+
 DEFAULT_TBT_SLO_MS = 50.0
 DEFAULT_TTFT_SLO_MS = 5000.0
-DRIFT_TAIL, DRIFT_FACTOR, DRIFT_SLACK_MS = 0.10, 2.0, 250.0
-QUEUE_MIN_NEW = 2048  # prompts with this many new tokens or more: TTFT mostly their own prefill
 PCTS = (50, 90, 99)
 
 
@@ -124,36 +126,6 @@ def ttft_queue_drift(df: pd.DataFrame) -> dict | None:
         return None
     new = ok.prompt_tokens.astype(float) - ok.cached_tokens.fillna(0).astype(float)
     return queue_drift(ok.ttft_ms.to_numpy(float), new.to_numpy(float))
-
-
-def queue_drift(ttft_ms: Sequence[float], new_tokens: Sequence[float]) -> dict:
-    """drift() of each request's wait beyond its own prefill: TTFT less c x its new (uncached)
-    prompt tokens, c the 10th percentile of TTFT / new tokens over the first half's prompts of
-    QUEUE_MIN_NEW new tokens or more. Where prompt lengths change along a trace (multi-turn
-    sessions with long contexts), drift() also judges which prompts fell in the tail: a tail of
-    long turns doubles its TTFT with no queue, and a head of long ones raises the limit a
-    growing queue must pass. Reported beside drift(); the goodput rule does not use it."""
-    a = np.asarray(ttft_ms, float)
-    n = np.maximum(1.0, np.asarray(new_tokens, float))
-    h = math.ceil(len(a) / 2)
-    big = n[:h] >= QUEUE_MIN_NEW
-    c = float(np.percentile(a[:h][big] / n[:h][big], 10)) if big.any() else 0.0
-    return {**drift(np.maximum(0.0, a - c * n)), "service_ms_per_token": _num(c)}
-
-
-def drift(ttft_ms: Sequence[float]) -> dict:
-    """TTFT drifting up: the median of the last DRIFT_TAIL of the requests (in arrival order)
-    above DRIFT_FACTOR x the first half's median + DRIFT_SLACK_MS, i.e. a queue still growing
-    when arrivals stop (the simulator judges its points by it too)."""
-    a = np.asarray(ttft_ms, float)
-    if not len(a):
-        return {"tail_median_ms": None, "head_median_ms": None, "limit_ms": None, "ok": False}
-    k = max(1, math.ceil(DRIFT_TAIL * len(a)))
-    tail = float(np.median(a[-k:]))
-    head = float(np.median(a[:math.ceil(len(a) / 2)]))
-    limit = DRIFT_FACTOR * head + DRIFT_SLACK_MS
-    return {"tail_median_ms": _num(tail), "head_median_ms": _num(head), "limit_ms": _num(limit),
-            "ok": bool(tail <= limit)}
 
 
 def by_subset(df: pd.DataFrame) -> dict | None:

@@ -68,7 +68,9 @@ from typing import Sequence
 
 import numpy as np
 
-BLOCK = 512
+# The trace draws a simulated point must share with a served one live in the package.
+from sglang_mux.traces import BLOCK, poisson_arrivals, sample_sessions, warm_prefixes  # noqa: F401
+
 VOCAB_LO, VOCAB_HI = 1000, 100_000
 VOCAB = (VOCAB_LO, VOCAB_HI)
 DATA_DIR = Path(__file__).parent / "data"
@@ -220,15 +222,6 @@ def hash_block_reuse(rows: Sequence[dict], full_blocks_only: bool = True) -> flo
 
 # ---------------------------------------------------------------------------- arrivals
 
-def poisson_arrivals(n: int, rate: float, seed: int) -> np.ndarray:
-    """n arrival times of a Poisson process at ``rate``/s, the first at 0."""
-    if n <= 0:
-        return np.zeros(0)
-    gaps = np.random.default_rng([seed, 0x5057]).exponential(1.0 / rate, size=n)
-    gaps[0] = 0.0
-    return np.cumsum(gaps)
-
-
 def mean_rate(ts: Sequence[float]) -> float:
     """(n-1)/span: the rate the runner targets and reports as offered."""
     ts = np.asarray(ts, dtype=float)
@@ -262,41 +255,6 @@ def trace_path(name: str, path: str | Path | None = None) -> Path:
 def load_trace(name: str = "conversation", path: str | Path | None = None) -> list[dict]:
     with open(trace_path(name, path)) as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def sample_sessions(rows: Sequence[dict], every: int) -> list[dict]:
-    """The rows of one session in ``every``, in order. A session is a request's second prefix
-    block (the first, 0, is shared by all); every turn of a kept session is kept, so its prefix
-    reuse survives. One GPU's KV pool (~317K tokens for an 8B model on an H100) keeps 4 % of the
-    conversation trace's prompt tokens reusable in trace order against 37 % unbounded; with one
-    session in 20 it keeps 28 % (bench/results/ttft_floor_conversation.json)."""
-    if every < 1:
-        raise ValueError(f"session sample must be >= 1 (one session in N), got {every}")
-    if every == 1:
-        return list(rows)
-    return [r for r in rows
-            if zlib.crc32(str(r["hash_ids"][1] if len(r["hash_ids"]) > 1 else r["hash_ids"][:1]).encode())
-            % every == 0]
-
-
-def warm_prefixes(rows: Sequence[dict], offset: int, n: int, input_cap: int | None = None) -> list[tuple]:
-    """The history that rows [offset, offset + n) reuse: for each, its leading run of full
-    blocks that some row before ``offset`` had (ids are prefix-chained), within ``input_cap``;
-    longest first, none a prefix of another. Prefilled after the flush, they leave a cache as
-    warm as the window's history would (bench/results/synthetic_h200_s23/reuse_windows.md)."""
-    hist = {h for r in rows[:offset] for h in r["hash_ids"]}
-    found = set()
-    for r in rows[offset:offset + n]:
-        ids = r["hash_ids"]
-        full = min(r["input_length"], input_cap or r["input_length"]) // BLOCK
-        k = next((i for i, h in enumerate(ids[:full]) if h not in hist), full)
-        if k:
-            found.add(tuple(ids[:k]))
-    keep: list[tuple] = []
-    for p in sorted(found, key=lambda p: (-len(p), p)):
-        if not any(q[:len(p)] == p for q in keep):
-            keep.append(p)
-    return keep
 
 
 def trace_workload(rows: Sequence[dict], *, name: str = "conversation", n: int | None = None,

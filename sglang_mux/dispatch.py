@@ -24,7 +24,6 @@ CLI: ``python -m sglang_mux.dispatch plan --table DIR --decode-bs 64 --decode-re
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -459,36 +458,68 @@ def policy_name(args) -> str:
 
 # ---- CLI ------------------------------------------------------------------------------------
 
+def check_policy_name(name: str, estimator: EstimatorLike) -> None:
+    """A ``--policy`` name that ``make_policy`` can build on this estimator's partitions, else a
+    ``cli.UsageError`` saying which names and decode partitions there are."""
+    from sglang_mux.cli import UsageError
+
+    opts = list(estimator.decode_sms_options)
+    if name in ("dispatcher", "batch-size"):
+        return
+    if name == "fixed" or name.startswith("fixed:"):
+        d = name.partition(":")[2] or "64"
+        if d.isdigit() and int(d) in opts:
+            return
+        raise UsageError(f"--policy {name}: {d} SMs is not a decode partition of this table; its partitions are "
+                         f"{', '.join(map(str, opts))} (e.g. fixed:{opts[len(opts) // 2]})")
+    raise UsageError(f"--policy {name!r} is not a policy; use dispatcher, batch-size or fixed:<decode SMs> "
+                     f"(decode partitions: {', '.join(map(str, opts))})")
+
+
 def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sglang_mux.dispatch", description=__doc__.split("\n")[0])
+    from sglang_mux import cli
+
+    pos, nonneg = cli.positive, lambda kind: cli.positive(kind, allow_zero=True)
+    ap = cli.ArgumentParser(prog="python -m sglang_mux.dispatch", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("plan", help="one decision for a described state; prints the Plan as JSON")
-    p.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>/ dir")
+    p = sub.add_parser("plan", help="one decision for a described state; prints the Plan as JSON",
+                       description="One decision for a described state; prints the Plan as JSON.")
+    p.add_argument("--table", help="a shipped table's name (e.g. llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) or a "
+                   "contention_tables/<model>__<gpu>__<backend>/ dir")
     p.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<decode SMs>")
-    p.add_argument("--tbt-slo-ms", type=float, default=50.0)
-    p.add_argument("--ttft-slo-ms", type=float, default=5000.0)
-    p.add_argument("--ttft-ms-per-token", type=float, default=0.0, help="TTFT SLO += this x prompt tokens")
-    p.add_argument("--decode-bs", type=int, default=0)
-    p.add_argument("--decode-reused", type=int, default=0, help="context tokens per decode request")
-    p.add_argument("--decode-max-reused", type=int, default=None,
+    p.add_argument("--tbt-slo-ms", type=pos(float), default=50.0, help="time-between-tokens SLO (ms)")
+    p.add_argument("--ttft-slo-ms", type=pos(float), default=5000.0, help="time-to-first-token SLO (ms)")
+    p.add_argument("--ttft-ms-per-token", type=nonneg(float), default=0.0, help="TTFT SLO += this x prompt tokens")
+    p.add_argument("--decode-bs", type=nonneg(int), default=0, help="requests in the decode batch (0 = none)")
+    p.add_argument("--decode-reused", type=nonneg(int), default=0, help="context tokens per decode request")
+    p.add_argument("--decode-max-reused", type=nonneg(int), default=None,
                    help="longest context in the decode batch (default: --decode-reused, a uniform batch)")
-    p.add_argument("--prefill-new", type=int, default=0, help="new tokens of the prefill (0 = none)")
-    p.add_argument("--prefill-reused", type=int, default=0)
-    p.add_argument("--prefill-layers-done", type=int, default=0, help=">0: an active batch this far along")
-    p.add_argument("--prefill-age-ms", type=float, default=0.0, help="how long the prefill has waited")
-    p.add_argument("--waiting-new", type=int, default=0,
+    p.add_argument("--prefill-new", type=nonneg(int), default=0, help="new tokens of the prefill (0 = none)")
+    p.add_argument("--prefill-reused", type=nonneg(int), default=0, help="reused (cached) tokens of the prefill")
+    p.add_argument("--prefill-layers-done", type=nonneg(int), default=0, help=">0: an active batch this far along")
+    p.add_argument("--prefill-age-ms", type=nonneg(float), default=0.0, help="how long the prefill has waited")
+    p.add_argument("--waiting-new", type=nonneg(int), default=0,
                    help="with --prefill-layers-done: a waiting request of this many new tokens (may preempt)")
-    p.add_argument("--waiting-reused", type=int, default=0)
-    p.add_argument("--waiting-age-ms", type=float, default=0.0)
+    p.add_argument("--waiting-reused", type=nonneg(int), default=0)
+    p.add_argument("--waiting-age-ms", type=nonneg(float), default=0.0)
     p.add_argument("--no-preemption", action="store_true")
     a = ap.parse_args(argv)
     if a.decode_max_reused is not None and a.decode_max_reused < a.decode_reused:
-        ap.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
+        p.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
     est = estimator
     if est is None:
+        if not a.table:
+            p.error("the following arguments are required: --table (a shipped table's name or a table dir)")
         from sglang_mux.estimator import from_table_arg
 
-        est = from_table_arg(p, a.table)  # p: the error shows the plan subcommand's usage
+        est = from_table_arg(p, a.table)
+    try:
+        check_policy_name(a.policy, est)
+    except cli.UsageError as e:
+        p.error(str(e))
+    if a.prefill_layers_done >= est.num_layers:
+        p.error(f"--prefill-layers-done {a.prefill_layers_done}: the model has {est.num_layers} layers; "
+                f"give 0 (a waiting batch) to {est.num_layers - 1}")
     pol = make_policy(a.policy, est, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                       preemption=not a.no_preemption, ttft_ms_per_token=a.ttft_ms_per_token)
     now = 1000.0
@@ -513,4 +544,6 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sglang_mux import cli
+
+    cli.run(main)

@@ -76,7 +76,7 @@ from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
-                     find_table, other_backends, read_table, slug, table_dirname, write_json)
+                     find_table, other_backends, read_table, resolve_table, slug, table_dirname, write_json)
 
 __all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
 
@@ -337,11 +337,12 @@ class Estimator:
         return self._solo
 
 
-def from_table_arg(parser: argparse.ArgumentParser, path: str | Path) -> Estimator:
-    """``Estimator.from_table`` for a CLI's ``--table``: a missing or bad table is a usage error
-    (``parser.error``: usage line, the TableError's message, exit status 2), not a traceback."""
+def from_table_arg(parser: argparse.ArgumentParser, name_or_path: str | Path) -> Estimator:
+    """``Estimator.from_table`` for a CLI's ``--table``: a shipped table's name or a directory
+    (``tables.resolve_table``); a missing or bad table is a usage error (``parser.error``: one
+    ``error:`` line with the TableError's message, exit status 2), not a traceback."""
     try:
-        return Estimator.from_table(path)
+        return Estimator.from_table(resolve_table(name_or_path))
     except TableError as e:
         parser.error(str(e))
 
@@ -456,9 +457,10 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
 MIN_ROWS = {"prefill": 8, "decode": 6}
 
 
-def check_table(path: str | Path, out=sys.stdout) -> bool:
+def check_table(path: str | Path, out=sys.stdout, progress: Callable[[str], None] | None = None) -> bool:
     """Print the held-out fit accuracy and guard range per partition; True if all bounds hold.
 
+    ``progress``: called with a line before each slow step (the CLI writes them to stderr).
     Raises TableError on a malformed table.
     """
     import numpy as np
@@ -498,6 +500,9 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
                  f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
               "(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
+        if progress is not None:
+            progress(f"{kind}: refitting {df[col].nunique()} partitions {CV_FOLDS} times, each without the rows "
+                     "it then predicts")
         errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count,
                               launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.model_shape.num_heads,
                               fa3=table_fa3(t))
@@ -514,6 +519,8 @@ def check_table(path: str | Path, out=sys.stdout) -> bool:
             ok &= _check_small_batches(est, df, out, min_batch_tokens(curve))
             _report_curve(curve, out)
     ct = t.contention
+    if progress is not None:
+        progress(f"guard: worst case against {len(ct)} co-run rows")
     for d, g in ct.groupby("decode_sms"):
         d = int(d)
         raw = (g["decode_corun_ms"] / g["decode_solo_ms"]).to_numpy()
@@ -566,9 +573,10 @@ def _report_curve(curve: GemmCurves | None, out) -> None:
 
 def predict(path: str | Path, prefill_new: int, prefill_reused: int, decode_bs: int,
             decode_reused: int, decode_sms: int, decode_max_reused: int | None = None) -> dict:
-    """The ``predict`` subcommand's JSON object. ``decode_reused`` is Σ reused of the batch,
-    ``decode_max_reused`` its longest context (None: Σ/bs, a uniform batch)."""
-    est = Estimator.from_table(path)
+    """The ``predict`` subcommand's JSON object (ms). ``path``: a table's name or directory;
+    ``decode_reused`` is Σ reused of the batch, ``decode_max_reused`` its longest context (None:
+    Σ/bs, a uniform batch). A bad table: TableError; an unprofiled partition: UnprofiledPartition."""
+    est = Estimator.from_table(resolve_table(path))
     prefill_sms = est.total_sms - decode_sms
     g = est.guard_slowdown(decode_sms, decode_bs, decode_reused, prefill_new, prefill_reused)
     return {
@@ -583,41 +591,64 @@ def predict(path: str | Path, prefill_new: int, prefill_reused: int, decode_bs: 
     }
 
 
+def _progress(start: float) -> Callable[[str], None]:
+    """``check``'s progress lines: to stderr (stdout stays the report), with the time so far."""
+    import time
+
+    def say(line: str) -> None:
+        print(f"check: {line} ({time.monotonic() - start:.0f} s so far)", file=sys.stderr, flush=True)
+
+    return say
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sglang_mux.estimator", description=__doc__.split("\n")[0])
+    """fit | check | predict. Returns 0, 1 (check: bounds missed) or 2 (a bad table or
+    partition, said on one ``error:`` line on stderr); bad arguments exit with status 2."""
+    import time
+
+    from . import cli
+
+    table_help = ("a shipped table's name (e.g. llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) or a "
+                  "contention_tables/<model>__<gpu>__<backend>/ dir")
+    nonneg = cli.positive(int, allow_zero=True)
+    ap = cli.ArgumentParser(prog="python -m sglang_mux.estimator", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fit", help="(re)write fit.json and guard.json from the CSVs").add_argument("dir")
-    sub.add_parser("check", help="held-out fit accuracy and guard bound; rc 0 ok, 1 bounds missed, 2 malformed").add_argument("dir")
+    sub.add_parser("fit", help="(re)write fit.json and guard.json from the CSVs").add_argument("dir", help=table_help)
+    sub.add_parser("check", help="held-out fit accuracy and guard bound; rc 0 ok, 1 bounds missed, 2 malformed"
+                   ).add_argument("dir", help=table_help)
     p = sub.add_parser("predict", help="solo and worst-case estimates as JSON")
-    p.add_argument("dir")
-    p.add_argument("--prefill-new", type=int, required=True)
-    p.add_argument("--prefill-reused", type=int, default=0)
-    p.add_argument("--decode-bs", type=int, required=True)
-    p.add_argument("--decode-reused", type=int, default=0,
+    p.add_argument("dir", help=table_help)
+    p.add_argument("--prefill-new", type=nonneg, required=True, help="new tokens of the prefill (0 = none)")
+    p.add_argument("--prefill-reused", type=nonneg, default=0, help="reused (cached) tokens of the prefill")
+    p.add_argument("--decode-bs", type=nonneg, required=True, help="requests in the decode batch")
+    p.add_argument("--decode-reused", type=nonneg, default=0,
                    help="reused (context) tokens per decode request, as in contention.csv")
-    p.add_argument("--decode-max-reused", type=int, default=None,
+    p.add_argument("--decode-max-reused", type=nonneg, default=None,
                    help="longest context in the decode batch (default: --decode-reused, a uniform batch)")
-    p.add_argument("--decode-sms", type=int, required=True)
+    p.add_argument("--decode-sms", type=cli.positive(int), required=True, help="SMs of the decode partition")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "fit":
-            fit, guard = fit_table(a.dir)
-            print(f"wrote {Path(a.dir) / FIT} ({len(fit['prefill'])} prefill, {len(fit['decode'])} decode "
-                  f"partitions) and {Path(a.dir) / GUARD} ({len(guard['cells'])} partitions)")
+            d = resolve_table(a.dir)
+            fit, guard = fit_table(d)
+            print(f"wrote {d / FIT} ({len(fit['prefill'])} prefill, {len(fit['decode'])} decode "
+                  f"partitions) and {d / GUARD} ({len(guard['cells'])} partitions)")
             return 0
         if a.cmd == "check":
-            return 0 if check_table(a.dir) else 1
+            return 0 if check_table(resolve_table(a.dir), progress=_progress(time.monotonic())) else 1
         # The CLI speaks per request (like the table and `dispatch plan`); predict() takes the sum.
         if a.decode_max_reused is not None and a.decode_max_reused < a.decode_reused:
-            ap.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
+            p.error("--decode-max-reused is the longest context: it cannot be below --decode-reused")
         mx = a.decode_reused if a.decode_max_reused is None else a.decode_max_reused
         print(json.dumps(predict(a.dir, a.prefill_new, a.prefill_reused, a.decode_bs,
                                  a.decode_reused * a.decode_bs, a.decode_sms, mx), indent=1))
         return 0
     except (TableError, UnprofiledPartition) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from . import cli
+
+    cli.run(main)

@@ -2,16 +2,19 @@
 
 Takes every `sglang.launch_server` argument plus the `--mux-*` ones (mux_args.py). The HTTP API
 (/generate, OpenAI /v1/*, radix prefix cache) is SGLang's own; only the scheduler loop differs.
+A bad `--mux-*` argument, or an SGLang one that cannot combine with multiplexing, is one
+``error:`` line on stderr and exit status 2 (checked before SGLang is needed where it can be);
+without SGLang installed, ``--help`` lists our flags and a start says how to install it (exit 1).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import logging
 import os
 import sys
 
+from sglang_mux import cli
 from sglang_mux.mux_args import ENV_VAR, MuxArgError, add_mux_args, reconcile_sglang_args, split_argv
 
 logger = logging.getLogger("sglang_mux")
@@ -48,27 +51,32 @@ INSTALL_HINT = ("SGLang is not installed: the server needs the serving extra, pi
 
 
 def mux_help() -> str:
-    parser = argparse.ArgumentParser(prog="python -m sglang_mux.launch_server", add_help=False,
-                                     usage="%(prog)s [every sglang.launch_server argument] [--mux-* arguments]")
+    parser = cli.ArgumentParser(prog="python -m sglang_mux.launch_server", add_help=False,
+                                usage="%(prog)s [every sglang.launch_server argument] [--mux-* arguments]")
     add_mux_args(parser)
     return parser.format_help()
 
 
-def main(argv: list[str] | None = None) -> None:
+def _run(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="[sglang_mux] %(message)s")
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     have_sglang = importlib.util.find_spec("sglang") is not None
     if "-h" in argv or "--help" in argv:
         print(mux_help())  # ours first: SGLang's own help follows and exits
         if not have_sglang:
             print(INSTALL_HINT + "; then --help lists SGLang's own arguments too.")
-            sys.exit(0)
-    elif not have_sglang:
-        sys.exit(f"sglang_mux: error: {INSTALL_HINT}")
+            return
+    else:
+        try:  # our own arguments are checked without SGLang
+            split_argv(argv)[0].validate()
+        except MuxArgError as e:
+            raise cli.UsageError(str(e)) from None
+        if not have_sglang:
+            sys.exit(f"sglang_mux: error: {INSTALL_HINT}")
     try:
         mux, server_args, notes = build_server_args(argv)
     except MuxArgError as e:
-        sys.exit(f"sglang_mux: error: {e}")
+        raise cli.UsageError(str(e)) from None
     for n in notes:
         logger.info(n)
 
@@ -87,6 +95,12 @@ def main(argv: list[str] | None = None) -> None:
             launch_server(server_args, run_scheduler_process_func=run_mux_scheduler_process)
     finally:
         kill_process_tree(os.getpid(), include_parent=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``sglang-mux`` console script: user errors as one ``error:`` line (exit 2), a closed
+    pipe (``--help | head``) quiet."""
+    cli.run(_run, argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 """The project's server arguments: parsing, validation, and what they force on SGLang's own.
 
+Each ``MuxArgs`` field carries its flag, help and README wording (``Flag`` in its metadata);
+from that one place come the argparse group (``add_mux_args``), ``split_argv`` and the README's
+flag table (``markdown_table``; ``python -m sglang_mux.mux_args --markdown`` prints it).
 Plain Python (argparse + dataclass); SGLang's ServerArgs is touched only through attribute
 names in `reconcile_sglang_args`, so this module is tested on the CPU with a stand-in object.
+A bad value is a ``MuxArgError`` whose message names the flag and what to do.
 """
 
 from __future__ import annotations
@@ -9,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 from sglang_mux.partitions import validate_granularity
 
 ENV_VAR = "SGLANG_MUX_CONFIG"  # carries MuxArgs to the scheduler subprocess (spawned)
 POLICIES = ("dispatcher", "fixed", "batch-size")
 # Attention backends whose decode graphs can be captured per partition and whose prefill runs
-# layer by layer here (measured on the GPU machine: bench/results/); others are refused at start.
+# layer by layer here (both measured on a GPU); others are refused at start.
 MUX_BACKENDS = ("fa3", "triton")
 
 
@@ -24,24 +28,71 @@ class MuxArgError(ValueError):
     """An invalid or incompatible mux argument; the message says what to do."""
 
 
+@dataclass(frozen=True)
+class Flag:
+    """How one MuxArgs field appears on the command line and in the README's flag table.
+
+    ``name``: the flag (default ``--mux-<field>``); ``help``: the ``--help`` line; ``doc``: the
+    table's wording where it says more (default: ``help``); ``choices``: allowed values. The
+    argparse type follows the default's (bool: ``--x`` / ``--no-x`` when the default is True,
+    a plain switch when it is False)."""
+
+    help: str
+    doc: str | None = None
+    name: str | None = None
+    choices: tuple | None = None
+    metavar: str | None = None
+
+
+def _flag(default, help: str, **kw):
+    return field(default=default, metadata={"flag": Flag(help, **kw)})
+
+
 @dataclass
 class MuxArgs:
-    tbt_slo_ms: float = 50.0
-    ttft_slo_ms: float = 5000.0
-    # Length-aware TTFT SLO for preemption decisions: slo + k * prompt tokens. With k = 0 (a flat
-    # SLO) preemption can never help both batches, so it never fires (dispatch.py explains).
-    ttft_ms_per_token: float = 0.0
-    sm_granularity: int = 16
-    contention_table: str = "auto"
-    preemption: bool = True
-    policy: str = "dispatcher"
-    fixed_decode_sms: int = 64
-    timeline: str | None = None
-    timeline_max_mb: float = 256.0
-    tbt_host_budget: bool = True
-    tbt_host_quantile: float = 0.9  # which quantile of the loop's host time the TBT budget takes
-    defer_prefill_start: bool = False  # form a new prefill batch after the decode launch (scheduler_loop)
-    disable_mux: bool = False
+    tbt_slo_ms: float = _flag(50.0, "decode time-between-tokens SLO (ms)")
+    ttft_slo_ms: float = _flag(5000.0, "time-to-first-token SLO (ms; preemption checks it)")
+    # With k = 0 (a flat SLO) preemption can never help both batches, so it never fires (dispatch.py).
+    ttft_ms_per_token: float = _flag(
+        0.0, "length-aware TTFT SLO for preemption: SLO + k * prompt tokens (0 = flat)",
+        doc="length-aware TTFT SLO used by preemption: SLO + k × prompt tokens (with 0, preemption cannot help "
+            "both batches and never fires)")
+    sm_granularity: int = _flag(16, "SMs per partition step (Hopper: a multiple of 8)")
+    contention_table: str = _flag(
+        "auto", "a contention_tables/<model>__<gpu>__<backend>/ dir, or 'auto' (pick by model shape, GPU and "
+                "attention backend)",
+        doc="a `contention_tables/<model>__<gpu>__<backend>/` dir; `auto` picks by model "
+            "shape, GPU name and attention backend (never a table of another backend: an explicit one is refused "
+            "naming both), and without a match falls back to a roofline over GEMM/copy rates probed per "
+            "partition at start-up, with a warning saying how to profile")
+    preemption: bool = _flag(True, "non-recursive preemption of long prefills by short ones")
+    policy: str = _flag("dispatcher", "dispatcher (SLO-aware), fixed (one partition: --mux-fixed-decode-sms) or "
+                                      "batch-size (SGLang's PD-multiplexing demo rule)",
+                        doc="`dispatcher` (SLO-aware), `fixed` (one partition), `batch-size` (SGLang's "
+                            "PD-multiplexing demo rule)", choices=POLICIES)
+    fixed_decode_sms: int = _flag(64, "decode SMs with --mux-policy fixed",
+                                  doc="decode SMs with `--mux-policy fixed`")
+    timeline: str | None = _flag(None, "append every dispatch decision to this JSONL file",
+                                 doc="append every dispatch decision to this JSONL file (`bench/plots.py` draws it)",
+                                 metavar="FILE")
+    timeline_max_mb: float = _flag(256.0, "past this size the timeline moves to FILE.1 and a new one begins",
+                                   doc="past this size the timeline moves to `FILE.1` (replacing the last one) and "
+                                       "a new file begins")
+    tbt_host_budget: bool = _flag(
+        True, "plan decode partitions for the TBT SLO less the loop's measured host time per iteration",
+        doc="plan decode's partition for the TBT SLO less the loop's measured host time per decode iteration "
+            "(a quantile of the last 256, at most half the SLO): a token's gap is GPU time plus that host time")
+    tbt_host_quantile: float = _flag(
+        0.9, "the quantile of the loop's recent host times (per decode iteration) that the TBT budget takes off "
+             "the SLO",
+        doc="which quantile of the loop's recent host times that budget takes; a higher one plans for the "
+            "host's tail and leaves prefill fewer SMs")
+    # scheduler_loop forms the batch after the decode launch when this is set.
+    defer_prefill_start: bool = _flag(
+        False, "form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after the decode "
+               "iteration is launched, so its host time overlaps the decode's GPU time instead of lengthening a "
+               "token's gap (not yet measured on a GPU)")
+    disable_mux: bool = _flag(False, "plain SGLang scheduling (no multiplexing)", name="--disable-mux")
 
     def validate(self, total_sms: int | None = None) -> None:
         if not self.tbt_slo_ms > 0:
@@ -88,58 +139,69 @@ class MuxArgs:
         return cls(**json.loads(raw)) if raw else cls()
 
 
+def flag_name(f) -> str:
+    """The command-line flag of a MuxArgs field."""
+    return f.metadata["flag"].name or "--mux-" + f.name.replace("_", "-")
+
+
+def _argparse_kwargs(f) -> dict:
+    spec: Flag = f.metadata["flag"]
+    kw = dict(default=f.default, dest=f.name, help=spec.help)
+    if isinstance(f.default, bool):
+        kw["action"] = argparse.BooleanOptionalAction if f.default else "store_true"
+    else:
+        kw["type"] = type(f.default) if f.default is not None and not isinstance(f.default, str) else None
+        if spec.choices:
+            kw["choices"] = spec.choices
+        if spec.metavar:
+            kw["metavar"] = spec.metavar
+    return kw
+
+
 def add_mux_args(parser: argparse.ArgumentParser) -> None:
+    """Every MuxArgs field as a flag, in one argument group."""
     g = parser.add_argument_group("sglang_mux (PD multiplexing)")
-    d = MuxArgs()
-    g.add_argument("--mux-tbt-slo-ms", type=float, default=d.tbt_slo_ms, help="decode time-between-tokens SLO (ms)")
-    g.add_argument("--mux-ttft-slo-ms", type=float, default=d.ttft_slo_ms, help="time-to-first-token SLO (ms)")
-    g.add_argument("--mux-ttft-ms-per-token", type=float, default=d.ttft_ms_per_token,
-                   help="length-aware TTFT SLO for preemption: slo + k * prompt tokens (0 = flat)")
-    g.add_argument("--mux-sm-granularity", type=int, default=d.sm_granularity, help="SMs per partition step")
-    g.add_argument("--mux-contention-table", default=d.contention_table,
-                   help="contention table dir, or 'auto' (pick by model shape and GPU)")
-    g.add_argument("--mux-preemption", action=argparse.BooleanOptionalAction, default=d.preemption,
-                   help="non-recursive preemption of long prefills by short ones")
-    g.add_argument("--mux-policy", choices=POLICIES, default=d.policy)
-    g.add_argument("--mux-fixed-decode-sms", type=int, default=d.fixed_decode_sms,
-                   help="decode SMs with --mux-policy fixed")
-    g.add_argument("--mux-timeline", default=None, help="append every dispatch decision to this JSONL file")
-    g.add_argument("--mux-timeline-max-mb", type=float, default=d.timeline_max_mb,
-                   help="past this size the timeline moves to FILE.1 and a new one begins")
-    g.add_argument("--mux-tbt-host-budget", action=argparse.BooleanOptionalAction, default=d.tbt_host_budget,
-                   help="plan decode partitions for the TBT SLO less the loop's measured host time per iteration")
-    g.add_argument("--mux-tbt-host-quantile", type=float, default=d.tbt_host_quantile,
-                   help="the quantile of the loop's recent host times (per decode iteration) that the TBT budget "
-                        "takes off the SLO")
-    g.add_argument("--mux-defer-prefill-start", action="store_true",
-                   help="form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after "
-                        "the decode iteration is launched, so its host time overlaps the decode's GPU time "
-                        "instead of lengthening a token's gap (not yet measured on a GPU)")
-    g.add_argument("--disable-mux", action="store_true", help="plain SGLang scheduling (no multiplexing)")
+    for f in fields(MuxArgs):
+        kw = _argparse_kwargs(f)
+        if kw.get("type") is None:
+            kw.pop("type", None)
+        g.add_argument(flag_name(f), **kw)
 
 
 def split_argv(argv: list[str]) -> tuple[MuxArgs, list[str]]:
-    """Separate our flags from SGLang's, so SGLang's own parser sees only its arguments."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    """Separate our flags from SGLang's, so SGLang's own parser sees only its arguments.
+    A bad value of one of ours (``--mux-tbt-slo-ms x``): one ``error:`` line, exit status 2."""
+    from sglang_mux import cli
+
+    parser = cli.ArgumentParser(prog="sglang-mux", add_help=False, allow_abbrev=False)
     add_mux_args(parser)
     ns, rest = parser.parse_known_args(argv)
-    args = MuxArgs(
-        tbt_slo_ms=ns.mux_tbt_slo_ms,
-        ttft_slo_ms=ns.mux_ttft_slo_ms,
-        ttft_ms_per_token=ns.mux_ttft_ms_per_token,
-        sm_granularity=ns.mux_sm_granularity,
-        contention_table=ns.mux_contention_table,
-        preemption=ns.mux_preemption,
-        policy=ns.mux_policy,
-        fixed_decode_sms=ns.mux_fixed_decode_sms,
-        timeline=ns.mux_timeline,
-        timeline_max_mb=ns.mux_timeline_max_mb,
-        tbt_host_budget=ns.mux_tbt_host_budget,
-        tbt_host_quantile=ns.mux_tbt_host_quantile,
-        defer_prefill_start=ns.mux_defer_prefill_start,
-        disable_mux=ns.disable_mux,
-    )
-    return args, rest
+    return MuxArgs(**{f.name: getattr(ns, f.name) for f in fields(MuxArgs)}), rest
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _default_text(v) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return f"`{v}`"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def markdown_table() -> str:
+    """The README's flag table (flag | default | meaning), one row per MuxArgs field."""
+    rows = ["| flag | default | meaning |", "|---|---|---|"]
+    for f in fields(MuxArgs):
+        spec: Flag = f.metadata["flag"]
+        name = flag_name(f)
+        flag = f"`{name}` / `--no-{name[2:]}`" if f.default is True else f"`{name}`"
+        rows.append(f"| {flag} | {_default_text(f.default)} | {_cell(spec.doc or spec.help)} |")
+    return "\n".join(rows) + "\n"
 
 
 def attention_backend(server_args) -> str:
@@ -195,3 +257,28 @@ def reconcile_sglang_args(server_args, explicit: set[str]) -> list[str]:
     attention_backend(server_args)
     server_args.enable_pdmux = True
     return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sglang_mux.mux_args [--markdown]``: the flags' help, or the README's table."""
+    from sglang_mux import cli
+
+    ap = cli.ArgumentParser(prog="python -m sglang_mux.mux_args",
+                            description="The --mux-* server flags (python -m sglang_mux.launch_server takes them).")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the README's flag table (between its <!-- mux-flags:begin/end --> markers)")
+    a = ap.parse_args(argv)
+    if a.markdown:
+        print(markdown_table(), end="")
+    else:
+        hp = cli.ArgumentParser(prog="python -m sglang_mux.launch_server", add_help=False,
+                                usage="%(prog)s [every sglang.launch_server argument] [--mux-* arguments]")
+        add_mux_args(hp)
+        print(hp.format_help(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    from sglang_mux import cli
+
+    cli.run(main)

@@ -1,72 +1,24 @@
-"""Discrete-event simulator: replay a Mooncake-format trace with the estimator playing the GPU.
+"""Discrete-event simulator: replay a trace with the estimator playing the GPU.
 
-    python -m sglang_mux.sim --table DIR [--trace conversation|synthetic|FILE]
-        [--policy dispatcher|batch-size|fixed:64|all|a,b,...] [--rate R | --time-scale S]
-        [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--no-preemption]
-        [--slowdown uniform|worst|none] [--cache-tokens C] [--host-ms H | --host-from TIMELINE] [--decode-jitter TIMELINE]
-        [--prefill-slowdown X] [--online-guard] [--timeline out.jsonl] [--json]
+    python -m sglang_mux.sim --table NAME|DIR [--trace conversation|synthetic|FILE]
+        [--policy dispatcher|batch-size|fixed:<decode SMs>|all|a,b,...] [--rate R | --time-scale S]
+        [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--json] ...
 
-Modelling choices (the same for every policy, so that policies are compared like for like):
+:func:`simulate` replays requests (``traces.load_trace``) under one policy: each decision is a
+round lasting one decode iteration (or, without decode, the launched prefill layers); decode
+runs at the table's solo time x a co-run slowdown in [1, guard] (``--slowdown``), prefill at its
+solo speed per layer (x ``--prefill-slowdown`` beside decode). Host time (``--host-ms`` or
+``--host-from``), measured decode jitter and an online guard are optional calibrations. No
+KV-capacity limit, no admission limit. Every policy sees the same requests, reuse and draws.
 
-- Trace: one request per line (timestamp ms, input_length, output_length, hash_ids per 512-token
-  block). `--limit` keeps the first N requests; `--rate R` rescales arrivals to R req/s over the
-  slice, `--time-scale S` multiplies the gaps; `--input-cap T` truncates prompts to T tokens
-  (and their hash_ids accordingly). `conversation` / `synthetic` are the first 300 requests of
-  each Mooncake trace, shipped in sglang_mux/data/traces/.
-- Prefix reuse: r = 512 x (longest prefix of the request's hash_ids already seen, in arrival
-  order), capped at input_length-1 — a radix cache of unbounded capacity, or an LRU of
-  `--cache-tokens` tokens (blocks). Computed once at arrival, independent of the policy.
-- Rounds: each decision starts a round. Decode (if any) runs one iteration of
-  solo(decode_sms) x s ms, where s = 1 without a co-running prefill (or on the full GPU) and
-  otherwise drawn uniformly in [1, guard] (`--slowdown uniform`, seeded; `worst` = guard,
-  `none` = 1): the guard is the estimator's worst case, so the dispatcher's estimate is an
-  upper bound, as in the paper's design. The round lasts one decode iteration; without decode,
-  it lasts the launched prefill layers.
-- Prefill: the active batch runs at its solo speed T_P(prefill_sms)/N_T per layer (the paper
-  models no prefill slowdown; ``--prefill-slowdown`` below adds one) and advances fluidly
-  through the launched layers: at each decision the engine tops its queue up to N_PL layers beyond the layer now executing
-  (launched layers stay launched), so with N_PL from the formula the prefill partition stays
-  busy for the whole iteration; a plan with prefill_layers = 0 (e.g. overload-decode-first)
-  holds the prefill, launched layers included. Snapshot.layers_done = completed layers. Partition changes
-  take effect at the next round (green-context switches cost microseconds; in-flight layers
-  continue at the new partition's speed).
-  A batch that finishes mid-round is noticed at the round's end (the scheduler polls its CUDA
-  event once per iteration): its first tokens are emitted then and it joins the next round's
-  decode batch; the prefill partition idles for the rest of that round (< 1 iteration).
-- Decode jitter (``--decode-jitter TIMELINE``): a served point's co-run decode iterations,
-  measured / planned worst case, resampled (seeded): a co-run decode iteration then takes the
-  table's worst case times a draw, so it can exceed it as served ones do (overrides
-  ``--slowdown`` for co-run iterations).
-- Prefill beside decode (``--prefill-slowdown X|table``, default 1): a round that runs decode
-  too runs prefill at X times its table estimate, or, with ``table``, at the median slowdown
-  the table's own co-run cells measured for that decode partition (1.07-1.46x on the H100 FA3
-  table). Served on an H100 at TBT 30 ms it was ~1.4x: the prefill stream was busy 33.4 s where
-  the table's solo speed gives 23.8 s (bench/results/sim_calibration_s20/); the server's online
-  correction (``sglang_mux:prefill_correction``) follows it.
-- Online guard (``--online-guard``): the policy plans with a copy of the estimator whose guard
-  every co-run decode iteration raises to the slowdown it measured, as the server's does; the
-  table stays the GPU's truth. Without it the policy plans with the table, unrefined.
-- Host time (``--host-ms``): each decode iteration lasts its GPU time plus the loop's host
-  time (a token's gap; prefill runs on through it), and the snapshot carries it as the
-  server's does, so the dispatcher budgets it. 0 = the GPU alone. ``--host-from TIMELINE``
-  instead draws each iteration's host time from a served timeline's decode iterations of the
-  same kind, co-run or decode alone (seeded; ``mux_metrics.host_ms_per_decode``): a co-run
-  iteration's host time carries the prefill's launches (P99 7.6 ms against 4.5 alone on an
-  H100), and co-run batches are the largest, so drawing from all iterations alike thins the
-  token-weighted TBT tail. The dispatcher budgets the P90 of the last 256 drawn, as the server's
-  ``--mux-tbt-host-quantile`` default does.
-- Decode context: each decode request's reused length is its prompt plus the tokens generated
-  so far; the estimator gets their sum and their maximum (Snapshot.decode_max_reused); no
-  KV-capacity limit, no request admission limit.
-- Metrics: TTFT = first token - arrival; TBT = gap between consecutive tokens of a request
-  (including first token -> first decode token); a request's TTFT SLO is --ttft-slo-ms +
-  --ttft-ms-per-token x its prompt tokens; SLO attainment = share of requests with
-  TTFT <= its TTFT SLO and every TBT <= TBT SLO; throughput = output tokens / (last finish - first
-  arrival). Partition time shares are over busy time; ``prefill_busy_s``: time the prefill
-  partition ran layers (the server's ``sglang_mux:prefill_busy_seconds``); ``ttft_drift``: the
-  benchmark's drift test (``bench.metrics.drift``) on the TTFTs in arrival order, which fails a
-  served point whose queue still grows when arrivals stop; ``ttft_queue_drift``: the same on each
-  request's wait beyond its own prefill (``bench.metrics.queue_drift``, reported only).
+Metrics (``SimResult.summary``): TTFT (s) = first token - arrival; TBT (ms) = gap between a
+request's consecutive tokens; SLO attainment = share of requests with TTFT within its SLO
+(``--ttft-slo-ms`` + ``--ttft-ms-per-token`` x prompt tokens) and every TBT within
+``--tbt-slo-ms``; throughput over first arrival -> last finish; partition time shares; the
+drift tests (``sglang_mux.drift``). docs/sim.md gives each modelling choice and its reasons.
+
+Bad arguments or a malformed trace: one ``error:`` line and exit status 2 (``sglang_mux.cli``);
+``simulate`` itself raises ValueError on bad options.
 """
 
 from __future__ import annotations
@@ -77,124 +29,16 @@ import heapq
 import json
 import math
 import random
-import sys
-from collections import OrderedDict, defaultdict, deque
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from sglang_mux.dispatch import DecodeHostTime, Snapshot, WaitingReq, apply_plan, make_policy
-
-BLOCK = 512
-BUNDLED = {"conversation": "mooncake_conversation_head300.jsonl",
-           "synthetic": "mooncake_synthetic_head300.jsonl"}
-
-
-@dataclass
-class TraceReq:
-    rid: str
-    arrival_s: float
-    n_input: int
-    output_len: int
-    reused: int = 0
-
-
-# ---- trace ----------------------------------------------------------------------------------
-
-def trace_path(name_or_path: str) -> Path:
-    """A file path, or the name of a bundled slice ('conversation', 'synthetic')."""
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
-    fname = BUNDLED.get(name_or_path, name_or_path)
-    q = resources.files("sglang_mux") / "data" / "traces" / fname
-    if q.is_file():
-        return Path(str(q))
-    raise FileNotFoundError(f"no trace file {name_or_path!r} (bundled: {', '.join(BUNDLED)})")
-
-
-def load_trace(name_or_path: str, *, limit: int | None = None, input_cap: int | None = None,
-               rate: float | None = None, time_scale: float | None = None,
-               cache_tokens: int | None = None, arrival: str = "trace",
-               seed: int = 0, session_sample: int = 1, offset: int = 0,
-               warm_history: bool = False) -> list[TraceReq]:
-    """Requests in arrival order, arrivals shifted to start at 0, reuse computed (see module doc).
-
-    ``arrival="poisson"``: keep the requests and their order, replace the timestamps with
-    Poisson arrivals at ``rate`` (the trace's timestamps are rounded to 3 s, so its own
-    arrivals come in bursts of up to 17 requests). ``offset``: the slice starts there, as
-    ``bench.run --offset``; ``warm_history``: the cache starts with the history the slice
-    reuses (``bench.workloads.warm_prefixes``, what ``bench.run --warm-history`` prefills)."""
-    if rate is not None and time_scale is not None:
-        raise ValueError("give --rate or --time-scale, not both")
-    if arrival not in ("trace", "poisson"):
-        raise ValueError(f"arrival must be 'trace' or 'poisson', got {arrival!r}")
-    if arrival == "poisson" and (rate is None or rate <= 0):
-        raise ValueError("--arrival poisson needs --rate > 0")
-    rows = []
-    with open(trace_path(name_or_path), encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rows.append(json.loads(line))
-                if limit is not None and len(rows) >= offset + limit and session_sample == 1:
-                    break
-    if session_sample != 1:  # the benchmark's own sample: a simulated slice is a served one
-        from bench.workloads import sample_sessions
-
-        rows = sample_sessions(rows, session_sample)
-    warm = []
-    if warm_history:
-        from bench.workloads import warm_prefixes
-
-        warm = warm_prefixes(rows, offset, len(rows) if limit is None else limit, input_cap)
-    rows = rows[offset:None if limit is None else offset + limit]
-    if not rows:
-        raise ValueError(f"trace {name_or_path!r} has no requests")
-    rows.sort(key=lambda x: x["timestamp"])  # stable: equal timestamps keep file order
-    t0 = rows[0]["timestamp"] / 1e3
-    span = rows[-1]["timestamp"] / 1e3 - t0
-    scale = 1.0
-    if rate is not None:
-        if rate <= 0:
-            raise ValueError("--rate must be > 0")
-        scale = (len(rows) - 1) / rate / span if span > 0 else 0.0
-    elif time_scale is not None:
-        scale = time_scale
-    poisson = None
-    if arrival == "poisson":  # the benchmark's own draws: a simulated point sees a GPU point's arrivals
-        from bench.workloads import poisson_arrivals
-
-        poisson = poisson_arrivals(len(rows), rate, seed)
-    cap_blocks = None if not cache_tokens else max(1, cache_tokens // BLOCK)
-    cache: OrderedDict = OrderedDict((h, None) for p in warm for h in p)
-    out = []
-    for i, x in enumerate(rows):
-        n, ids = int(x["input_length"]), list(x.get("hash_ids") or [])
-        if input_cap is not None and n > input_cap:
-            n, ids = input_cap, ids[: math.ceil(input_cap / BLOCK)]
-        hit = 0
-        for h in ids:  # longest prefix already cached
-            if h not in cache:
-                break
-            hit += 1
-        for h in ids:  # LRU: touch / insert every block of this request
-            cache[h] = None
-            cache.move_to_end(h)
-        if cap_blocks is not None:
-            while len(cache) > cap_blocks:
-                cache.popitem(last=False)
-        t_arr = (x["timestamp"] / 1e3 - t0) * scale
-        if rate is not None and span <= 0:
-            t_arr = i / rate
-        if poisson is not None:
-            t_arr = float(poisson[i])
-        out.append(TraceReq(f"r{i}", t_arr, n, max(1, int(x["output_length"])),
-                            min(hit * BLOCK, max(0, n - 1))))
-    return out
-
+from sglang_mux import cli
+from sglang_mux.dispatch import DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, make_policy
+from sglang_mux.drift import drift, queue_drift
+from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
 # ---- simulation -----------------------------------------------------------------------------
 
@@ -283,7 +127,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> SimResult:
-    """Replay `reqs` under `policy`; `estimator` is the ground truth. See the module docstring.
+    """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
     draws from, budgeted as served.
@@ -492,10 +336,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
 
 
 def drift_tests(ttft_s: np.ndarray, reqs: Sequence[TraceReq]) -> dict:
-    """The benchmark's own drift test and its length-aware twin (bench.metrics), so that a simulated
-    point is judged as a served one; `reqs` in arrival order, `ttft_s` theirs."""
-    from bench.metrics import drift, queue_drift
-
+    """The benchmark's own drift test and its length-aware twin (sglang_mux.drift), so that a
+    simulated point is judged as a served one; `reqs` in arrival order, `ttft_s` theirs."""
     ms = np.asarray(ttft_s) * 1e3
     return {"ttft_drift": drift(ms), "ttft_queue_drift": queue_drift(ms, [q.n_input - q.reused for q in reqs])}
 
@@ -503,9 +345,17 @@ def drift_tests(ttft_s: np.ndarray, reqs: Sequence[TraceReq]) -> dict:
 # ---- CLI ------------------------------------------------------------------------------------
 
 def policy_names(spec: str, estimator) -> list[str]:
+    """``--policy``'s names: 'all' is every policy (each decode partition for fixed), else a comma
+    list, each checked (dispatch.check_policy_name: a UsageError saying what is offered)."""
     if spec == "all":
         return ["dispatcher", "batch-size"] + [f"fixed:{d}" for d in estimator.decode_sms_options]
-    return [s.strip() for s in spec.split(",") if s.strip()]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise cli.UsageError(f"--policy {spec!r} names no policy; give dispatcher, batch-size, fixed:<decode SMs>, "
+                             "all, or a comma list of them")
+    for nm in names:
+        check_policy_name(nm, estimator)
+    return names
 
 
 def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float = 50.0,
@@ -549,43 +399,65 @@ def _table(results: list[SimResult]) -> str:
 
 def add_trace_args(ap: argparse.ArgumentParser) -> None:
     """The replayed requests, their arrivals and the SLOs (this simulator's and sim_chunked's)."""
-    ap.add_argument("--trace", default="conversation", help="trace file, or bundled: conversation | synthetic")
+    pos, nonneg = cli.positive, lambda kind: cli.positive(kind, allow_zero=True)
+    ap.add_argument("--trace", default="conversation", help="trace file (JSON lines), or bundled: conversation | "
+                    "synthetic")
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--rate", type=float, help="rescale arrivals to this many requests/s")
-    g.add_argument("--time-scale", type=float, help="multiply inter-arrival times by this")
+    g.add_argument("--rate", type=pos(float), help="rescale arrivals to this many requests/s")
+    g.add_argument("--time-scale", type=nonneg(float), help="multiply inter-arrival times by this")
     ap.add_argument("--arrival", choices=("trace", "poisson"), default="trace",
                     help="trace timestamps (bursty: rounded to 3 s), or Poisson at --rate "
                          "(the draws bench.run --arrival poisson uses)")
-    ap.add_argument("--limit", type=int, help="first N requests of the trace")
+    ap.add_argument("--limit", type=pos(int), help="first N requests of the trace")
     ap.add_argument("--session-sample", type=int, default=1, metavar="K",
                     help="keep one session in K, every turn of it (as bench.run --session-sample)")
-    ap.add_argument("--input-cap", type=int, help="truncate prompts to this many tokens")
-    ap.add_argument("--cache-tokens", type=int, help="prefix cache capacity (LRU); default unbounded")
+    ap.add_argument("--input-cap", type=pos(int), help="truncate prompts to this many tokens")
+    ap.add_argument("--cache-tokens", type=pos(int), help="prefix cache capacity in tokens (LRU); default unbounded")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tbt-slo-ms", type=float, default=50.0)
-    ap.add_argument("--ttft-slo-ms", type=float, default=5000.0)
+    ap.add_argument("--tbt-slo-ms", type=pos(float), default=50.0, help="time-between-tokens SLO (ms)")
+    ap.add_argument("--ttft-slo-ms", type=pos(float), default=5000.0, help="time-to-first-token SLO (ms)")
+    ap.add_argument("--table", help="a shipped table's name (e.g. llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) or a "
+                    "contention_tables/<model>__<gpu>__<backend>/ dir; the estimator plays the GPU")
 
 
 def trace_from_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> list[TraceReq]:
+    """``load_trace`` for the parsed arguments; a missing or malformed trace is a usage error."""
     if a.session_sample < 1:
         ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
-    return load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
-                      cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed, session_sample=a.session_sample)
+    try:
+        return load_trace(a.trace, limit=a.limit, input_cap=a.input_cap, rate=a.rate, time_scale=a.time_scale,
+                          cache_tokens=a.cache_tokens, arrival=a.arrival, seed=a.seed,
+                          session_sample=a.session_sample)
+    except FileNotFoundError as e:
+        ap.error(f"--trace: {e.args[0] if e.args else e}")
+    except ValueError as e:  # TraceError, and options load_trace refuses
+        ap.error(f"--trace {a.trace}: {e}")
+
+
+def estimator_from_args(ap: argparse.ArgumentParser, a: argparse.Namespace, estimator):
+    """The given estimator (tests), else the ``--table``'s; neither is a usage error."""
+    if estimator is not None:
+        return estimator
+    if not a.table:
+        ap.error("the following arguments are required: --table (a shipped table's name or a table dir)")
+    from sglang_mux.estimator import from_table_arg
+
+    return from_table_arg(ap, a.table)
 
 
 def main(argv: Sequence[str] | None = None, estimator=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
+    ap = cli.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
     add_trace_args(ap)
-    ap.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>/ dir")
-    ap.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<SMs> | all | comma list")
-    ap.add_argument("--ttft-ms-per-token", type=float, default=0.0,
+    ap.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<decode SMs> | all | "
+                    "comma list")
+    ap.add_argument("--ttft-ms-per-token", type=cli.positive(float, allow_zero=True), default=0.0,
                     help="length-aware TTFT SLO: += this x prompt tokens (preemption needs it > 0)")
     ap.add_argument("--no-preemption", action="store_true")
     ap.add_argument("--slowdown", choices=("uniform", "worst", "none"), default="uniform",
                     help="actual co-run decode slowdown: U(1, guard), the guard, or none")
     hg = ap.add_mutually_exclusive_group()
-    hg.add_argument("--host-ms", type=float, default=0.0,
-                    help="the loop's host time per decode iteration (measured: 2-4 ms, bench.timeline_profile); "
+    hg.add_argument("--host-ms", type=cli.positive(float, allow_zero=True), default=0.0,
+                    help="the loop's host time per decode iteration (ms; measure it with bench.timeline_profile); "
                          "the dispatcher budgets it as the server does")
     hg.add_argument("--host-from", metavar="TIMELINE",
                     help="draw each decode iteration's host time from a served --mux-timeline (.jsonl or .xz) "
@@ -595,7 +467,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                          "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
     ap.add_argument("--prefill-slowdown", default="1", metavar="X|table",
                     help="prefill beside a decode runs X times its table estimate, or per decode partition as the "
-                         "table's co-run cells measured it ('table'); default 1 (the paper's model)")
+                         "table's co-run cells measured it ('table'); 1 is the paper's model")
     ap.add_argument("--online-guard", action="store_true",
                     help="the policy plans with a guard raised online to what serving measures, as the server's "
                          "is (default: the table's guard, unrefined)")
@@ -618,16 +490,19 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
 
     jitter = from_timeline("--decode-jitter", decode_jitter, a.decode_jitter)
     host_draws = from_timeline("--host-from", served_host_ms, a.host_from)
-    if estimator is None:
-        from sglang_mux.estimator import from_table_arg
-
-        estimator = from_table_arg(ap, a.table)
+    estimator = estimator_from_args(ap, a, estimator)
+    try:
+        policy_names(a.policy, estimator)
+    except cli.UsageError as e:
+        ap.error(str(e))
     prefill_slowdown = a.prefill_slowdown
     if prefill_slowdown == "table":
         if not a.table:
             ap.error("--prefill-slowdown table needs --table")
         try:
-            prefill_slowdown = table_prefill_slowdown(a.table, estimator)
+            from sglang_mux.tables import resolve_table
+
+            prefill_slowdown = table_prefill_slowdown(resolve_table(a.table), estimator)
         except ValueError as e:
             ap.error(f"--prefill-slowdown table: {e}")
     reqs = trace_from_args(ap, a)
@@ -648,8 +523,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
              "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
              "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
-             "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption, "slowdown": a.slowdown,
-             "seed": a.seed, "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,
+             "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption,
+             "slowdown": a.slowdown, "seed": a.seed,
+             "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,
              "mean_input": float(np.mean([q.n_input for q in reqs])),
              "reused_share": float(sum(q.reused for q in reqs) / max(1, sum(q.n_input for q in reqs)))}
     if a.json:
@@ -661,4 +537,4 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

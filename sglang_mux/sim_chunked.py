@@ -1,7 +1,7 @@
 """SGLang's chunked prefill replayed with the estimator playing the GPU: the baseline the mux is
 judged against, on the same requests, arrivals and metrics as ``sim.simulate``.
 
-    python -m sglang_mux.sim_chunked --table DIR --trace conversation --arrival poisson --rate 4 \\
+    python -m sglang_mux.sim_chunked --table NAME|DIR --trace conversation --arrival poisson --rate 4 \\
         --limit 180 --input-cap 8000 --budget 512 [--no-mixed] [--host-ms H] [--json]
 
 Every iteration runs on the whole GPU. Prompt tokens are taken first come, first served, up to
@@ -9,25 +9,24 @@ Every iteration runs on the whole GPU. Prompt tokens are taken first come, first
 or cut. With mixed chunks (SGLang's ``--enable-mixed-chunk``) the running decode batch rides in
 the same iteration, as SGLang runs it: one extend batch, each piece with the prompt tokens before it
 as reused context and each decoding request one new token on its context, timed by the table's
-prefill model (bench/results/sim_chunked_s21/ compares it with served points). Without mixing a
+prefill model (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
 step (the table's decode model). ``host_ms`` is added to every iteration: 2 ms reproduces the
 served points (default 0, the GPU alone). A request's first token comes at the end of the
 iteration that ran its last piece; it decodes from the next iteration on. No KV-capacity limit,
-as in ``sim``.
+as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit status 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections import deque
 from typing import Sequence
 
 import numpy as np
 
-from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, trace_from_args
+from sglang_mux import cli
+from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, estimator_from_args, trace_from_args
 
 
 def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, mixed: bool = True,
@@ -111,22 +110,16 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
 
 
 def main(argv: list[str] | None = None, estimator=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sglang_mux.sim_chunked", description=__doc__.split("\n\n")[0])
+    ap = cli.ArgumentParser(prog="python -m sglang_mux.sim_chunked", description=__doc__.split("\n\n")[0])
     add_trace_args(ap)
-    ap.add_argument("--table", required=estimator is None, help="contention_tables/<model>__<gpu>__<backend>/ "
-                    "(the estimator plays the GPU)")
-    ap.add_argument("--budget", type=int, default=512, help="prompt tokens per iteration (--chunked-prefill-size)")
+    ap.add_argument("--budget", type=cli.positive(int), default=512,
+                    help="prompt tokens per iteration (--chunked-prefill-size)")
     ap.add_argument("--no-mixed", action="store_true", help="a chunk runs alone (no --enable-mixed-chunk)")
-    ap.add_argument("--host-ms", type=float, default=0.0,
-                    help="host time added to every iteration (2 reproduces the served H100 points)")
+    ap.add_argument("--host-ms", type=cli.positive(float, allow_zero=True), default=0.0,
+                    help="host time added to every iteration (ms; 2 reproduces the served H100 points)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    if a.budget <= 0 or a.host_ms < 0:
-        ap.error("--budget must be > 0 and --host-ms >= 0")
-    if estimator is None:
-        from sglang_mux.estimator import from_table_arg
-
-        estimator = from_table_arg(ap, a.table)
+    estimator = estimator_from_args(ap, a, estimator)
     reqs = trace_from_args(ap, a)
     r = simulate_chunked(reqs, estimator, budget=a.budget, mixed=not a.no_mixed, host_ms=a.host_ms,
                          tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms)
@@ -140,4 +133,4 @@ def main(argv: list[str] | None = None, estimator=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -1,9 +1,12 @@
+import argparse
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from sglang_mux.launch_server import explicit_flags
-from sglang_mux.mux_args import ENV_VAR, MuxArgError, MuxArgs, reconcile_sglang_args, split_argv
+from sglang_mux.mux_args import (ENV_VAR, MuxArgError, MuxArgs, add_mux_args, flag_name, markdown_table,
+                                 reconcile_sglang_args, split_argv)
 
 
 def sglang_defaults(**kw):
@@ -95,3 +98,59 @@ def test_split_prefill_decode_backends_are_refused():
     sa = sglang_defaults(attention_backend="fa3", decode_attention_backend="triton")
     with pytest.raises(MuxArgError, match="prefill attention backend 'fa3' != decode attention backend 'triton'"):
         reconcile_sglang_args(sa, explicit={"--decode-attention-backend"})
+
+
+# ---- one source for the flags ---------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BEGIN, END = "<!-- mux-flags:begin -->", "<!-- mux-flags:end -->"
+
+
+def test_every_field_is_a_flag_with_its_default():
+    from dataclasses import fields
+
+    ap = argparse.ArgumentParser()
+    add_mux_args(ap)
+    dests = {a.dest: a for a in ap._actions}
+    for f in fields(MuxArgs):
+        assert f.name in dests and dests[f.name].default == f.default, f.name
+        assert flag_name(f) in dests[f.name].option_strings
+    # Every field round-trips through split_argv from its own flag, nothing reaches SGLang.
+    argv = ["--mux-tbt-slo-ms", "31", "--mux-ttft-slo-ms", "4000", "--mux-ttft-ms-per-token", "0.5",
+            "--mux-sm-granularity", "8", "--mux-contention-table", "/t", "--no-mux-preemption", "--mux-policy",
+            "fixed", "--mux-fixed-decode-sms", "48", "--mux-timeline", "tl.jsonl", "--mux-timeline-max-mb", "9",
+            "--no-mux-tbt-host-budget", "--mux-tbt-host-quantile", "0.99", "--mux-defer-prefill-start",
+            "--disable-mux"]
+    got, rest = split_argv(argv)
+    assert rest == [] and got == MuxArgs(31.0, 4000.0, 0.5, 8, "/t", False, "fixed", 48, "tl.jsonl", 9.0, False,
+                                         0.99, True, True)
+
+
+def test_flag_table_has_a_row_per_field():
+    from dataclasses import fields
+
+    table = markdown_table()
+    lines = table.splitlines()
+    assert lines[0] == "| flag | default | meaning |" and len(lines) == 2 + len(fields(MuxArgs))
+    assert "| `--mux-preemption` / `--no-mux-preemption` | on |" in table
+    assert "| `--mux-tbt-slo-ms` | 50 |" in table and "| `--mux-timeline` | — |" in table
+    assert "| `--disable-mux` | off |" in table and "| `--mux-contention-table` | `auto` |" in table
+
+
+def test_markdown_is_printable(capsys):
+    from sglang_mux import cli
+    from sglang_mux.mux_args import main
+
+    with pytest.raises(SystemExit) as e:
+        cli.run(main, ["--markdown"])
+    assert e.value.code == 0 and capsys.readouterr().out == markdown_table()
+
+
+def test_readme_flag_table_is_the_generated_one():
+    text = README.read_text(encoding="utf-8") if README.is_file() else ""
+    if BEGIN not in text or END not in text:
+        pytest.skip(f"README.md has no {BEGIN} ... {END} block to compare (print the table with "
+                    "`python -m sglang_mux.mux_args --markdown` and put it between those markers)")
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+    assert block == markdown_table(), ("README's flag table differs from the code's; regenerate it: "
+                                       "python -m sglang_mux.mux_args --markdown")
