@@ -69,10 +69,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .fa3_kernels import Fa3Grid
-from .latency_model import DecodeHyper, PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
-from .gemm_curve import GemmCurves
-from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
+from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
+                            decode_kernel, l2_knee_tokens, min_batch_tokens)
+from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
@@ -383,7 +382,7 @@ def table_decode_kernel(t):
     table has it; without it the fit chooses k."""
     m = t.model_shape
     if t.attention_backend == "fa3":
-        from .fa3_kernels import MAX_SPLITS
+        from .latency_model.fa3_kernels import MAX_SPLITS
         return DecodeHyper(head_groups=m.num_kv_heads, max_kv_splits=MAX_SPLITS, device_sms=t.sm_count, fa3=1)
     k = (t.meta.get("profiler") or {}).get("decode_blocks_per_sm") or 0
     return replace(decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count), blocks_per_sm=int(k))

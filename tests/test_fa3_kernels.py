@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from sglang_mux.estimator import Estimator, check_table
-from sglang_mux.fa3_kernels import Fa3Grid, decode_keys, num_splits
+from sglang_mux.latency_model.fa3_kernels import Fa3Grid, decode_keys, num_splits
 from sglang_mux.latency_model import DecodeHyper, PrefillReq, SoloLatencyModel, fit_decode_frame
 
 ROOT = Path(__file__).resolve().parents[1]

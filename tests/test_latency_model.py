@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sglang_mux import latency_model as lm
+from sglang_mux.latency_model import fit as lm_fit
 from sglang_mux.latency_model import (DecodeHyper, PrefillHyper, PrefillReq, SoloLatencyModel,
                                       UnprofiledPartition, decode_kernel, fit_decode_frame, fit_nonneg,
                                       fit_prefill_frame, heldout_errors, key_waves, l2_knee_tokens,
@@ -223,10 +223,10 @@ def test_floor_thresholds_spread_over_all_values():
     """Every distinct Σr/K up to MAX_FLOOR_CANDIDATES, else that many spread in rank with the
     largest ("every row on the floor") included: format 7's 12 smallest missed it."""
     v = np.array([5.0, 1.0, 3.0, 3.0, 2.0])
-    assert lm._thresholds(v) == [1.0, 2.0, 3.0, 5.0]
+    assert lm_fit._thresholds(v) == [1.0, 2.0, 3.0, 5.0]
     many = np.arange(100.0)
-    got = lm._thresholds(many)
-    assert len(got) == lm.MAX_FLOOR_CANDIDATES and got[0] == 0.0 and got[-1] == 99.0 and got == sorted(set(got))
+    got = lm_fit._thresholds(many)
+    assert len(got) == lm_fit.MAX_FLOOR_CANDIDATES and got[0] == 0.0 and got[-1] == 99.0 and got == sorted(set(got))
 
 
 TH_PX = (2.0e-7, 4.0e-7, 4.0e-3, 2.0, 2.0e-7, 12.0)  # θ1..θ4, spill θ5, launch floor L
@@ -514,7 +514,7 @@ def test_recovers_the_gemm_curve_model():
     counts (synth_tables "mux-curve": 96 and 448 tokens at 1.4x): the fit recovers every θ,
     the pooled curve scale θ10 = 0.9 and the cold waves, fits batches under 128 tokens too,
     and predicts held-out rows; without the curve the slow token counts are missed."""
-    from sglang_mux.gemm_curve import GemmCurves
+    from sglang_mux.latency_model import GemmCurves
 
     sp, sd = st.mux_solo_frames(curve=True)
     curve = GemmCurves.from_frame(st.mux_curve_frame())
