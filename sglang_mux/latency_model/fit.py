@@ -270,11 +270,7 @@ MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (spread over 
 def _thresholds(vals) -> list:
     """Candidate floor thresholds: every distinct value, or MAX_FLOOR_CANDIDATES of them evenly
     spread in rank, the smallest and the largest included (rows sit on the floor from the
-    smallest Σr/K up). A profiled table has ~20 distinct values per partition, random-context
-    tables one per row, and the (k, β) grid multiplies them. Format 7 tried the 12 smallest: on
-    the H200 table's 132 SMs that left out "every row on the floor", the best fit there with
-    split tails (in-sample max error 5.9 % against 8.4 % for the best of the 12 smallest).
-    Trying all ~20 held out no better than 12 spread, at 1.6x the test suite's fit time."""
+    smallest Σr/K up; docs/latency_model.md, "Decode floor thresholds")."""
     v = sorted(set(vals.tolist()))
     if len(v) <= MAX_FLOOR_CANDIDATES:
         return v
@@ -300,8 +296,7 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
     if beta > 0:  # floored rows: the smallest Σr/K. Largest threshold first, so that of splits
         # that fit equally (rows the floor explains exactly as well as θ1·Σr) the fit keeps the one
         # with the most rows on the floor, rather than θ1 pinned by two of them at the edge.
-        # FA3: every threshold, no reach limit (its floor has δ too): with triton's 12 spread
-        # within the reach, the H200 table's γs came out 0 to 0.59 in no order, 112 SMs at 9.7 %
+        # FA3: every threshold, no reach limit (its floor has δ too; docs/latency_model.md)
         lim = 2.0 * beta / base[0] if base[0] > 0 and not fa3 else np.inf  # as far as the floor can reach
         cands += (sorted(set(rho.tolist())) if fa3 else _thresholds(rho[rho <= lim]))[::-1]
     best = None
