@@ -610,3 +610,23 @@ def test_shipped_h200_estimator_on_measured_mixed_batches():
     assert s["estimate"]["median_abs"] <= 0.03 and s["estimate"]["within_10pct"] >= 0.95
     assert abs(s["estimate"]["mean_signed"]) <= 0.02
     assert s["estimate_unpadded"]["mean_signed"] < -0.15
+
+
+def test_named_thetas_are_the_feature_lists_of_the_shipped_fit_files():
+    """PrefillTheta / DecodeTheta's fields are fit.json's feature lists (format 8's decode θ
+    lacks FA3's γ, which reads as 0); the prediction path reads θ by these names."""
+    from sglang_mux.latency_model import DECODE_FEATURES, PREFILL_FEATURES, DecodeTheta, PrefillTheta
+
+    assert PrefillTheta._fields == PREFILL_FEATURES and DecodeTheta._fields == DECODE_FEATURES
+    for t in sorted((ROOT / "contention_tables").iterdir()):
+        d = json.loads((t / "fit.json").read_text())
+        assert d["prefill_features"] == list(PREFILL_FEATURES), t.name
+        assert d["decode_features"] == list(DECODE_FEATURES[:4 if d["format"] == 8 else 5]), t.name
+        m = SoloLatencyModel.from_dict(d)
+        s = m.decode_sms[0]
+        assert isinstance(m.prefill_theta(m.prefill_sms[0]), PrefillTheta)
+        assert isinstance(m.decode_theta(s), DecodeTheta)
+        assert list(m.decode_theta(s))[:len(d["decode"][str(s)]["theta"])] == d["decode"][str(s)]["theta"]
+    assert PrefillTheta(1.0, 2.0, 3.0, 4.0).gemm_curve_ms == 0.0  # the paper's Eq. 1: extensions off
+    with pytest.raises(ValueError, match="must be 4 to 10 finite non-negative floats"):
+        SoloLatencyModel({20: (1.0,) * 11}, TH_D)
