@@ -630,3 +630,15 @@ def test_named_thetas_are_the_feature_lists_of_the_shipped_fit_files():
     assert PrefillTheta(1.0, 2.0, 3.0, 4.0).gemm_curve_ms == 0.0  # the paper's Eq. 1: extensions off
     with pytest.raises(ValueError, match="must be 4 to 10 finite non-negative floats"):
         SoloLatencyModel({20: (1.0,) * 11}, TH_D)
+
+
+def test_a_wheel_carries_the_latency_model_subpackage():
+    """pyproject.toml lists its packages by name: a subpackage missing there is missing from a
+    non-editable install (the estimator then fails to import)."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = cfg.get("packages")
+    if not isinstance(packages, list):
+        pytest.skip("packages are found, not listed")
+    assert "sglang_mux.latency_model" in packages
