@@ -1,56 +1,23 @@
 """Contention guard (MuxWise §3.3.2): the max decode slowdown of a grid cell.
 
-Grid. Four continuous axes, each the sorted distinct values found in contention.csv (the
-profiler samples powers of 4 and SGLang's captured decode batch sizes):
+Grid: per decode partition (decode_sms), four axes (``AXES``: prefill_new, prefill_reused,
+decode_bs, decode_reused_per_req), each the sorted distinct values of contention.csv. A query
+falls in the cell [p_i, p_i+1) of each axis (the last closed); a cell's value is the max
+slowdown measured at its corners (corun / solo, and corun / predicted solo when ``build`` gets
+a predictor, so that predicted solo × guard >= measured corun on every row). A cell with no
+measured corner gets its partition's max.
 
-    prefill_new, prefill_reused, decode_bs, decode_reused_per_req
+``lookup`` (about 1-2 µs) returns a slowdown >= 1.0 (``FLOOR``):
+- outside the grid: the nearest edge cell (coordinates clamped) × ``outside_margin`` (>= 1, 1.1);
+- an unprofiled decode partition: the max of its two profiled neighbours' values; below or
+  above every profiled one, the nearest × ``outside_margin``;
+- ``profiled=True``: the table's value, without online refinement.
 
-plus the decode partition (decode_sms), which is discrete. Consecutive grid values bound a
-cell; a cell's value is the max slowdown measured at its (up to 16) corner points, so every
-measured point is bounded by every cell it touches. A query falls in the cell
-``[p_i, p_{i+1}]`` with ``p_i <= x < p_{i+1}`` (the last cell is closed on the right).
-
-Slowdown of a measured point = max(corun/solo_measured, corun/solo_predicted) when a solo
-predictor is given: the first bounds the measured slowdown, the second folds the solo fit's
-error into the guard so that ``predicted_solo × guard >= measured corun`` on every row.
-contention.csv rows are uniform batches, so the predictor gets r_max = the per-request
-context (``solo_predict(decode_sms, bs, Σr, r_max)``), as ``estimator check`` does.
-
-Missing corners (e.g. 128K new + 128K reused is not profiled, nor decode batches whose KV
-would not fit) are skipped; a cell with no measured corner gets its partition's max.
-
-Outside the grid (any coordinate below the first or above the last grid value): the value of
-the nearest edge cell (coordinates clamped) times ``outside_margin`` (default 1.1) — we know
-nothing there, so pay a margin on top of the closest knowledge.
-
-Unprofiled decode partition: max of the two neighbouring profiled partitions' values for the
-same query (max, not interpolation: contention is not monotone in SMs, paper Fig. 11); below
-or above every profiled partition: the nearest one times ``outside_margin``.
-
-Every value returned is at least 1.0 (a co-runner never makes decode faster in the worst case).
-
-Online refinement (``observe``): a table is profiled on one host and served on another, and
-its cells are maxima over corners, so what a host serves sits below them by an amount of its
-own. On H100s served co-runs reach the table's cells (99th percentile of served / cell,
-replayed: 1.02-1.11 per partition); on an H200 mostly not (0.88-1.02; D48: served 1.08x, cell
-1.33x; bench/results/h200_close16_s26/, h100_offset_s26/). So each profiled partition keeps
-the last ``SCALE_WINDOW`` ratios served slowdown / table's value, and once it has
-``SCALE_MIN_OBS`` of them its values in use are the table's times their ``SCALE_QUANTILE``
-quantile, the host scale, up or down: a bound on 99 % of what this host served, that follows
-it both ways within a window.
-
-Until a partition has that many co-runs, the paper's rule: a cell's value in use is at least
-the largest slowdown served in it (outside the grid, per outside cell; for an unprofiled
-partition, per partition, which otherwise takes its neighbours' values in use). The max is
-not kept beyond that because it ratchets on one outlier: replaying an H200 server's
-iterations (h200_close16_s26/replay.py), one co-run at 1.12x its cell held the D48 cell at
-1.47x (table 1.33x) for the rest of the run, whose co-runs there had a median of 1.08x;
-measured / worst case had a median of 0.86 at 5 req/s, and 0.95 with the host scale.
-
-``lookup(..., profiled=True)`` answers the table's value, without either rule (the timeline
-records both).
-
-Lookup is 4 bisects and nested-list indexing (about 1-2 µs).
+Online refinement (``observe``): until a partition has ``SCALE_MIN_OBS`` served co-runs, a
+cell's value in use is at least the largest slowdown served in it; from then on the table's
+values times the host scale, the ``SCALE_QUANTILE`` quantile of the last ``SCALE_WINDOW``
+ratios served / table (up or down). Malformed axes, cells or margins raise ValueError.
+docs/estimator.md ("Contention guard") gives the measurements behind these rules.
 """
 
 from __future__ import annotations
@@ -179,7 +146,7 @@ class ContentionGuard:
     def observe(self, decode_sms: int, bs: int, sum_reused: float, prefill_new: float,
                 prefill_reused: float, slowdown: float) -> None:
         """A served co-run's decode slowdown: raises its cell's value in use if larger, and
-        feeds the partition's host scale (module docstring)."""
+        feeds the partition's host scale."""
         if not (slowdown > 0.0 and math.isfinite(slowdown)):
             return
         cells = self._cells.get(decode_sms)

@@ -1,60 +1,24 @@
 """Contention-tolerant estimator (MuxWise §3.3): worst-case decode = solo × contention guard
-(+ the serving iteration's fixed cost, below).
+(+ the serving iteration's fixed cost), and prefill = solo × an online correction.
 
-Construction:
-- ``Estimator.from_table(dir)``: Eq. 1/2 fits (fit.json) + grid guard (guard.json);
-- ``Estimator.cold_start(model_shape, probe, total_sms, granularity)``: roofline solo times
-  and a constant guard (1.3, MuxWise's max on H100), with a warning saying how to profile;
-- ``Estimator.for_model(config, gpu_name, total_sms, tables_root, attention_backend)``: a table
-  of this model shape, GPU and attention backend, else cold start (with a warning naming any
-  table of another backend it would not use).
+- ``Estimator.from_table(dir)``: solo fits (fit.json, ``latency_model``) + grid guard
+  (guard.json, ``contention_guard``); a malformed or mismatching table raises TableError naming
+  the file and the command that rewrites it.
+- ``Estimator.cold_start(shape, probe, ...)``: roofline solo times and a constant guard (1.3),
+  with a warning saying how to profile; ``Estimator.for_model``: a table of this model shape,
+  GPU and attention backend, else cold start.
+- Hot path (ms, whole model): ``prefill_ms``, ``decode_solo_ms``, ``decode_worst_ms``,
+  ``guard_slowdown`` (>= 1; 1.0 when ``decode_sms == total_sms`` or ``prefill_new == 0``).
+  Decode takes the batch's longest context ``max_reused`` (None: Σr/bs, a uniform batch).
+- Online refinement (``observe_decode``, ``observe_prefill``, ``observe_prefill_launch``): the
+  guard's raise and host scale, the serving decode offset (EWMA of measured − solo, >= 0), a
+  per-partition prefill EWMA (ratio kept within 0.25..4), the host's per-layer launch time (a
+  prefill takes at least layers x that), with a cold start a rise-fast/decay-slow decode correction.
+  Observations outside the plausible bounds are dropped, never raise.
+- ``fit_table`` / ``check_table``: (re)write fit.json + guard.json; print held-out accuracy
+  (bounds: max 10 %, mean 3 % per partition) and the guard's bound on contention.csv.
 
-Online refinement:
-- decode: ``observe_decode`` feeds measured/predicted-solo into the guard (contention_guard:
-  the paper's raise at first, then a per-partition host scale). Observations above
-  ``MAX_PLAUSIBLE_SLOWDOWN`` are logged and dropped: a GC pause or a profiler hiccup must not
-  inflate a cell (the paper's worst is 1.3x);
-- prefill: a per-partition multiplicative correction, EWMA of measured/predicted. Prefill
-  need not be worst-case (§3.4.1), only close, so this tracks the as-run (co-running) speed.
-- prefill, the host: a table's solo prefill rows time the GPU (profiling holds the host
-  ahead), but a short prefill runs only as fast as the host launches its ~15 kernels per
-  layer, and that rate is the serving host's and moves (the GPU machine's CPU speed swings
-  2x within seconds: n = 128 takes 7.6 ms of GPU and 17-45 ms of host on an H100,
-  bench/results/host_floor_h100.json). The engine times its own prefill launches
-  (``observe_prefill_launch``) and a prefill estimate is max(GPU estimate, layers x the
-  host's per-layer launch time, an EWMA); chunks bound by the host do not move the GPU
-  correction.
-- decode, the serving iteration's fixed cost: a table's decode rows time graph replays back to
-  back (the host ahead), but the engine times a whole ``run_batch``, whose input copies,
-  metadata and sampling add a cost the same at every batch size (0.3-0.6 ms on H100s, 0.6 ms
-  on an H200: bench/results/h100_offset_s26/, h200_close16_s26/). Iterations with no
-  co-runner learn it (``decode_offset_ms``, an EWMA of measured - solo, never below 0). It is
-  taken as not stretched by contention (host gaps, small kernels): a worst case is solo x
-  guard + the offset, and the guard learns from (measured - offset) / solo, so this cost is
-  not read as contention and raised into a cell for good.
-- decode, cold start only: the roofline ignores fixed per-iteration costs (kernel minimum
-  latencies, sampling), so its decode time can be several times too low (tiny Llama on H200:
-  0.3 ms predicted vs 2.2 ms measured) — an error the guard cannot absorb (its observations
-  are capped at ``MAX_PLAUSIBLE_SLOWDOWN``). Every decode iteration therefore also feeds a
-  per-partition solo correction, measured / (solo x guard), that rises fast and decays
-  slowly (it must stay a worst case); a partition not yet observed takes the largest
-  correction seen on any partition (fixed costs weigh most where the roofline time is
-  smallest: the biggest partitions). The constant guard then stays as it is (the correction
-  takes what it misses). Tables do not need it: their fit is measured.
-
-``decode_sms == total_sms`` or ``prefill_new == 0`` means no co-runner: guard = 1.0.
-
-Decode predictions take the batch's longest context ``max_reused`` (latency_model: the
-occupancy floor of small batches with long contexts); None = Σr/bs, exact for a uniform batch
-and otherwise the smallest possible floor, so callers that know r_max pass it. The guard is
-looked up by Σr/bs per request, as its grid was measured on uniform batches.
-
-CLI::
-
-    python -m sglang_mux.estimator fit DIR        # (re)write fit.json + guard.json from the CSVs
-    python -m sglang_mux.estimator check DIR      # held-out accuracy + guard bound; rc 0/1/2
-    python -m sglang_mux.estimator predict DIR --prefill-new N --prefill-reused R \
-        --decode-bs B --decode-reused R2 [--decode-max-reused R3] --decode-sms S
+docs/estimator.md gives the why and the measurements behind each rule.
 """
 
 from __future__ import annotations
@@ -69,10 +33,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .fa3_kernels import Fa3Grid
-from .latency_model import DecodeHyper, PrefillReq, SoloLatencyModel, UnprofiledPartition, decode_kernel, l2_knee_tokens
-from .gemm_curve import GemmCurves
-from .latency_model import heldout_errors, min_batch_tokens, prefill_domain
+from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
+                            decode_kernel, l2_knee_tokens, min_batch_tokens)
+from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
@@ -98,7 +61,7 @@ CV_FOLDS = 5
 
 
 class Estimator:
-    """Solo-run predictor × contention guard (see module docstring)."""
+    """Solo-run predictor × contention guard (module docstring; docs/estimator.md)."""
 
     def __init__(self, solo, guard, num_layers: int, total_sms: int, granularity: int = 16,
                  source: str = ""):
@@ -114,7 +77,7 @@ class Estimator:
         self._host_layer_ms: float | None = None  # host launch time per prefill layer (online)
         self._dropped = 0
         self._decode_offset_ms = 0.0  # serving's fixed decode cost beyond the table's (online)
-        # cold start: learn the roofline's decode error online (module docstring)
+        # cold start: learn the roofline's decode error online (docs/estimator.md)
         self.learn_decode = source == "cold-start"
         self._decode_corr: dict[int, float] = {}
         self._decode_corr_max = 1.0
@@ -225,7 +188,7 @@ class Estimator:
 
     @property
     def decode_offset_ms(self) -> float:
-        """The serving iteration's fixed decode cost learned so far (module docstring)."""
+        """The serving iteration's fixed decode cost learned so far (0 until learned, ms)."""
         return self._decode_offset_ms if self._decode_offset_ms > 0.0 else 0.0
 
     def guard_slowdown(self, decode_sms: int, bs: int, sum_reused: int, prefill_new: int,
@@ -251,7 +214,7 @@ class Estimator:
         """A measured decode iteration. Co-running: feeds the guard's online refinement
         (contention_guard); returns True when its value for this query went up. No
         co-runner: updates the fixed decode cost. Cold start: every iteration (solo too)
-        updates the decode correction instead (module docstring)."""
+        updates the decode correction instead."""
         if bs <= 0 or not measured_ms > 0:
             return False
         if self.learn_decode:
@@ -384,7 +347,7 @@ def table_decode_kernel(t):
     table has it; without it the fit chooses k."""
     m = t.model_shape
     if t.attention_backend == "fa3":
-        from .fa3_kernels import MAX_SPLITS
+        from .latency_model.fa3_kernels import MAX_SPLITS
         return DecodeHyper(head_groups=m.num_kv_heads, max_kv_splits=MAX_SPLITS, device_sms=t.sm_count, fa3=1)
     k = (t.meta.get("profiler") or {}).get("decode_blocks_per_sm") or 0
     return replace(decode_kernel(m.num_heads, m.num_kv_heads, t.sm_count), blocks_per_sm=int(k))

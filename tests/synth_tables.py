@@ -124,7 +124,7 @@ def mux_curve_frame():
 def mux_curve_truth_model():
     """The "mux-curve" ground truth: ``mux_truth_model`` with the projections on a measured
     curve (θ10 = CURVE_SCALE), GPU-timed (no floor), no GEMM waves or knees."""
-    from sglang_mux.gemm_curve import GemmCurves
+    from sglang_mux.latency_model import GemmCurves
     from sglang_mux.latency_model import PrefillHyper, SoloLatencyModel
 
     hp = PrefillHyper(MUX_TRUTH["wave_tokens_per_sm"], 128, MUX_TRUTH["l2_knee_tokens"],

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from sglang_mux.estimator import Estimator, check_table
-from sglang_mux.fa3_kernels import Fa3Grid, decode_keys, num_splits
+from sglang_mux.latency_model.fa3_kernels import Fa3Grid, decode_keys, num_splits
 from sglang_mux.latency_model import DecodeHyper, PrefillReq, SoloLatencyModel, fit_decode_frame
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def test_each_partition_gets_its_own_gamma():
     """Decode rows made with γ = 0.5 on 64 SMs and 0.75 on 112 (one β, every row on the floor):
     each partition's δ = βγ is fitted at the pooled β, so both come back within the β grid's
     step (β 4.08e-4 for 4e-4: 0.487 and 0.729) and the rows within 1 %. A γ grid at a β chosen
-    for one γ had returned 0.38 and 0.62 (latency_model docstring, "FA3")."""
+    for one γ had returned 0.38 and 0.62 (docs/latency_model.md, "FA3's grids")."""
     kernel = DecodeHyper(head_groups=8, max_kv_splits=128, device_sms=132, fa3=1)
     truth = {64: (0.0, 0.01, 5.0, 4e-4, 0.5), 112: (0.0, 0.01, 5.0, 4e-4, 0.75)}
     t = SoloLatencyModel({}, truth, decode_hyper=kernel, _partial=True)

@@ -1,4 +1,4 @@
-"""The measured GEMM curve (sglang_mux.gemm_curve) and its profiler (profiling.gemm_curve)."""
+"""The measured GEMM curve (sglang_mux.latency_model.gemm_curve) and its profiler (profiling.gemm_curve)."""
 
 import csv
 
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from profiling import gemm_curve as pgc
-from sglang_mux.gemm_curve import GemmCurves, UnprofiledCurve
+from sglang_mux.latency_model.gemm_curve import GemmCurves, UnprofiledCurve
 
 CURVES = GemmCurves({20: ([64, 128, 448, 512], [4.0, 6.0, 30.0, 20.0]),
                      132: ([64, 128, 448, 512], [1.0, 2.0, 6.0, 5.0])})

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sglang_mux import latency_model as lm
+from sglang_mux.latency_model import fit as lm_fit
 from sglang_mux.latency_model import (DecodeHyper, PrefillHyper, PrefillReq, SoloLatencyModel,
                                       UnprofiledPartition, decode_kernel, fit_decode_frame, fit_nonneg,
                                       fit_prefill_frame, heldout_errors, key_waves, l2_knee_tokens,
@@ -223,10 +223,10 @@ def test_floor_thresholds_spread_over_all_values():
     """Every distinct Σr/K up to MAX_FLOOR_CANDIDATES, else that many spread in rank with the
     largest ("every row on the floor") included: format 7's 12 smallest missed it."""
     v = np.array([5.0, 1.0, 3.0, 3.0, 2.0])
-    assert lm._thresholds(v) == [1.0, 2.0, 3.0, 5.0]
+    assert lm_fit._thresholds(v) == [1.0, 2.0, 3.0, 5.0]
     many = np.arange(100.0)
-    got = lm._thresholds(many)
-    assert len(got) == lm.MAX_FLOOR_CANDIDATES and got[0] == 0.0 and got[-1] == 99.0 and got == sorted(set(got))
+    got = lm_fit._thresholds(many)
+    assert len(got) == lm_fit.MAX_FLOOR_CANDIDATES and got[0] == 0.0 and got[-1] == 99.0 and got == sorted(set(got))
 
 
 TH_PX = (2.0e-7, 4.0e-7, 4.0e-3, 2.0, 2.0e-7, 12.0)  # θ1..θ4, spill θ5, launch floor L
@@ -514,7 +514,7 @@ def test_recovers_the_gemm_curve_model():
     counts (synth_tables "mux-curve": 96 and 448 tokens at 1.4x): the fit recovers every θ,
     the pooled curve scale θ10 = 0.9 and the cold waves, fits batches under 128 tokens too,
     and predicts held-out rows; without the curve the slow token counts are missed."""
-    from sglang_mux.gemm_curve import GemmCurves
+    from sglang_mux.latency_model import GemmCurves
 
     sp, sd = st.mux_solo_frames(curve=True)
     curve = GemmCurves.from_frame(st.mux_curve_frame())
@@ -610,3 +610,35 @@ def test_shipped_h200_estimator_on_measured_mixed_batches():
     assert s["estimate"]["median_abs"] <= 0.03 and s["estimate"]["within_10pct"] >= 0.95
     assert abs(s["estimate"]["mean_signed"]) <= 0.02
     assert s["estimate_unpadded"]["mean_signed"] < -0.15
+
+
+def test_named_thetas_are_the_feature_lists_of_the_shipped_fit_files():
+    """PrefillTheta / DecodeTheta's fields are fit.json's feature lists (format 8's decode θ
+    lacks FA3's γ, which reads as 0); the prediction path reads θ by these names."""
+    from sglang_mux.latency_model import DECODE_FEATURES, PREFILL_FEATURES, DecodeTheta, PrefillTheta
+
+    assert PrefillTheta._fields == PREFILL_FEATURES and DecodeTheta._fields == DECODE_FEATURES
+    for t in sorted((ROOT / "contention_tables").iterdir()):
+        d = json.loads((t / "fit.json").read_text())
+        assert d["prefill_features"] == list(PREFILL_FEATURES), t.name
+        assert d["decode_features"] == list(DECODE_FEATURES[:4 if d["format"] == 8 else 5]), t.name
+        m = SoloLatencyModel.from_dict(d)
+        s = m.decode_sms[0]
+        assert isinstance(m.prefill_theta(m.prefill_sms[0]), PrefillTheta)
+        assert isinstance(m.decode_theta(s), DecodeTheta)
+        assert list(m.decode_theta(s))[:len(d["decode"][str(s)]["theta"])] == d["decode"][str(s)]["theta"]
+    assert PrefillTheta(1.0, 2.0, 3.0, 4.0).gemm_curve_ms == 0.0  # the paper's Eq. 1: extensions off
+    with pytest.raises(ValueError, match="must be 4 to 10 finite non-negative floats"):
+        SoloLatencyModel({20: (1.0,) * 11}, TH_D)
+
+
+def test_a_wheel_carries_the_latency_model_subpackage():
+    """pyproject.toml lists its packages by name: a subpackage missing there is missing from a
+    non-editable install (the estimator then fails to import)."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = cfg.get("packages")
+    if not isinstance(packages, list):
+        pytest.skip("packages are found, not listed")
+    assert "sglang_mux.latency_model" in packages

@@ -1,13 +1,13 @@
 """The prefill projections' measured time per partition and batch token count (a table's
 ``gemm_curve.csv``, made by ``python -m profiling.gemm_curve``; fit.json ``gemm_curve``).
 
-cuBLAS chooses its kernel by the GEMM's M (the batch's tokens), and some choices are much
-slower than a neighbour's (448 tokens: 1.35-1.51x a 512-token batch on every H100 and H200
-partition). The prefill model (latency_model, θ10) multiplies this curve instead of modelling
-the projections. Between measured token counts the curve is linear; past the largest it goes
-on along its last two points; below the smallest it stays at the smallest's time. Between two
+The prefill model (θ10, ``gemm_curve_ms``) multiplies this curve instead of modelling the
+projections, whose cuBLAS kernels jump with the token count (docs/latency_model.md). Between
+measured token counts the curve is linear; past the largest it goes on along its last two points; below the smallest it stays at the smallest's time. Between two
 profiled partitions it is interpolated linearly in 1/SMs (as the θs are); above the largest,
-that partition's curve is used; below the smallest there is none (``UnprofiledCurve``).
+that partition's curve is used; below the smallest there is none (``UnprofiledCurve``, a
+ValueError). Times are ms (whole model); a curve needs >= 2 distinct positive token counts and
+positive finite times per partition, else ValueError.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
-"""FA3's attention grids, prefill and decode, as the latency model needs them (SGLang 0.5.16's
-`fa3` backend, sgl_kernel's FlashAttention-3 for Hopper). Decode: ``decode_keys`` at the end.
+"""FA3's attention grids (SGLang 0.5.16's ``fa3`` backend, sgl_kernel's FlashAttention-3 for
+Hopper), as the latency model needs them: how many blocks a batch launches and how many keys
+each sweeps.
 
-SGLang calls FA3 with ``num_splits = 0`` (FA3 chooses) and variable-length queries, so FA3 packs
-the query heads of one KV head into the rows of a tile (PackGQA: ``should_pack_gqa`` is true for
-varlen queries). For head dim 128 with a causal mask a tile is kBlockM = 128 rows = 128 / g
-tokens of the g = H / H_kv query heads that share a KV head, and it sweeps its keys in blocks of
-kBlockN = 128. A request of n new tokens is H_kv · ⌈n / (128 / g)⌉ tiles.
+- Prefill (``Fa3Grid``): the query heads of one KV head are packed into a tile of 128 rows
+  (``block_tokens`` = 128·H_kv/H tokens of one request); the keys are split by FA3's split-KV
+  heuristic (``num_splits``) sized for the WHOLE GPU's ``device_sms``, whatever partition runs it.
+- Decode (``decode_keys``): one tile per request and KV head, split the same way; an SM holding
+  m blocks takes 1 + γ·(m − 1) blocks' time.
 
-FA3 then splits the keys (split-KV) when the batch has too few tiles to fill the GPU
-(``num_splits_heuristic`` in FA3's flash_api.cpp): with at least 0.8 · D tiles one split;
-with at most 4 key blocks one split; else the fewest splits whose waves are within 85 % of the
-best wave efficiency, D being the device's multiprocessor count read from the device
-properties: the WHOLE GPU's 132, not the partition's. A partition of S < D SMs therefore runs a
-grid sized for D in ⌈tiles · splits / S⌉ waves, each block sweeping r / splits keys.
-
-The H100 FA3 table (contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) shows it: 128
-new tokens over 32K cached ones are 32 tiles, which FA3 splits 4 ways into 128 blocks: one wave
-on 132 SMs (11.1 ms), two on 116 and 100 (15.5 and 15.2 ms) where 132 / 116 is 1.14x; 512 new
-tokens (128 tiles, no split) likewise take one wave on 132 SMs and two on 116. The model of the
-triton backend (one block per request, head and 128-token query block, no split) missed those
-rows held out by 12.7-28.2 % on 100-132 SMs; with this grid every partition of both FA3 tables
-passes (latency_model docstring, "FA3").
+Units: tokens, keys, blocks (ints); ``decode_keys`` returns keys (a float, weighted by γ).
+Inputs are positive ints; γ in [0, 1]. docs/latency_model.md ("The kernels' grids") gives the
+rules' sources in FA3 and the table rows that show them.
 """
 
 from __future__ import annotations
@@ -89,11 +79,7 @@ def decode_keys(kv_heads: int, device_sms: int, sms: int, bs: int, keys: int, ga
     KV head), split ``num_splits`` ways for the whole GPU's ``device_sms``, each block sweeping
     ⌈blocks of ``keys`` / splits⌉ · 128 keys. An SM that holds m of them at once takes
     (1 + γ·(m − 1)) times one block's time, m = ⌈blocks / sms⌉: the blocks are memory-bound and
-    share the SM's bandwidth rather than wait for each other. Measured on the H200 FA3 table:
-    16 requests of 32K keys are 128 blocks (one split), one per SM on 132 SMs (20.3 ms) and two
-    on some of 112 or 96 (27.4 and 25.8 ms, not the 2x of a second wave); the fit chooses γ
-    per partition, 0.44-1.00 below the full GPU on the three FA3 tables. Whole waves (γ = 1, or
-    k blocks per SM per wave) missed those rows held out by 16-27 %."""
+    share the SM's bandwidth rather than wait for each other (``gamma`` = γ, fitted per partition)."""
     nb = -(-(int(keys)) // DECODE_BLOCK_N)
     tiles = int(bs) * int(kv_heads)
     splits = num_splits(tiles, device_sms, nb)

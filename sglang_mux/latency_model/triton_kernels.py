@@ -1,29 +1,18 @@
-"""SGLang's triton decode-attention grid, as the latency model needs it (SGLang 0.5.16's
-``triton`` backend, ``decode_attention.py``). FA3's grids are in ``fa3_kernels``.
+"""SGLang's triton decode-attention grid (SGLang 0.5.16's ``triton`` backend,
+``decode_attention.py``), as the latency model needs it. FA3's grids are in ``fa3_kernels``.
 
-The decode kernel runs one thread block per (request, head group, KV split). G head groups:
-one per head without GQA, else one per ⌈heads / min(16, group)⌉ head block (Llama-3.1-8B: 32
-query heads in blocks of 4, the GQA group, G = 8). The split count is sized from the WHOLE
-GPU's SM count D (132 here, whatever partition the kernel runs on):
-⌈D·max(log2(L/64), 1) / (bs·G)⌉ capped at 8 (``get_num_kv_splits_triton``), L = r + 1 keys (the
-step's own token is cached before it attends). The stage-1 kernel rounds a split's keys up to
-32 (MIN_BLOCK_KV), so each request has full splits of c keys and a shorter last one. k blocks
-fit on an SM at once (k = 6: the kernel's occupancy, measured by ``profiling.decode_kernel``
-into meta.json). The grid launches the request fastest and the split slowest, so every full
-split starts before any last one, and each block takes the first free slot: ``decode_keys`` is
-when the last block ends, in keys swept, which the latency model's floor β·K charges.
+One thread block per (request, head group, KV split); G head groups (``decode_head_groups``);
+the split count is sized from the WHOLE GPU's SM count D (``get_num_kv_splits_triton``), a
+split's keys are rounded up to MIN_BLOCK_KV (32), so each request has full splits of c keys and
+a shorter last one; k blocks fit on an SM at once (measured: ``profiling.decode_kernel``).
+The grid launches the request fastest and the split slowest, so every full split starts before
+any last one, and each block takes the first free slot.
 
-The short last split matters where it is what spills past a wave. On the H200 triton table, 8
-requests of r = 2048 are 448 blocks of 288 keys and 64 of 33. On 80 SMs (480 slots) the 32 that
-wait start when the first 33-key blocks end, so the step takes one wave (5.94 ms; 5.92 on 96
-SMs, 6.65 on 64 where whole splits wait). At r = 8192 (1056 and 801 keys) the wait costs half a
-wave, at 32768 (4128 and 3873) nine tenths: 10.13 and 29.25 ms against 8.54/11.48 and
-18.71/30.80 on 96/64 SMs. Whole waves of ⌈r / splits⌉ keys missed these rows held out by 10.5 %;
-the H100 table shows the same rows (7.49, 11.87, 31.54 ms).
-
-A mixed batch at run time is split by SGLang's other rule, min/max context, which CUDA-graph
-padding (requests of context 1) drives to its cap of 8 splits. Not knowing each request's last
-split, ``decode_keys`` then charges every block c keys in whole waves: an upper bound.
+``decode_keys`` returns, in keys swept, when the step's last block ends (the latency model's
+floor β·K charges it): exact for a uniform batch (SGLang's bs rule); for a mixed batch an upper
+bound (every block charged c keys of SGLang's min/max rule at its cap, in whole waves).
+Inputs are positive ints (``blocks_per_sm`` >= 1). docs/latency_model.md ("Triton decode: split
+tails") gives the measurements.
 """
 
 from __future__ import annotations
@@ -66,7 +55,7 @@ def _uniform_split(groups: int, max_splits: int, device_sms: int, min_block_kv: 
 def _greedy_keys(slots: int, n_full: int, c: int, n_last: int, last: int) -> float:
     """When the last of ``n_full`` blocks of ``c`` keys, then ``n_last`` of ``last`` ≤ c keys,
     ends (in keys swept), each block taking the first free of ``slots`` slots in launch order:
-    the last blocks that wait start on the slots the first ones free (module docstring)."""
+    the last blocks that wait start on the slots the first ones free."""
     q, rem = divmod(n_full, slots)
     t0 = q * c
     end = t0 + c if rem else t0
