@@ -61,6 +61,7 @@ def main(argv=None) -> int:
 
     from profiling import grid as G
     from profiling.harness import CellSkipped, Harness, HarnessError
+    from sglang_mux.tables import ModelShape
 
     bss = sorted({bs for bs, _ in a.decode})
     try:
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
         print(f"corun_shapes: error: {e}", file=sys.stderr)
         return 2
     facts = h.facts()
-    model = G.ModelSpec.from_config(a.model_config)
+    model = ModelShape.from_config(a.model_config)
     gpu = G.GpuSpec(total_sms=h.total_sms, granularity=a.granularity, mem_gib=facts["gpu_memory_gib"])
     cfg = h.config(a.decode_sms, h.total_sms - a.decode_sms)
     rows = []
