@@ -158,7 +158,7 @@ def test_package_imports_no_gpu_or_bench_library_at_import_time():
                     bad.append(f"{m.name}: {e}")
                 elif (e.name or "").split(".")[0] not in ("torch", "sglang", "triton"):
                     raise
-        print("\n".join(bad))
+        print(chr(10).join(bad))
         sys.exit(1 if bad else 0)
     """)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
