@@ -163,3 +163,14 @@ def test_package_imports_no_gpu_or_bench_library_at_import_time():
     """)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="sglang_mux.sim still imports bench.workloads/bench.metrics; the layering "
+                                       "change (issue item 3) moves them into the package: then drop this mark")
+def test_package_imports_nothing_from_the_checkout_tools():
+    """bench/ and profiling/ are not installed: a module of sglang_mux that imports them fails
+    after `pip install .` (outside the checkout)."""
+    pat = re.compile(r"^\s*(?:from|import)\s+(?:bench|profiling)\b", re.M)
+    hits = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in sorted((ROOT / "sglang_mux").rglob("*.py"))
+            for m in pat.finditer(p.read_text(encoding="utf-8"))]
+    assert hits == []
