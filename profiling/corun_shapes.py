@@ -67,6 +67,7 @@ def main(argv=None) -> int:
 
     from profiling import grid as G
     from profiling.harness import CellSkipped, Harness, HarnessError
+    from sglang_mux.tables import ModelShape
 
     bss = sorted({bs for bs, _ in a.decode})
     try:
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     except HarnessError as e:
         return _cli_io.error_line(str(e))
     facts = h.facts()
-    model = G.ModelSpec.from_config(a.model_config)
+    model = ModelShape.from_config(a.model_config)
     gpu = G.GpuSpec(total_sms=h.total_sms, granularity=a.granularity, mem_gib=facts["gpu_memory_gib"])
     cfg = h.config(a.decode_sms, h.total_sms - a.decode_sms)
     rows = []

@@ -34,13 +34,11 @@ GPU facts measured on an H200 (bf16 GEMM ~111 TFLOP/s per 16 SMs; copy bandwidth
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Iterable, Sequence
 
-from sglang_mux.tables import MODEL_KEYS, ModelShape
+from sglang_mux.tables import ModelShape
 
 KIND_SOLO_PREFILL = "solo_prefill"
 KIND_SOLO_DECODE = "solo_decode"
@@ -54,58 +52,9 @@ KV_MARGIN = 0.97  # use at most this share of the KV pool for one cell
 MAX_PREFILL_BATCH_TOKENS = 16384  # SGLang's default max_prefill_tokens: a multi-request batch stays below
 
 
-# ----------------------------------------------------------------------------- model / GPU
+# ----------------------------------------------------------------------------- GPU
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """The shape facts the grid and the cost model need (from a HF config.json)."""
-
-    name: str
-    architecture: str
-    num_layers: int
-    hidden_size: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    context_len: int
-
-    @classmethod
-    def from_config(cls, path: str | Path) -> "ModelSpec":
-        p = Path(path)
-        if p.is_dir():
-            p = p / "config.json"
-        if not p.is_file():
-            raise FileNotFoundError(f"model config {p} does not exist (pass a HF config.json)")
-        cfg = json.loads(p.read_text())
-        return cls.from_dict(cfg, name=p.parent.name)
-
-    @classmethod
-    def from_dict(cls, cfg: dict, name: str = "model") -> "ModelSpec":
-        # One parser of HF configs for the profiler and the tables, so their shapes always agree.
-        shape = ModelShape.from_hf_config(cfg)
-        ctx = cfg.get("max_position_embeddings") or cfg.get("max_sequence_length") or 131072
-        return cls(name=name, context_len=int(ctx), **shape.to_dict())
-
-    def shape_dict(self) -> dict:
-        """meta.json's ``model`` object (sglang_mux.tables.MODEL_KEYS)."""
-        return ModelShape(**{k: getattr(self, k) for k in MODEL_KEYS}).to_dict()
-
-    @property
-    def layer_params(self) -> int:
-        h, hd = self.hidden_size, self.head_dim
-        attn = h * self.num_heads * hd * 2 + 2 * h * self.num_kv_heads * hd  # q, o, k, v
-        return attn + 3 * h * self.intermediate_size  # gate, up, down
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return self.num_layers * 2 * self.num_kv_heads * self.head_dim * 2  # K and V, bf16
-
-    @property
-    def weight_bytes(self) -> int:
-        return 2 * (self.num_layers * self.layer_params + 2 * self.vocab_size * self.hidden_size)
-
+# The model is sglang_mux.tables.ModelShape (ModelShape.from_config: shape, name, context).
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -133,7 +82,7 @@ class GpuSpec:
         return tb * 1e12 * self.bw_scale
 
 
-def estimate_kv_pool_tokens(model: ModelSpec, gpu: GpuSpec, mem_fraction_static: float) -> int:
+def estimate_kv_pool_tokens(model: ModelShape, gpu: GpuSpec, mem_fraction_static: float) -> int:
     """SGLang's pool ~ (fraction x memory - weights) / KV bytes per token (planning only)."""
     free = mem_fraction_static * gpu.mem_gib * 2**30 - model.weight_bytes
     return max(0, int(free / model.kv_bytes_per_token))
@@ -230,7 +179,7 @@ GEMM_EFF = 0.7
 ATTN_EFF = 0.45
 
 
-def est_prefill_ms(model: ModelSpec, gpu: GpuSpec, sms: int, reqs: Sequence[tuple[int, int]]) -> float:
+def est_prefill_ms(model: ModelShape, gpu: GpuSpec, sms: int, reqs: Sequence[tuple[int, int]]) -> float:
     """Whole-model prefill latency of a batch [(n, r), ...] on ``sms`` SMs (rough)."""
     L = model.num_layers
     sum_n = sum(n for n, _ in reqs)
@@ -241,11 +190,11 @@ def est_prefill_ms(model: ModelSpec, gpu: GpuSpec, sms: int, reqs: Sequence[tupl
     return max(gpu_ms, L * CPU_LAYER_MS) + 1.0
 
 
-def est_layer_ms(model: ModelSpec, gpu: GpuSpec, sms: int, reqs: Sequence[tuple[int, int]]) -> float:
+def est_layer_ms(model: ModelShape, gpu: GpuSpec, sms: int, reqs: Sequence[tuple[int, int]]) -> float:
     return est_prefill_ms(model, gpu, sms, reqs) / model.num_layers
 
 
-def est_decode_ms(model: ModelSpec, gpu: GpuSpec, sms: int, bs: int, reused: int) -> float:
+def est_decode_ms(model: ModelShape, gpu: GpuSpec, sms: int, bs: int, reused: int) -> float:
     """One decode iteration (graph replay) of bs requests with ``reused`` KV tokens each."""
     L = model.num_layers
     mem = model.weight_bytes + bs * (reused + 1) * model.kv_bytes_per_token
@@ -285,21 +234,21 @@ FIT_RESERVE_S = 20.0  # left at the end of a run for the fit and the summary
 BUDGET_SAFETY = 1.25  # a cell is started only if its estimate x this still fits
 
 
-def layers_per_launch(model: ModelSpec, gpu: GpuSpec, sms: int, reqs, target_ms: float = 4.0) -> int:
+def layers_per_launch(model: ModelShape, gpu: GpuSpec, sms: int, reqs, target_ms: float = 4.0) -> int:
     """Layers per SPLIT_PREFILL launch in a co-run: enough that two queued launches keep the
     prefill stream busy while the host launches a decode iteration (>= ~target_ms each)."""
     per = est_layer_ms(model, gpu, sms, reqs)
     return max(1, min(model.num_layers, math.ceil(target_ms / max(per, 1e-3))))
 
 
-def cell_latency_ms(cell: Cell, model: ModelSpec, gpu: GpuSpec) -> float:
+def cell_latency_ms(cell: Cell, model: ModelShape, gpu: GpuSpec) -> float:
     """Estimated latency of the timed thing (prefill: whole model; decode: one iteration)."""
     if cell.kind == KIND_SOLO_PREFILL:
         return est_prefill_ms(model, gpu, cell.prefill_sms, [(cell.n, cell.r)] * cell.prefill_bs)
     return est_decode_ms(model, gpu, cell.decode_sms, cell.decode_bs, cell.decode_reused)
 
 
-def cell_cost_s(cell: Cell, model: ModelSpec, gpu: GpuSpec, rep: Repeats = Repeats(),
+def cell_cost_s(cell: Cell, model: ModelShape, gpu: GpuSpec, rep: Repeats = Repeats(),
                 noisy_share: float = 0.1) -> float:
     """Estimated wall time of one cell, including set-up, warm-up, repeats and re-measures."""
     setup = CELL_SETUP_S[cell.kind]
@@ -416,7 +365,7 @@ def grid_spec(name: str) -> GridSpec:
 @dataclass
 class Plan:
     grid: str
-    model: ModelSpec
+    model: ModelShape
     gpu: GpuSpec
     kv_pool_tokens: int
     max_requests: int
@@ -498,7 +447,7 @@ class Plan:
         return "\n".join(lines)
 
 
-def make_plan(model: ModelSpec, gpu: GpuSpec = GpuSpec(), grid: str = "coarse", *,
+def make_plan(model: ModelShape, gpu: GpuSpec = GpuSpec(), grid: str = "coarse", *,
               kv_pool_tokens: int | None = None, mem_fraction_static: float = 0.75,
               max_requests: int = 512, what: Sequence[str] = KINDS,
               capture_bs: Sequence[int] | None = None, repeats: Repeats = Repeats()) -> Plan:

@@ -36,6 +36,7 @@ from profiling import grid as G
 from profiling.stats import median, spread_pct
 from profiling.store import FILES, TableStore, cell_id, check_meta_compatible
 from sglang_mux import cli
+from sglang_mux.tables import ModelShape
 
 logger = logging.getLogger("profiling")
 GEMM_POINT_S = 0.1  # planning estimate of one gemm-curve point (s)
@@ -327,10 +328,10 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def build_meta(old: dict | None, model: G.ModelSpec, facts: dict, args, cmd: str, plan: G.Plan) -> dict:
+def build_meta(old: dict | None, model: ModelShape, facts: dict, args, cmd: str, plan: G.Plan) -> dict:
     meta = dict(old or {})
     meta.update({
-        "gpu_name": facts["gpu_name"], "sm_count": facts["sm_count"], "model": model.shape_dict(),
+        "gpu_name": facts["gpu_name"], "sm_count": facts["sm_count"], "model": model.to_dict(),
         "versions": facts["versions"], "date": _now(), "command": cmd, "granularity": args.granularity,
         "attention_backend": facts["attention_backend"],
     })
@@ -351,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[profiling] %(message)s")
-    model = G.ModelSpec.from_config(args.model_config)
+    model = ModelShape.from_config(args.model_config)
     reps = G.Repeats(noise_pct=args.noise_pct)
     gpu = G.GpuSpec(total_sms=args.total_sms, granularity=args.granularity, mem_gib=args.gpu_mem_gib)
     plan = G.make_plan(model, gpu, args.grid, kv_pool_tokens=args.kv_pool_tokens,

@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -93,7 +93,13 @@ def table_dirname(model_name: str, gpu_name: str, attention_backend: str) -> str
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The shape facts that decide latency; equal shapes share a table (weights do not matter)."""
+    """A model's shape: the facts that decide its latency, plus its name and context length.
+
+    Equality (and hashing) covers the eight ``MODEL_KEYS`` fields only: equal shapes share a
+    table whatever the checkpoint's ``name``, ``context_len`` or weights. ``to_dict()`` is
+    meta.json's ``model`` object (exactly ``MODEL_KEYS``). ``name`` and ``context_len`` (tokens;
+    None when unknown, e.g. read back from meta.json) serve the profiler's plan.
+    """
 
     architecture: str
     num_layers: int
@@ -103,6 +109,8 @@ class ModelShape:
     head_dim: int
     intermediate_size: int
     vocab_size: int
+    name: str = field(default="model", compare=False)
+    context_len: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_meta(cls, d: Mapping[str, Any]) -> "ModelShape":
@@ -113,11 +121,14 @@ class ModelShape:
         return cls(str(d["architecture"]), *(int(d[k]) for k in MODEL_KEYS[1:]))
 
     @classmethod
-    def from_hf_config(cls, cfg: Mapping[str, Any]) -> "ModelShape":
-        """From a Hugging Face ``config.json`` dict (Llama/Qwen style keys)."""
+    def from_hf_config(cls, cfg: Mapping[str, Any], name: str = "model") -> "ModelShape":
+        """From a Hugging Face ``config.json`` dict (Llama/Qwen style keys); the context is
+        ``max_position_embeddings`` (else ``max_sequence_length``, else 131072). A missing key
+        raises KeyError."""
         archs = cfg.get("architectures") or [cfg.get("model_type", "unknown")]
         heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
+        ctx = cfg.get("max_position_embeddings") or cfg.get("max_sequence_length") or 131072
         return cls(
             architecture=str(archs[0]),
             num_layers=int(cfg["num_hidden_layers"]),
@@ -127,7 +138,20 @@ class ModelShape:
             head_dim=int(cfg.get("head_dim") or hidden // heads),
             intermediate_size=int(cfg["intermediate_size"]),
             vocab_size=int(cfg["vocab_size"]),
+            name=name,
+            context_len=int(ctx),
         )
+
+    @classmethod
+    def from_config(cls, path: str | Path) -> "ModelShape":
+        """From a model directory or its ``config.json``; ``name`` is the directory's name.
+        A missing file raises FileNotFoundError, bad JSON json.JSONDecodeError."""
+        p = Path(path)
+        if p.is_dir():
+            p = p / "config.json"
+        if not p.is_file():
+            raise FileNotFoundError(f"model config {p} does not exist (pass a HF config.json or its directory)")
+        return cls.from_hf_config(json.loads(p.read_text()), name=p.parent.name)
 
     @classmethod
     def coerce(cls, x: "ModelShape | Mapping[str, Any] | str | Path") -> "ModelShape":
@@ -141,11 +165,31 @@ class ModelShape:
         return cls.from_hf_config(x)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """meta.json's ``model`` object: exactly MODEL_KEYS."""
+        return {k: getattr(self, k) for k in MODEL_KEYS}
 
     def mismatches(self, other: "ModelShape") -> list[str]:
-        return [f"{f.name} {getattr(self, f.name)!r} != {getattr(other, f.name)!r}"
-                for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+        """``"<field> <mine> != <theirs>"`` for each shape field that differs (empty: same shape)."""
+        return [f"{k} {getattr(self, k)!r} != {getattr(other, k)!r}"
+                for k in MODEL_KEYS if getattr(self, k) != getattr(other, k)]
+
+    # Sizes for planning (bf16 weights and KV cache).
+    @property
+    def layer_params(self) -> int:
+        """Parameters of one decoder layer's projections (q, k, v, o, gate, up, down)."""
+        h, hd = self.hidden_size, self.head_dim
+        attn = h * self.num_heads * hd * 2 + 2 * h * self.num_kv_heads * hd
+        return attn + 3 * h * self.intermediate_size
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes per token over all layers (K and V, bf16)."""
+        return self.num_layers * 2 * self.num_kv_heads * self.head_dim * 2
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the bf16 weights (layers + embedding + LM head)."""
+        return 2 * (self.num_layers * self.layer_params + 2 * self.vocab_size * self.hidden_size)
 
 
 @dataclass

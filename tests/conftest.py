@@ -1,6 +1,8 @@
 """Shared test setup: GPU tests (tests/gpu/, marker `gpu`) skip with the reason when no CUDA
 device or no sglang==0.5.16 is present, so the CPU suite runs anywhere; the synthetic-table
-fixtures ``good`` and ``table`` that the table and estimator tests share."""
+fixtures that the table and estimator tests share: ``good``/``table`` (the full table) and
+``small_good``/``small_table`` (fewer partitions, for the check/fit machinery), each written
+and fitted once per session."""
 
 import importlib.util
 import os
@@ -40,12 +42,33 @@ def pytest_collection_modifyitems(config, items):
             it.add_marker(pytest.mark.skip(reason=f"GPU test skipped: {reason}"))
 
 
-@pytest.fixture(scope="module")
-def good(tmp_path_factory):
-    """A complete synthetic table (tests/synth_tables.py), written once per module; read it only."""
+@pytest.fixture(scope="session")
+def _good_master(tmp_path_factory):
     from synth_tables import TABLE_NAME, write_synthetic_table
 
-    return write_synthetic_table(tmp_path_factory.mktemp("synth") / TABLE_NAME)
+    return write_synthetic_table(tmp_path_factory.mktemp("synth-master") / TABLE_NAME)
+
+
+@pytest.fixture(scope="session")
+def _small_master(tmp_path_factory):
+    from synth_tables import TABLE_NAME, write_small_synthetic_table
+
+    return write_small_synthetic_table(tmp_path_factory.mktemp("small-master") / TABLE_NAME)
+
+
+def _module_copy(master, tmp_path_factory, prefix):
+    # Written (and fitted) once per session; each module reads its own copy in a directory of
+    # its own (tests list and write the table's parent).
+    dst = tmp_path_factory.mktemp(prefix) / master.name
+    shutil.copytree(master, dst)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def good(_good_master, tmp_path_factory):
+    """A complete synthetic table (tests/synth_tables.py, granularity 16: 7 partitions), one
+    directory per module; read it only."""
+    return _module_copy(_good_master, tmp_path_factory, "synth")
 
 
 @pytest.fixture
@@ -53,4 +76,20 @@ def table(good, tmp_path):
     """A copy of ``good`` of this test's own, to edit."""
     dst = tmp_path / good.name
     shutil.copytree(good, dst)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def small_good(_small_master, tmp_path_factory):
+    """The small synthetic table (synth_tables.write_small_synthetic_table: decode 32/64/96,
+    measured decode occupancy), one directory per module; read it only. Its held-out check
+    and fit take ~1/8 of ``good``'s: for tests of the check/fit machinery."""
+    return _module_copy(_small_master, tmp_path_factory, "small")
+
+
+@pytest.fixture
+def small_table(small_good, tmp_path):
+    """A copy of ``small_good`` of this test's own, to edit."""
+    dst = tmp_path / small_good.name
+    shutil.copytree(small_good, dst)
     return dst

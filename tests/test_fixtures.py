@@ -254,3 +254,20 @@ def test_cli(tmp_path):
     main(["--config", str(cfg), "--out", str(tmp_path / "ck"), "--max-shard-size", "100KB", "--seed", "2"])
     assert (tmp_path / "ck" / "model.safetensors.index.json").exists()
     assert (tmp_path / "ck" / "tokenizer_config.json").exists()
+
+
+def test_small_synthetic_table_is_a_whole_table_of_fewer_partitions(small_good, good):
+    """conftest's small table: granularity 32 (decode 32/64/96 + the full GPU), the decode
+    kernel's occupancy measured, fitted like ``good`` (which keeps granularity 16)."""
+    from synth_tables import SMALL_BLOCKS_PER_SM, SMALL_DECODE_SMS
+
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.tables import read_table
+
+    t = read_table(small_good)
+    assert t.granularity == 32 and t.meta["profiler"]["decode_blocks_per_sm"] == SMALL_BLOCKS_PER_SM
+    assert sorted(t.solo_decode["decode_sms"].unique()) == SMALL_DECODE_SMS + [132]
+    assert sorted(t.contention["decode_sms"].unique()) == SMALL_DECODE_SMS
+    assert Estimator.from_table(small_good).decode_sms_options == SMALL_DECODE_SMS
+    assert Estimator.from_table(good).decode_sms_options == [16, 32, 48, 64, 80, 96, 112]
+    assert t.model_shape == read_table(good).model_shape

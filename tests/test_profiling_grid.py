@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from profiling import grid as G
+from sglang_mux.tables import MODEL_KEYS, ModelShape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLAMA = os.path.join(ROOT, "launch/models/llama-3.1-8b/config.json")
@@ -20,7 +21,7 @@ MUX_PREFILL = [132 - d for d in MUX_DECODE]
 
 @pytest.fixture(scope="module")
 def llama():
-    return G.ModelSpec.from_config(LLAMA)
+    return ModelShape.from_config(LLAMA)
 
 
 def test_sglang_capture_list_is_sglangs_default():
@@ -31,12 +32,27 @@ def test_sglang_capture_list_is_sglangs_default():
     assert G.sglang_decode_capture_bs(160)[-1] == 160
 
 
-def test_model_spec_from_config(llama):
+def test_model_shape_from_config(llama, tmp_path):
     assert (llama.num_layers, llama.hidden_size, llama.num_kv_heads, llama.context_len) == (32, 4096, 8, 131072)
+    assert llama.name == "llama-3.1-8b"
     assert llama.kv_bytes_per_token == 32 * 2 * 8 * 128 * 2
     assert 15e9 < llama.weight_bytes < 17e9  # ~8B params in bf16
-    assert set(llama.shape_dict()) == {"architecture", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
-                                       "head_dim", "intermediate_size", "vocab_size"}
+    assert set(llama.to_dict()) == {"architecture", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
+                                    "head_dim", "intermediate_size", "vocab_size"}
+    assert ModelShape.from_config(os.path.dirname(LLAMA)) == llama  # the directory works too
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        ModelShape.from_config(tmp_path)
+
+
+def test_name_and_context_do_not_split_a_shape(llama):
+    """The profiler's shape is the tables' shape: what meta.json records reads back equal (one
+    table per shape), whatever the checkpoint's name or context length."""
+    back = ModelShape.from_meta(llama.to_dict())
+    assert back == llama and hash(back) == hash(llama) and back.mismatches(llama) == []
+    assert (back.name, back.context_len) == ("model", None)
+    assert list(back.to_dict()) == MODEL_KEYS
+    other = ModelShape(**{**llama.to_dict(), "num_kv_heads": 4}, name=llama.name, context_len=llama.context_len)
+    assert other != llama and other.mismatches(llama) == ["num_kv_heads 4 != 8"]
 
 
 @pytest.mark.parametrize("gpu", [H100, H200], ids=["h100", "h200"])
@@ -101,9 +117,9 @@ def test_caps_context_and_pool(llama):
     assert len(small.cells) < len(big.cells)
     assert any("KV" in r for _, r in small.skipped)
     assert all(c.kv_tokens <= 60_000 * G.KV_MARGIN for c in small.cells)
-    short = G.make_plan(G.ModelSpec.from_dict({**llama.__dict__, "num_attention_heads": 32, "hidden_size": 4096,
-                                               "num_hidden_layers": 32, "intermediate_size": 14336,
-                                               "vocab_size": 128256, "max_position_embeddings": 32768}),
+    short = G.make_plan(ModelShape.from_hf_config({**llama.__dict__, "num_attention_heads": 32, "hidden_size": 4096,
+                                                   "num_hidden_layers": 32, "intermediate_size": 14336,
+                                                   "vocab_size": 128256, "max_position_embeddings": 32768}),
                         H100, "paper")
     assert all(c.n + c.r <= 32768 for c in short.cells if c.kind != G.KIND_SOLO_DECODE)
     assert all(c.decode_reused < 32768 for c in short.cells if c.kind != G.KIND_SOLO_PREFILL)
@@ -145,7 +161,7 @@ def test_estimates_are_monotone(llama):
 
 
 def test_qwen_plan(llama):
-    q = G.ModelSpec.from_config(QWEN)
+    q = ModelShape.from_config(QWEN)
     plan = G.make_plan(q, H100, "coarse")
     assert q.num_layers == 36 and plan.cells
 

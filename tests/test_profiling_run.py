@@ -13,6 +13,7 @@ from profiling.harness import CellSkipped, CorunResult
 from profiling.run import AbortRun, Profiler, fit_table_dir
 from profiling.store import FILES, TableStore
 from sglang_mux import tables
+from sglang_mux.tables import ModelShape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLAMA = os.path.join(ROOT, "launch/models/llama-3.1-8b/config.json")
@@ -82,7 +83,7 @@ class FakeHarness:
 
 @pytest.fixture(scope="module")
 def plan():
-    m = G.ModelSpec.from_config(LLAMA)
+    m = ModelShape.from_config(LLAMA)
     full = G.make_plan(m, G.GpuSpec(), "coarse")
     # a small but complete plan: two partitions of each kind
     keep = lambda c: (c.kind == G.KIND_SOLO_PREFILL and c.prefill_sms in (116, 132)) or \
@@ -94,7 +95,7 @@ def plan():
 
 def _write_meta(path, plan):
     TableStore(path).write_meta({
-        "gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "model": plan.model.shape_dict(),
+        "gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "model": plan.model.to_dict(),
         "versions": {"sglang": "0.5.16", "torch": "2.11.0", "cuda": "13.0"}, "date": "2026-01-01T00:00:00+00:00",
         "command": "test", "granularity": 16, "attention_backend": "fa3"})
 
