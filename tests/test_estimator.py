@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synth_tables import LLAMA_8B, TABLE_NAME as NAME, write_synthetic_table  # noqa: E402
+from synth_tables import LLAMA_8B, TABLE_NAME as NAME, write_small_synthetic_table, write_synthetic_table  # noqa: E402
 
 from sglang_mux.estimator import (COLD_START_GUARD, Estimator, PrefillReq, TableError,  # noqa: E402
                                   check_table, fit_table, main)
@@ -245,21 +245,21 @@ def test_roofline_pure_functions():
                                                      + r.overhead_ms)
 
 
-def test_check_in_process_detects_failures(table):
+def test_check_in_process_detects_failures(small_table):
     out = io.StringIO()
-    assert check_table(table, out=out)
+    assert check_table(small_table, out=out)
     assert "check: OK" in out.getvalue()
     # A contention row slower than solo x guard (e.g. measured after fitting): bound missed.
-    p = table / "contention.csv"
+    p = small_table / "contention.csv"
     df = pd.read_csv(p)
     df.loc[0, "decode_corun_ms"] *= 3
     df.to_csv(p, index=False)
     out = io.StringIO()
-    assert not check_table(table, out=out)
+    assert not check_table(small_table, out=out)
     assert "FAIL" in out.getvalue()
     # Refitting folds the row into the guard, and the bound holds again.
-    fit_table(table)
-    assert check_table(table, out=io.StringIO())
+    fit_table(small_table)
+    assert check_table(small_table, out=io.StringIO())
 
 
 def test_gpu_timed_tables_get_no_host_launch_floor(tmp_path):
@@ -352,7 +352,7 @@ def test_old_format_fit_json(table):
 
 
 def test_check_fails_on_inaccurate_fit(tmp_path):
-    p = write_synthetic_table(tmp_path / NAME, noise=0.15, seed=1)
+    p = write_small_synthetic_table(tmp_path / NAME, noise=0.15, seed=1)
     assert main(["check", str(p)]) == 1
 
 
@@ -366,13 +366,13 @@ def test_fit_command_rewrites_fit_and_guard(table, capsys):
     assert Estimator.from_table(table).decode_sms_options[0] == 16
 
 
-def test_cli_check_good_and_broken(good, table):
-    r = _cli("check", good)
+def test_cli_check_good_and_broken(small_good, small_table):
+    r = _cli("check", small_good)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "check: OK" in r.stdout and "held-out" in r.stdout
-    _df = pd.read_csv(table / "solo_decode.csv").drop(columns=["latency_ms"])
-    _df.to_csv(table / "solo_decode.csv", index=False)
-    r = _cli("check", table)
+    _df = pd.read_csv(small_table / "solo_decode.csv").drop(columns=["latency_ms"])
+    _df.to_csv(small_table / "solo_decode.csv", index=False)
+    r = _cli("check", small_table)
     assert r.returncode != 0
     assert "solo_decode.csv" in r.stderr and "missing column" in r.stderr
 

@@ -57,6 +57,7 @@ def test_decode_keys_share_an_sm_instead_of_queueing():
     assert decode_keys(8, 132, 16, 1, 2049, 0.5) == 256 * (1 + 0.5 * 6)  # 7 blocks on an SM
 
 
+@pytest.mark.slow  # a refit per fold on the whole table: ~40 s each (tests/test_shipped_tables.py is the quick one)
 @pytest.mark.parametrize("table", FA3_TABLES, ids=lambda p: p.name)
 def test_shipped_fa3_tables_pass_check(table):
     out = io.StringIO()

@@ -31,9 +31,8 @@ class FakeEstimator:
 
 
 @pytest.fixture(scope="module")
-def est(tmp_path_factory):
-    synth = pytest.importorskip("synth_tables")
-    return Estimator.from_table(synth.write_synthetic_table(tmp_path_factory.mktemp("t") / "llama"))
+def est(good):
+    return Estimator.from_table(good)
 
 
 @pytest.fixture(scope="module")
