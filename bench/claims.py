@@ -21,7 +21,8 @@ from pathlib import Path
 from sglang_mux import cli
 from sglang_mux.cli import UsageError
 
-from . import _cli_io, report, systems
+from . import report, systems
+from sglang_mux import cli_io as _cli_io
 
 _NOT_THE_CLAIM = ("seed", "source")  # what may differ between runs of one claim
 _DEFAULTS = {"session_sample": 1}  # a key a later bench.run writes, at the value that meant it before

@@ -52,7 +52,8 @@ import uuid
 
 from sglang_mux import cli
 
-from . import _cli_io, client, soak, workloads
+from . import client, soak, workloads
+from sglang_mux import cli_io as _cli_io
 
 FAULTS = ("disconnect_prefill", "disconnect_decode", "disconnect_preempted", "abort_running",
           "prompt_past_context", "max_new_tokens_past_context", "kv_exhaustion")

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from sglang_mux import cli
 
-from . import _cli_io, client
+from . import client
+from sglang_mux import cli_io as _cli_io
 
 GEN, COMP, CHAT = "/generate", "/v1/completions", "/v1/chat/completions"
 TAG = {GEN: "generate", COMP: "completions", CHAT: "chat"}  # case names begin with these

@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from sglang_mux import cli  # noqa: E402
 
-from . import _cli_io  # noqa: E402
+from sglang_mux import cli_io as _cli_io  # noqa: E402
 
 
 def plot_summary(summary: dict, out_png: str | Path) -> Path:

@@ -24,7 +24,7 @@ import sys
 
 from sglang_mux import cli
 
-from . import _cli_io
+from sglang_mux import cli_io as _cli_io
 
 
 def batches(seed: int, count: int) -> list[list[tuple[int, int]]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from sglang_mux import cli
 from sglang_mux.cli import UsageError
 
-from . import _cli_io
+from sglang_mux import cli_io as _cli_io
 from . import run as runmod
 
 

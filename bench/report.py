@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from sglang_mux import cli
 
-from . import _cli_io
+from sglang_mux import cli_io as _cli_io
 
 
 def _f(x, fmt: str = "{:.0f}") -> str:

@@ -56,7 +56,8 @@ import numpy as np
 from sglang_mux import cli
 from sglang_mux.loop_clock import cpu_ticks
 
-from . import _cli_io, client, metrics, report, search, systems, workloads
+from . import client, metrics, report, search, systems, workloads
+from sglang_mux import cli_io as _cli_io
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_TOKENIZER = ROOT / "sglang_mux/data/tokenizer"

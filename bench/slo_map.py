@@ -17,7 +17,8 @@ from pathlib import Path
 
 from sglang_mux import cli
 
-from . import _cli_io, metrics, systems
+from . import metrics, systems
+from sglang_mux import cli_io as _cli_io
 
 CHUNKED = "sglang-chunked-"
 

@@ -31,7 +31,8 @@ import numpy as np
 
 from sglang_mux import cli
 
-from . import _cli_io, client, workloads
+from . import client, workloads
+from sglang_mux import cli_io as _cli_io
 
 SAMPLES, PIECES = "samples.jsonl", "pieces.jsonl"
 

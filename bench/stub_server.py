@@ -34,7 +34,7 @@ from aiohttp import web
 
 from sglang_mux import cli
 
-from . import _cli_io
+from sglang_mux import cli_io as _cli_io
 
 
 @dataclass

@@ -39,7 +39,8 @@ from sglang_mux import cli
 from sglang_mux.cli import UsageError
 from sglang_mux.mux_metrics import host_ms_per_decode
 
-from . import _cli_io, record
+from . import record
+from sglang_mux import cli_io as _cli_io
 from . import run as runmod
 
 

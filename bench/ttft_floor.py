@@ -22,7 +22,7 @@ from sglang_mux.estimator import Estimator
 from sglang_mux.latency_model import PrefillReq
 from sglang_mux.sim import TraceReq
 
-from . import _cli_io
+from sglang_mux import cli_io as _cli_io
 
 PERCENTILES = (50, 90, 99)
 

@@ -42,7 +42,7 @@ from tqdm import tqdm
 from sglang_mux import cli
 from sglang_mux.tables import TableError
 
-from . import _cli_io
+from sglang_mux import cli_io as _cli_io
 
 
 def corun_efficiency(table_dir, estimator, min_bs: int = 32) -> dict:

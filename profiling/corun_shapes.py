@@ -19,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from sglang_mux import cli
 
 _PREFILL = re.compile(r"^(?:(\d+)x)?(\d+)\+(\d+)$")

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from profiling.stats import median, spread_pct
 from sglang_mux import cli
 from sglang_mux.tables import ModelShape

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from sglang_mux import cli
 
 DEFAULT_OUT = "bench/results/engine.json"

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from profiling.stats import median, spread_pct
 from sglang_mux import cli
 

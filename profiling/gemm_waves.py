@@ -21,7 +21,7 @@ import math
 import statistics
 import sys
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from profiling.gemm_curve import layer_shapes, prefill_streams, torch_layer_timer
 from sglang_mux import cli
 

@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from sglang_mux import cli
 
 CONDITIONS = ("base", "gc", "pin", "pin+gc")

@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from sglang_mux import cli
 from sglang_mux.probe import event_times
 

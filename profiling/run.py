@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from bench import _cli_io
+from sglang_mux import cli_io as _cli_io
 from profiling import gemm_curve as GC
 from profiling import grid as G
 from profiling.stats import median, spread_pct

@@ -1,4 +1,4 @@
-"""Input checks shared by the bench.* and profiling.* command-line tools.
+"""Input checks shared by the command-line tools (bench.*, profiling.*, bench.analysis.*).
 
 Each function either returns what the tool needs or raises :class:`sglang_mux.cli.UsageError`
 whose message names the file or flag, what is wrong with it and what to give instead;
@@ -206,16 +206,16 @@ def need_gpu(tool: str) -> None:
 
 
 def load_trace(name_or_path: str, **kw):
-    """sglang_mux.sim.load_trace with a bad trace file as a UsageError (what is wrong, which file)."""
-    from sglang_mux import sim
+    """traces.load_trace with a bad trace file as a UsageError (what is wrong, which file)."""
+    from sglang_mux import traces
 
     try:
-        path = sim.trace_path(name_or_path)
+        path = traces.trace_path(name_or_path)
     except FileNotFoundError as e:
         raise UsageError(f"--trace: {e.args[0] if e.args else e}; give a JSONL trace file or a bundled name") from None
     # check the file before the simulator reads it: one clear line instead of a KeyError
     read_jsonl(path, "trace (JSONL, one request a line)", need=("timestamp", "input_length", "output_length"))
     try:
-        return sim.load_trace(str(path), **kw)
+        return traces.load_trace(str(path), **kw)
     except ValueError as e:
         raise UsageError(f"--trace {name_or_path}: {e}") from None
