@@ -213,9 +213,7 @@ def load_trace(name_or_path: str, **kw):
         path = traces.trace_path(name_or_path)
     except FileNotFoundError as e:
         raise UsageError(f"--trace: {e.args[0] if e.args else e}; give a JSONL trace file or a bundled name") from None
-    # check the file before the simulator reads it: one clear line instead of a KeyError
-    read_jsonl(path, "trace (JSONL, one request a line)", need=("timestamp", "input_length", "output_length"))
     try:
         return traces.load_trace(str(path), **kw)
     except ValueError as e:
-        raise UsageError(f"--trace {name_or_path}: {e}") from None
+        raise UsageError(f"--trace: {e}") from None  # TraceError names the file and line

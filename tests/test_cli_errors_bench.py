@@ -166,7 +166,7 @@ def test_bench_bad_trace(module, tmp_path, capsys):
         return error_of(module, ["--table", TABLE, "--trace", trace, *extra], capsys)
 
     assert "no trace file" in err(tmp_path / "none.jsonl")
-    assert "is empty" in err(write_trace(tmp_path / "empty.jsonl", []))
+    assert "no requests (an empty trace)" in err(write_trace(tmp_path / "empty.jsonl", []))
     assert "line 2 is not JSON" in err(write_trace(tmp_path / "bad.jsonl", [GOOD_ROW, "{oops"]))
     assert "line 1 is not a JSON object" in err(write_trace(tmp_path / "list.jsonl", ["[1, 2]"]))
     no_ts = {k: v for k, v in GOOD_ROW.items() if k != "timestamp"}
