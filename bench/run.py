@@ -462,8 +462,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="TTFT SLO given to the mux systems (default: --ttft-slo-ms, which the "
                         "goodput check uses either way)")
     p.add_argument("--mux-ttft-ms-per-token", type=nonneg, default=None, metavar="K",
-                   help="length-aware TTFT SLO of every mux system: S + K x prompt tokens, what "
-                        "preemption decides on (default: the server's 0, which never preempts)")
+                   help="length-aware TTFT SLO of every mux server: S + K x prompt tokens, what "
+                        "preemption decides on (default: the server's 0, which never preempts); the goodput "
+                        "check's is --ttft-slo-ms-per-token")
     p.add_argument("--time-budget-s", type=pos, default=None, help="stop starting points past this wall time")
     p.add_argument("--server-url", default=None, help="measure a server already running (one --systems label)")
     p.add_argument("--port", type=_cli_io.port, default=30000, help="the port a started server listens on")

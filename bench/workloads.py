@@ -29,16 +29,14 @@ Synthetic workloads after the paper's Table 1 (min / mean / max)
     loogle        mean 30k, s=0.5, [3380,81k] mean 15, s=1.0, [2,326]       none
     openthoughts  mean 709, s=0.6, [311,4633] mean 8374, s=0.8, [684,32k]   243-token system
     code          mean 2000, s=0.7, [100,7500] mean 25, s=1.0, [1,250]       none
+                  (10k draws: 1957, -2.1 %)    (10k draws: 24.7, -1.1 %)
     chat-1k       mean 1000, s=1.0, [16,8000]  mean 250, s=0.7, [1,1000]     none
+                  (10k draws: 988, -1.2 %)     (10k draws: 248, -0.8 %)
     ============  ==========================  ============================  ===============
 
-    ``code`` and ``chat-1k`` stand for two production traffics (code completion; chat) that
-    are kept outside the project: only their means and bounds are used. Their sigmas are
-    chosen so that clipping keeps the mean within 2 % of the target; realised over 10,000
-    draws (seed 0): code inputs 1957 (-2.1 %), outputs 24.7 (-1.1 %); chat-1k inputs 988
-    (-1.2 %), outputs 248 (-0.8 %); every bound is reached. ``write_trace`` (or
-    ``python -m bench.workloads``) writes any of these as a JSONL trace that
-    ``python -m sglang_mux.sim --trace FILE`` replays.
+    ``code``/``chat-1k``: two production traffics' means and bounds; sigmas chosen so that the
+    clipped means (seed 0, above) stay within 2 % of the targets. ``write_trace`` (``python -m
+    bench.workloads``) writes these as a JSONL trace for ``python -m sglang_mux.sim --trace``.
 
     OpenThoughts' input length includes the shared 243-token system prompt (Table 1's
     "reused length"): every request starts with the same 243 token ids.
