@@ -9,7 +9,8 @@ From the client's records (``bench.client``):
   percentiles pool every gap of every finished request (the paper's P99 TBT). Failed
   requests are never dropped: they are counted in ``n_failed`` (by reason) and as not
   attaining the SLO, and one failure fails the goodput check.
-- SLO attainment: a request attains iff it finished, TTFT <= ``ttft_slo_ms`` and the P99 of
+- SLO attainment: a request attains iff it finished, TTFT (less K x its prompt tokens with a
+  length-aware SLO) <= ``ttft_slo_ms`` and the P99 of
   its own TBT gaps <= ``tbt_slo_ms`` (a request with < 2 tokens has no gaps and passes the
   TBT part). The per-request P99 (not the max) tolerates one hiccup in a long answer; for
   answers under ~100 tokens it is within one gap of the max. ``ttft_attainment`` and
@@ -25,7 +26,10 @@ From the client's records (``bench.client``):
 - Goodput (``goodput``): the highest tested rate whose point passes ALL of
     1. no failed request (every request finished before the deadline, no errors);
     2. P99 TBT <= TBT SLO (default 50 ms) -- vacuous if no request produced a gap;
-    3. P99 TTFT <= TTFT SLO (default 5000 ms);
+    3. P99 TTFT <= TTFT SLO (default 5000 ms); with a length-aware SLO (K > 0 ms per prompt
+       token), P99 over finished requests of ``TTFT - K x prompt tokens`` <= the TTFT SLO
+       instead (``ttft_length_adjusted_ms``): a long prompt's prefill alone takes seconds,
+       so a flat P99 TTFT judges a long-prompt workload by its longest prompts;
     4. no growing queue: ordering finished requests by scheduled send time, the median TTFT
        of the last 10% (at least one request) <= 2 x the median TTFT of the first half
        + 250 ms. A queue that grows through the run shows as the last arrivals waiting
@@ -76,8 +80,18 @@ def _stats(x: Iterable[float], with_max: bool = False) -> dict:
     return out
 
 
+def _per_token(k: float | None) -> float:
+    k = float(k or 0.0)
+    if not k >= 0:
+        raise ValueError(f"the TTFT SLO's ms per prompt token must be >= 0, got {k}")
+    return k
+
+
 def per_request(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
-                ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> pd.DataFrame:
+                ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS, ttft_slo_ms_per_token: float = 0.0) -> pd.DataFrame:
+    """One row per record; ``ttft_adjusted_ms`` = TTFT - ``ttft_slo_ms_per_token`` x prompt tokens
+    (a record without a prompt count gets no allowance), which the TTFT attainment judges."""
+    k = _per_token(ttft_slo_ms_per_token)
     rows = []
     for r in records:
         tok = np.asarray(r.get("tok_ms") or [], dtype=float)
@@ -87,10 +101,11 @@ def per_request(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
         send, end = r.get("send"), r.get("end")
         tbt_p99 = float(np.percentile(gaps, 99)) if len(gaps) else np.nan
         prompt = r.get("prompt_tokens")
+        adjusted = ttft - k * float(prompt or 0)
         rows.append(dict(
             rid=r.get("rid"), ok=ok, error=r.get("error"), scheduled=r.get("scheduled"),
             send=send, end=end, ttft_ms=ttft,
-            ttft_ms_per_token=ttft / prompt if prompt else np.nan,
+            ttft_ms_per_token=ttft / prompt if prompt else np.nan, ttft_adjusted_ms=adjusted,
             e2e_ms=(end - send) * 1e3 if ok and send is not None and end is not None else np.nan,
             tpot_ms=(tok[-1] - tok[0]) / (len(tok) - 1) if len(tok) >= 2 else np.nan,
             tbt_p99_ms=tbt_p99, tbt_max_ms=gaps.max() if len(gaps) else np.nan,
@@ -98,12 +113,12 @@ def per_request(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
             prompt_tokens=prompt, cached_tokens=r.get("cached_tokens"), subset=r.get("subset"),
             lateness_ms=(send - r["scheduled"]) * 1e3
             if send is not None and r.get("scheduled") is not None else np.nan,
-            attains=ok and ttft <= ttft_slo_ms and (not len(gaps) or tbt_p99 <= tbt_slo_ms),
-            ttft_attains=ok and ttft <= ttft_slo_ms,
+            attains=ok and adjusted <= ttft_slo_ms and (not len(gaps) or tbt_p99 <= tbt_slo_ms),
+            ttft_attains=ok and adjusted <= ttft_slo_ms,
             tbt_attains=ok and (not len(gaps) or tbt_p99 <= tbt_slo_ms)))
     return pd.DataFrame(rows, columns=[
         "rid", "ok", "error", "scheduled", "send", "end", "ttft_ms", "ttft_ms_per_token",
-        "e2e_ms", "tpot_ms", "tbt_p99_ms", "tbt_max_ms", "n_gaps", "output_tokens",
+        "ttft_adjusted_ms", "e2e_ms", "tpot_ms", "tbt_p99_ms", "tbt_max_ms", "n_gaps", "output_tokens",
         "prompt_tokens", "cached_tokens", "subset", "lateness_ms", "attains", "ttft_attains",
         "tbt_attains"])
 
@@ -142,8 +157,12 @@ def by_subset(df: pd.DataFrame) -> dict | None:
 
 
 def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
-              ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> dict:
-    df = per_request(records, tbt_slo_ms, ttft_slo_ms)
+              ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS, ttft_slo_ms_per_token: float = 0.0) -> dict:
+    """A point's summary. With ``ttft_slo_ms_per_token`` K > 0 it also has
+    ``ttft_length_adjusted_ms`` (percentiles of TTFT - K x prompt tokens over finished requests)
+    and ``slo.ttft_ms_per_token`` = K, which ``check_point`` judges by."""
+    k = _per_token(ttft_slo_ms_per_token)
+    df = per_request(records, tbt_slo_ms, ttft_slo_ms, k)
     ok = df[df.ok]
     n = len(df)
     failures: dict[str, int] = {}
@@ -157,9 +176,10 @@ def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
     cached = ok.cached_tokens.dropna().astype(float)
     sched = df.scheduled.dropna().to_numpy(float)
     offered = (len(sched) - 1) / np.ptp(sched) if len(sched) > 1 and np.ptp(sched) > 0 else None
+    adjusted = {"ttft_length_adjusted_ms": _stats(ok.ttft_adjusted_ms.dropna())} if k else {}
     return {
         "n": n, "n_ok": int(len(ok)), "n_failed": int(n - len(ok)), "failures": failures,
-        "ttft_ms": _stats(ok.ttft_ms.dropna()),
+        "ttft_ms": _stats(ok.ttft_ms.dropna()), **adjusted,
         "ttft_ms_per_token": _stats(ok.ttft_ms_per_token.dropna()),
         "by_subset": by_subset(df),
         "tbt_ms": _stats(tbt_gaps(records), with_max=True),
@@ -177,13 +197,25 @@ def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
         "send_lateness_ms": _stats(df.lateness_ms.dropna(), with_max=True),
         "ttft_drift": ttft_drift(df),
         "ttft_queue_drift": ttft_queue_drift(df),
-        "slo": {"tbt_ms": tbt_slo_ms, "ttft_ms": ttft_slo_ms},
+        "slo": {"tbt_ms": tbt_slo_ms, "ttft_ms": ttft_slo_ms, "ttft_ms_per_token": k},
     }
 
 
+def summary_per_token(s: dict) -> float:
+    """The K a point's summary was judged by (0: a flat TTFT SLO, and summaries older than K)."""
+    return float((s.get("slo") or {}).get("ttft_ms_per_token") or 0.0)
+
+
 def check_point(s: dict, tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
-                ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> tuple[bool, list[str]]:
-    """(passes, reasons it does not) for one rate point's summary."""
+                ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
+                ttft_slo_ms_per_token: float | None = None) -> tuple[bool, list[str]]:
+    """(passes, reasons it does not) for one rate point's summary. The TTFT SLO is length-aware
+    with the K the summary was made with (``summary_per_token``); a different
+    ``ttft_slo_ms_per_token`` needs the records (``summarize`` again): ValueError."""
+    k = summary_per_token(s)
+    if ttft_slo_ms_per_token is not None and _per_token(ttft_slo_ms_per_token) != k:
+        raise ValueError(f"this summary's TTFT SLO has {k:g} ms per prompt token, not {ttft_slo_ms_per_token:g}: "
+                         "summarize the point's records with that K to judge it so")
     why = []
     if s["n_ok"] == 0:
         why.append("no finished request")
@@ -192,9 +224,14 @@ def check_point(s: dict, tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
     tbt99 = s["tbt_ms"]["p99"]
     if tbt99 is not None and tbt99 > tbt_slo_ms:
         why.append(f"P99 TBT {tbt99:.1f} ms > {tbt_slo_ms:g}")
-    ttft99 = s["ttft_ms"]["p99"]
-    if ttft99 is not None and ttft99 > ttft_slo_ms:
-        why.append(f"P99 TTFT {ttft99:.0f} ms > {ttft_slo_ms:g}")
+    if k:
+        adj99 = s["ttft_length_adjusted_ms"]["p99"]
+        if adj99 is not None and adj99 > ttft_slo_ms:
+            why.append(f"P99 TTFT - {k:g} ms/token x prompt {adj99:.0f} ms > {ttft_slo_ms:g}")
+    else:
+        ttft99 = s["ttft_ms"]["p99"]
+        if ttft99 is not None and ttft99 > ttft_slo_ms:
+            why.append(f"P99 TTFT {ttft99:.0f} ms > {ttft_slo_ms:g}")
     d = s["ttft_drift"]
     if s["n_ok"] and not d["ok"]:
         why.append(f"TTFT drifting up (last 10% median {d['tail_median_ms']:.0f} ms > "
@@ -203,14 +240,17 @@ def check_point(s: dict, tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
 
 
 def goodput(points: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
-            ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS) -> dict:
-    """``points``: [{"rate": r, "summary": summarize(...)}, ...] -> goodput and per-rate checks."""
+            ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS, ttft_slo_ms_per_token: float | None = None) -> dict:
+    """``points``: [{"rate": r, "summary": summarize(...)}, ...] -> goodput and per-rate checks
+    (``check_point``: each summary's own K unless ``ttft_slo_ms_per_token`` is given)."""
     checked = []
     for p in sorted(points, key=lambda p: p["rate"]):
-        ok, why = check_point(p["summary"], tbt_slo_ms, ttft_slo_ms)
+        ok, why = check_point(p["summary"], tbt_slo_ms, ttft_slo_ms, ttft_slo_ms_per_token)
         checked.append({"rate": p["rate"], "pass": ok, "reasons": why})
     passing = [c["rate"] for c in checked if c["pass"]]
     best = max(passing) if passing else None
     return {"goodput_rps": best, "tbt_slo_ms": tbt_slo_ms, "ttft_slo_ms": ttft_slo_ms,
+            "ttft_slo_ms_per_token": ttft_slo_ms_per_token if ttft_slo_ms_per_token is not None
+            else max((summary_per_token(p["summary"]) for p in points), default=0.0),
             "monotone": best is None or all(c["pass"] for c in checked if c["rate"] <= best),
             "points": checked}

@@ -3,7 +3,8 @@
     python -m bench.report bench/results/<run>/            # or .../summary.json
 
 The table gains a TTFT-per-prompt-token column (P50/P90/P99, ms/token) when the summary has
-it. Two comparisons follow when their systems are both in the run, at every rate they share:
+it, and a P99 (TTFT − K × prompt tokens) column when the run's goodput check was length-aware
+(``slo.ttft_ms_per_token`` K > 0; older summaries have none and were flat). Two comparisons follow when their systems are both in the run, at every rate they share:
 
 - ``mux-off`` vs ``sglang`` (``throughput_comparison``): the ratio of output tok/s and of total
   tok/s (mux-off / sglang) and whether both are within 2 %. Throughput is over the makespan,
@@ -266,12 +267,22 @@ def queue_drift_disagrees(s: dict) -> list[str]:
     return out
 
 
+def ttft_slo_text(slo: dict) -> str:
+    """The goodput check's TTFT SLO in words: flat, or length-aware (a summary's ``slo`` with
+    ``ttft_ms_per_token`` K > 0; summaries without the key are flat)."""
+    k = slo.get("ttft_ms_per_token") or 0
+    if not k:
+        return f"P99 TTFT ≤ {slo['ttft_ms']:g} ms"
+    return f"P99 of (TTFT − {k:g} ms × prompt tokens) ≤ {slo['ttft_ms']:g} ms (length-aware)"
+
+
 def render(s: dict) -> str:
     slo, wl = s["slo"], s.get("workload") or {}
     unit = s.get("rate_unit", "requests/s")
+    k = slo.get("ttft_ms_per_token") or 0
     lines = [
         f"## Goodput — {wl.get('workload', '?')} ({unit})", "",
-        f"SLOs: P99 TBT ≤ {slo['tbt_ms']:g} ms, P99 TTFT ≤ {slo['ttft_ms']:g} ms, no failed "
+        f"SLOs: P99 TBT ≤ {slo['tbt_ms']:g} ms, {ttft_slo_text(slo)}, no failed "
         f"request, no TTFT drift. Device: {s.get('device') or 'unknown'}{_hardware(s)}. Date: {s.get('date')}.",
         "Workload: " + ", ".join(f"{k}={v}" for k, v in wl.items()
                                  if k not in ("distributions", "input_cap_note")
@@ -288,28 +299,30 @@ def render(s: dict) -> str:
     lines += [
         "",
         "| system | goodput | P99 TTFT (ms) | "
+        + (f"P99 TTFT − {k:g}×prompt (ms) | " if k else "")
         + ("TTFT/token P50/P90/P99 (ms) | " if per_token else "")
         + "P99 TBT (ms) | output tok/s | SLO attainment | rates (✓ pass, ✗ fail) |",
-        "|---|---:|---:|" + ("---:|" if per_token else "") + "---:|---:|---:|---|",
+        "|---|---:|---:|" + ("---:|" if k else "") + ("---:|" if per_token else "") + "---:|---:|---:|---|",
     ]
     for name, sysd in s["systems"].items():
         start = sysd.get("start") or {}
         pts = sysd["points"]
         if start.get("ok") is False and not pts:
             lines.append(f"| {name} | start failed: {start.get('reason', '?')} | | | | | |"
-                         + (" |" if per_token else ""))
+                         + (" |" if per_token else "") + (" |" if k else ""))
             continue
         at = next((p for p in pts if p["rate"] == sysd["goodput_rps"]), pts[0] if pts else None)
         m = at["summary"] if at else {}
         att = m.get("slo_attainment")
         rates = " ".join(f"{p['rate']:g}{'✓' if p['pass'] else '✗'}" for p in pts)
         tpt = m.get("ttft_ms_per_token") or {}
-        tpt_col = ("/".join(_f(tpt.get(k), "{:.3g}") for k in ("p50", "p90", "p99")) + " | "
+        tpt_col = ("/".join(_f(tpt.get(q), "{:.3g}") for q in ("p50", "p90", "p99")) + " | "
                    if per_token else "")
+        adj_col = f"{_f((m.get('ttft_length_adjusted_ms') or {}).get('p99'))} | " if k else ""
         lines.append(
             f"| {name} | {_f(sysd['goodput_rps'], '{:g}')}"
             f"{'' if sysd.get('monotone', True) else ' (non-monotone)'} | "
-            f"{_f(m.get('ttft_ms', {}).get('p99'))} | {tpt_col}"
+            f"{_f(m.get('ttft_ms', {}).get('p99'))} | {adj_col}{tpt_col}"
             f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')} | {_f(m.get('output_tok_s'))} | "
             f"{_f(None if att is None else 100 * att, '{:.1f}%')} | {rates} |")
     lines.append("")

@@ -23,6 +23,10 @@ goodput check (the paper stops there too; ``--no-stop-on-fail`` sweeps all).
 
 ``--server-url`` benches an already running server (no start/stop; ``--systems`` is a label).
 
+``--ttft-slo-ms-per-token K`` makes the goodput check's TTFT SLO length-aware: a point passes its
+TTFT part when the P99 over requests of ``TTFT - K x prompt tokens`` is <= ``--ttft-slo-ms``
+(``bench.metrics``; ``summary.json`` -> ``slo.ttft_ms_per_token``). It judges; it changes no server.
+
 ``--mux-ttft-ms-per-token K`` gives every mux system (``mux``, ``mux-fixed-<D>``,
 ``mux-nopreempt``) the length-aware TTFT SLO ``S + K x prompt tokens`` that preemption decides
 on (the server's default K = 0 never preempts), where S is ``--mux-ttft-slo-ms`` (default:
@@ -334,8 +338,17 @@ def count_preemptions(path: Path, span: list[int] | None) -> int | None:
 
 
 def point_passes(path: Path, a: argparse.Namespace) -> bool:
-    s = metrics.summarize(metrics.load_jsonl(path), a.tbt_slo_ms, a.ttft_slo_ms)
-    return metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)[0]
+    return metrics.check_point(summarize(metrics.load_jsonl(path), a), a.tbt_slo_ms, a.ttft_slo_ms)[0]
+
+
+def per_token(a: argparse.Namespace) -> float:
+    """The goodput check's TTFT SLO per prompt token (0 where the caller's options predate it)."""
+    return float(getattr(a, "ttft_slo_ms_per_token", 0.0) or 0.0)
+
+
+def summarize(records: list[dict], a: argparse.Namespace) -> dict:
+    """A point's summary under the run's goodput SLOs (``--ttft-slo-ms-per-token`` included)."""
+    return metrics.summarize(records, a.tbt_slo_ms, a.ttft_slo_ms, per_token(a))
 
 
 _RATE_KEYS = {"n", "requested_n", "n_sessions", "rate", "salt", "offered_rate", "span_s", "mean_input",
@@ -358,7 +371,7 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
         start = read_json(out / f"{name}__start.json")
         points = []
         for rate, path in sorted(pts.get(name, {}).items()):
-            s = metrics.summarize(metrics.load_jsonl(path), a.tbt_slo_ms, a.ttft_slo_ms)
+            s = summarize(metrics.load_jsonl(path), a)
             meta = read_json(point_file(out, name, rate, ".meta.json")) or {}
             wl = meta.get("workload") or {}
             if common is None and wl:
@@ -401,9 +414,12 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
         "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
         "device": dev or prev.get("device"), "host": socket.gethostname() if dev else prev.get("host", socket.gethostname()),
         "hardware": host_hardware() if dev else prev.get("hardware"),
-        "slo": {"tbt_ms": a.tbt_slo_ms, "ttft_ms": a.ttft_slo_ms, "percentile": 99,
+        "slo": {"tbt_ms": a.tbt_slo_ms, "ttft_ms": a.ttft_slo_ms, "ttft_ms_per_token": per_token(a),
+                "percentile": 99,
                 "goodput_rule": "highest tested rate with no failures, P99 TBT <= TBT SLO, "
-                                "P99 TTFT <= TTFT SLO and no TTFT drift (bench/metrics.py)"},
+                                + ("P99 of (TTFT - ttft_ms_per_token x prompt tokens) <= TTFT SLO"
+                                   if per_token(a) else "P99 TTFT <= TTFT SLO")
+                                + " and no TTFT drift (bench/metrics.py)"},
         "workload": common, "mixed_workload_options": mixed,
         "mux_ttft_slo_ms": a.mux_ttft_slo_ms, "mux_ttft_ms_per_token": a.mux_ttft_ms_per_token,
         "rate_unit": "sessions/s" if a.workload == "chat" else "requests/s",
@@ -436,13 +452,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=pos_i, default=None,
                    help="token ids are drawn below it (default: the model config's vocab_size)")
     p.add_argument("--tbt-slo-ms", type=pos, default=metrics.DEFAULT_TBT_SLO_MS, help="P99 TBT SLO")
-    p.add_argument("--ttft-slo-ms", type=pos, default=metrics.DEFAULT_TTFT_SLO_MS, help="P99 TTFT SLO")
+    p.add_argument("--ttft-slo-ms", type=pos, default=metrics.DEFAULT_TTFT_SLO_MS,
+                   help="P99 TTFT SLO of the goodput check (with --ttft-slo-ms-per-token K > 0: the intercept S)")
+    p.add_argument("--ttft-slo-ms-per-token", type=nonneg, default=0.0, metavar="K",
+                   help="length-aware TTFT SLO of the goodput check: P99 over requests of TTFT - K x prompt "
+                        "tokens <= --ttft-slo-ms (0: flat). Judges the points only; the servers' SLO is "
+                        "--mux-ttft-ms-per-token"),
     p.add_argument("--mux-ttft-slo-ms", type=pos, default=None, metavar="S",
                    help="TTFT SLO given to the mux systems (default: --ttft-slo-ms, which the "
                         "goodput check uses either way)")
     p.add_argument("--mux-ttft-ms-per-token", type=nonneg, default=None, metavar="K",
-                   help="length-aware TTFT SLO of every mux system: S + K x prompt tokens, what "
-                        "preemption decides on (default: the server's 0, which never preempts)")
+                   help="length-aware TTFT SLO of every mux server: S + K x prompt tokens, what "
+                        "preemption decides on (default: the server's 0, which never preempts); the goodput "
+                        "check's is --ttft-slo-ms-per-token")
     p.add_argument("--time-budget-s", type=pos, default=None, help="stop starting points past this wall time")
     p.add_argument("--server-url", default=None, help="measure a server already running (one --systems label)")
     p.add_argument("--port", type=_cli_io.port, default=30000, help="the port a started server listens on")
@@ -689,11 +711,13 @@ def main(argv: list[str] | None = None) -> int:
                 scraped = client.scrape_metrics(url)
                 if scraped:     # the mux state after the point (mux server with --enable-metrics)
                     write_atomic(point_file(out, sys_name, r, ".metrics.prom"), scraped)
-                s = metrics.summarize(recs, a.tbt_slo_ms, a.ttft_slo_ms)
+                s = summarize(recs, a)
                 ok, why = metrics.check_point(s, a.tbt_slo_ms, a.ttft_slo_ms)
                 f = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+                adj = f" (less {a.ttft_slo_ms_per_token:g} ms/token: {f(s['ttft_length_adjusted_ms']['p99'])} ms)" \
+                    if a.ttft_slo_ms_per_token else ""
                 log(f"{sys_name} @ {fmt_rate(r)}: {'PASS' if ok else 'FAIL'}: P99 TTFT "
-                    f"{f(s['ttft_ms']['p99'])} ms, P99 TBT {f(s['tbt_ms']['p99'], 1)} ms, "
+                    f"{f(s['ttft_ms']['p99'])} ms{adj}, P99 TBT {f(s['tbt_ms']['p99'], 1)} ms, "
                     f"failed {s['n_failed']}/{s['n']}" + (f" ({'; '.join(why)})" if why else ""))
                 if a.search:
                     results[r] = ok

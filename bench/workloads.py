@@ -28,7 +28,15 @@ Synthetic workloads after the paper's Table 1 (min / mean / max)
     sharegpt      mean 226, s=1.0, [4,1024]   mean 195, s=1.0, [4,1838]     none
     loogle        mean 30k, s=0.5, [3380,81k] mean 15, s=1.0, [2,326]       none
     openthoughts  mean 709, s=0.6, [311,4633] mean 8374, s=0.8, [684,32k]   243-token system
+    code          mean 2000, s=0.7, [100,7500] mean 25, s=1.0, [1,250]       none
+                  (10k draws: 1957, -2.1 %)    (10k draws: 24.7, -1.1 %)
+    chat-1k       mean 1000, s=1.0, [16,8000]  mean 250, s=0.7, [1,1000]     none
+                  (10k draws: 988, -1.2 %)     (10k draws: 248, -0.8 %)
     ============  ==========================  ============================  ===============
+
+    ``code``/``chat-1k``: two production traffics' means and bounds; sigmas chosen so that the
+    clipped means (seed 0, above) stay within 2 % of the targets. ``write_trace`` (``python -m
+    bench.workloads``) writes these as a JSONL trace for ``python -m sglang_mux.sim --trace``.
 
     OpenThoughts' input length includes the shared 243-token system prompt (Table 1's
     "reused length"): every request starts with the same 243 token ids.
@@ -68,6 +76,7 @@ from typing import Sequence
 
 import numpy as np
 
+from sglang_mux import cli
 # The trace draws a simulated point must share with a served one live in the package.
 from sglang_mux.traces import BLOCK, poisson_arrivals, sample_sessions, warm_prefixes  # noqa: F401
 
@@ -303,6 +312,9 @@ SYNTHETIC = {
     "sharegpt": dict(inp=(226, 1.0, 4, 1024), out=(195, 1.0, 4, 1838), shared=0),
     "loogle": dict(inp=(30_000, 0.5, 3380, 81_000), out=(15, 1.0, 2, 326), shared=0),
     "openthoughts": dict(inp=(709, 0.6, 311, 4633), out=(8374, 0.8, 684, 32_000), shared=243),
+    # two production traffics (issue 43): the sigmas keep the clipped means within 2 % of these
+    "code": dict(inp=(2000, 0.7, 100, 7500), out=(25, 1.0, 1, 250), shared=0),
+    "chat-1k": dict(inp=(1000, 1.0, 16, 8000), out=(250, 0.7, 1, 1000), shared=0),
 }
 
 
@@ -459,3 +471,58 @@ def build(name: str, *, rate: float, duration_s: float, n: int | None = None, of
                              turns_min=turns[0], turns_max=turns[1], think_s=think_s,
                              output_cap=output_cap)
     raise ValueError(f"unknown workload {name!r}; choose from {WORKLOADS}")
+
+
+# ---------------------------------------------------------------------------- as a trace file
+
+def trace_rows(wl: Workload) -> list[dict]:
+    """The workload's requests as Mooncake-format trace rows (``sglang_mux.traces``): timestamp
+    (ms from the first send, rounded to 1 µs), input_length and output_length (tokens), and
+    empty ``hash_ids``: the simulator sees no prefix reuse, which the synthetic sets do not have
+    beyond OpenThoughts' 243-token system prompt. Chat sessions (closed-loop turns, prompts
+    that grow with the server's answers) are no trace: ValueError."""
+    if wl.kind != "generate" or wl.sessions:
+        raise ValueError(f"workload {wl.name!r} is chat sessions, not a list of requests: it has no trace form")
+    if wl.name in TRACES:
+        raise ValueError(f"workload {wl.name!r} is a trace already: give its file to the simulator "
+                         "(its hash_ids carry the prefix reuse this form drops)")
+    return [{"timestamp": round(r.t * 1e3, 3), "input_length": r.prompt_len,
+             "output_length": int(r.max_new_tokens), "hash_ids": []} for r in wl.requests]
+
+
+def write_trace(wl: Workload, path: str | Path) -> int:
+    """Write ``trace_rows(wl)`` to ``path`` as JSON lines; returns the number of rows.
+    ``python -m sglang_mux.sim --trace PATH`` replays the file's arrivals, or with
+    ``--arrival poisson --rate R --seed S`` the very arrivals ``bench.run`` sends at rate R
+    (the same draw, ``traces.poisson_arrivals``); the lengths are a ``bench.run`` point's
+    when ``wl`` was built with its salt (``rate=<R>``, as ``python -m bench.workloads`` does)."""
+    rows = trace_rows(wl)
+    Path(path).write_text("".join(json.dumps(x) + "\n" for x in rows))
+    return len(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    pos = cli.positive(float)
+    ap = cli.ArgumentParser(prog="python -m bench.workloads",
+                            description="Write a synthetic workload's requests as a JSONL trace for the simulator.")
+    ap.add_argument("workload", choices=(*SYNTHETIC, "mixed"), help="the generator (bench.run --workload)")
+    ap.add_argument("--rate", type=pos, required=True, help="requests/s (Poisson arrivals)")
+    ap.add_argument("--duration-s", type=pos, default=120.0, help="round(rate x duration) requests")
+    ap.add_argument("--num-requests", type=cli.positive(int), default=None, help="override round(rate x duration)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--input-cap", type=cli.positive(int), default=None, help="keep the first T prompt tokens")
+    ap.add_argument("--output-cap", type=cli.positive(int), default=None, help="keep at most this many output tokens")
+    ap.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    a = ap.parse_args(argv)
+    # bench.run salts each rate point so: the same salt gives the same lengths as its point
+    wl = build(a.workload, rate=a.rate, duration_s=a.duration_s, n=a.num_requests, seed=a.seed,
+               salt=f"rate={a.rate:g}", input_cap=a.input_cap, output_cap=a.output_cap)
+    n = write_trace(wl, a.out)
+    o = wl.options
+    print(f"{a.out}: {n} requests, mean input {o['mean_input']:.0f}, mean output {o['mean_output']:.1f} tokens, "
+          f"offered {o['offered_rate']:.3g} req/s")
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -119,3 +119,37 @@ def test_summary_reports_queue_drift_beside_the_rule():
     for r in recs:
         del r["prompt_tokens"]
     assert M.summarize(recs)["ttft_queue_drift"] is None
+
+
+# The length-aware TTFT SLO: P99 over requests of TTFT - K x prompt tokens <= S (K 0.2, S 2 s),
+# against the flat 5 s one. Four requests each, one per second, all alike (no drift).
+SHORT_SLOW = [rec(f"s{i}", float(i), [3000, 3020], prompt=1000) for i in range(4)]    # 3 s for 1K tokens
+LONG_FAST = [rec(f"l{i}", float(i), [9000, 9020], prompt=40_000) for i in range(4)]   # 9 s for 40K tokens
+
+
+def test_a_point_passes_the_flat_slo_and_fails_the_length_aware_one_and_the_reverse():
+    flat = [M.summarize(r) for r in (SHORT_SLOW, LONG_FAST)]
+    assert [M.check_point(s) for s in flat] == [(True, []), (False, ["P99 TTFT 9000 ms > 5000"])]
+    aware = [M.summarize(r, ttft_slo_ms=2000, ttft_slo_ms_per_token=0.2) for r in (SHORT_SLOW, LONG_FAST)]
+    assert [s["ttft_length_adjusted_ms"]["p99"] for s in aware] == [2800, 1000]   # 3000 - 200, 9000 - 8000
+    assert [s["ttft_ms"]["p99"] for s in aware] == [3000, 9000]                   # TTFT itself unchanged
+    assert aware[0]["slo"] == {"tbt_ms": 50.0, "ttft_ms": 2000, "ttft_ms_per_token": 0.2}
+    assert [M.check_point(s, ttft_slo_ms=2000) for s in aware] == [
+        (False, ["P99 TTFT - 0.2 ms/token x prompt 2800 ms > 2000"]), (True, [])]
+    assert [(s["slo_attainment"], s["ttft_attainment"]) for s in aware] == [(0.0, 0.0), (1.0, 1.0)]
+    g = M.goodput([{"rate": 1, "summary": aware[1]}, {"rate": 2, "summary": aware[0]}], ttft_slo_ms=2000)
+    assert (g["goodput_rps"], g["ttft_slo_ms_per_token"], [p["pass"] for p in g["points"]]) == (1, 0.2, [True, False])
+
+
+def test_a_flat_summary_has_no_adjusted_ttft_and_old_summaries_judge_flat():
+    s = M.summarize(LONG_FAST)
+    assert "ttft_length_adjusted_ms" not in s and s["slo"]["ttft_ms_per_token"] == 0
+    del s["slo"]["ttft_ms_per_token"]                 # a summary.json from before K
+    assert M.summary_per_token(s) == 0 and M.check_point(s, ttft_slo_ms=10_000) == (True, [])
+    with pytest.raises(ValueError, match="summarize the point's records with that K"):
+        M.check_point(s, ttft_slo_ms=2000, ttft_slo_ms_per_token=0.2)
+    # a request without a prompt count gets no allowance
+    df = M.per_request([rec("x", 0.0, [2500], prompt=None)], ttft_slo_ms=2000, ttft_slo_ms_per_token=0.2)
+    assert df.ttft_adjusted_ms[0] == 2500 and not df.ttft_attains[0]
+    with pytest.raises(ValueError, match=">= 0"):
+        M.summarize(LONG_FAST, ttft_slo_ms_per_token=-1)

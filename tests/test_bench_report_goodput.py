@@ -1,4 +1,5 @@
 """bench.report's goodput claims: intervals from a sweep and the holds/fails/open verdicts."""
+import json
 import math
 from pathlib import Path
 
@@ -101,3 +102,22 @@ def test_main_renders_a_run_directory(tmp_path, capsys):
     report.main([str(tmp_path)])
     out = capsys.readouterr().out
     assert "| mux | 1.25 |" in out and "Attention backend: fa3" in out
+
+
+def test_the_report_shows_a_length_aware_ttft_slo_and_old_summaries_stay_flat(tmp_path):
+    src = json.loads((Path(__file__).resolve().parents[1] / "bench/results/synthetic_h200_s23/summary.json").read_text())
+    assert "ttft_ms_per_token" not in src["slo"]            # written before K: renders flat
+    flat = report.render(src)
+    assert "P99 TTFT ≤ 10000 ms, no failed" in flat and "×prompt" not in flat
+    assert report.ttft_slo_text({"ttft_ms": 2000, "ttft_ms_per_token": 0}) == "P99 TTFT ≤ 2000 ms"
+    aware = {**src, "slo": {**src["slo"], "ttft_ms": 2000, "ttft_ms_per_token": 0.2}}
+    mux = aware["systems"]["mux"]
+    at = next(p for p in mux["points"] if p["rate"] == mux["goodput_rps"])
+    at["summary"] = {**at["summary"], "ttft_length_adjusted_ms": {"p99": 1234.0}}
+    text = report.render(aware)
+    assert "P99 of (TTFT − 0.2 ms × prompt tokens) ≤ 2000 ms (length-aware)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| system |"))
+    row = next(line for line in text.splitlines() if line.startswith("| mux |"))
+    cols = [c.strip() for c in header.split("|")]
+    assert cols[3:5] == ["P99 TTFT (ms)", "P99 TTFT − 0.2×prompt (ms)"] and row.split("|")[4].strip() == "1234"
+    assert len(row.split("|")) == len(header.split("|"))

@@ -3,6 +3,7 @@ import json
 import socket
 import sys
 
+import numpy as np
 import pytest
 
 from bench import plots, report, run, stub_server, systems
@@ -206,3 +207,39 @@ def test_warm_history_prefills_the_reused_history_after_the_flush(tmp_path):
         run.main(args(tmp_path / "bad", "4", "--warm-history"))
     assert e.value.code == 2
     assert "warm_history=prefilled after each flush" in report.render(s)
+
+
+def test_a_length_aware_ttft_slo_judges_the_points_and_is_recorded(tmp_path, capsys):
+    # the stub answers every prompt in 300 ms: over a flat 250 ms SLO; LooGLE prompts are >= 3380
+    # tokens, so less 0.2 ms a token every TTFT is under 0 and the same point passes
+    base = args(tmp_path, "2", "--workload", "loogle", "--server-args", "--ttft-ms 300 --tbt-ms 5",
+                "--ttft-slo-ms", "250")
+    assert run.main(base) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    pt = s["systems"]["stub"]["points"][0]
+    assert s["slo"]["ttft_ms_per_token"] == 0 and "P99 TTFT <= TTFT SLO" in s["slo"]["goodput_rule"]
+    assert not pt["pass"] and pt["reasons"][0].startswith("P99 TTFT ") and "ttft_length_adjusted_ms" not in pt["summary"]
+    capsys.readouterr()
+    # the same point judged again (nothing re-run): the summary is rebuilt under the new rule
+    assert run.main(base + ["--ttft-slo-ms-per-token", "0.2"]) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    pt = s["systems"]["stub"]["points"][0]
+    assert {k: s["slo"][k] for k in ("tbt_ms", "ttft_ms", "ttft_ms_per_token", "percentile")} == \
+        {"tbt_ms": 50.0, "ttft_ms": 250.0, "ttft_ms_per_token": 0.2, "percentile": 99}
+    assert "TTFT - ttft_ms_per_token x prompt tokens" in s["slo"]["goodput_rule"]
+    recs = [json.loads(x) for x in (tmp_path / "stub__2.jsonl").read_text().splitlines()]
+    adjusted = [r["tok_ms"][0] - 0.2 * r["prompt_tokens"] for r in recs]
+    assert pt["summary"]["ttft_length_adjusted_ms"]["p99"] == pytest.approx(float(np.percentile(adjusted, 99)))
+    assert pt["pass"] and s["systems"]["stub"]["goodput_rps"] == 2.0 and pt["summary"]["ttft_ms"]["p99"] > 250
+    out = capsys.readouterr().out
+    assert "P99 of (TTFT − 0.2 ms × prompt tokens) ≤ 250 ms (length-aware)" in out and "P99 TTFT − 0.2×prompt (ms)" in out
+
+
+def test_the_goodput_checks_per_token_flag_is_not_the_servers():
+    a = run.parse_args(["--systems", "mux", "--rates", "1", "--out", "o", "--ttft-slo-ms", "2000",
+                        "--ttft-slo-ms-per-token", "0.2"])
+    assert (a.ttft_slo_ms, a.ttft_slo_ms_per_token, a.mux_ttft_ms_per_token, a.mux_ttft_slo_ms) == (2000, 0.2, None, 2000)
+    cmd = systems.server_command("mux", a.model_path, 30000, ttft_slo_ms=a.mux_ttft_slo_ms,
+                                 ttft_ms_per_token=a.mux_ttft_ms_per_token)
+    assert systems.mux_settings(cmd)["ttft_ms_per_token"] == 0   # the server's own SLO stays flat
+    assert run.parse_args(["--systems", "stub", "--rates", "1", "--out", "o"]).ttft_slo_ms_per_token == 0

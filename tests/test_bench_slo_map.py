@@ -1,8 +1,12 @@
 """bench.slo_map: goodput over SLO pairs from one run's points (the FA3 H100 run)."""
 import json
+import lzma
 from pathlib import Path
 
-from bench import slo_map
+import pytest
+
+from bench import metrics, slo_map
+from sglang_mux import cli
 
 RUN = Path(__file__).resolve().parents[1] / "bench/results/conv8k_fa3_h100"
 
@@ -26,3 +30,60 @@ def test_slo_map_of_the_fa3_run(tmp_path):
     assert "| mux | (served for another TBT) | (served for another TBT) | 3 | 3 |" in text
     assert slo_map.main([str(RUN), "--json", str(tmp_path / "m.json"), "--plot", str(tmp_path / "m.png")]) == 0
     assert (tmp_path / "m.png").stat().st_size > 0 and json.loads((tmp_path / "m.json").read_text())["cells"]
+
+
+def _rec(i, ttft_ms, prompt):
+    return {"rid": f"r{i}", "scheduled": float(i), "send": float(i), "end": i + ttft_ms / 1e3 + 0.02, "ok": True,
+            "tok_ms": [ttft_ms, ttft_ms + 20], "output_tokens": 2, "prompt_tokens": prompt, "cached_tokens": 0}
+
+
+def _flat_run(tmp_path):
+    """A run judged flat (K absent, as before K): at 1 req/s the mux answered 40K-token prompts in
+    9 s, chunked 512 1K-token prompts in 3 s; at 2 req/s both took 20 s for 1K tokens."""
+    recs = {("mux", 1): [_rec(i, 9000, 40_000) for i in range(4)],
+            ("sglang-chunked-512", 1): [_rec(i, 3000, 1000) for i in range(4)]}
+    for name in ("mux", "sglang-chunked-512"):
+        recs[(name, 2)] = [_rec(i, 20_000, 1000) for i in range(4)]
+    systems = {}
+    for (name, rate), rs in recs.items():
+        f = f"{name}__{rate}.jsonl"
+        text = "".join(json.dumps(r) + "\n" for r in rs)
+        if name == "mux":  # kept compressed, as finished runs are
+            with lzma.open(tmp_path / (f + ".xz"), "wt") as fh:
+                fh.write(text)
+        else:
+            (tmp_path / f).write_text(text)
+        s = metrics.summarize(rs)
+        del s["slo"]["ttft_ms_per_token"]
+        systems.setdefault(name, {"points": []})["points"].append({"rate": rate, "file": f, "summary": s})
+    summary = {"slo": {"tbt_ms": 50.0, "ttft_ms": 5000.0, "percentile": 99}, "systems": systems}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    return summary
+
+
+def test_a_run_rejudged_by_a_length_aware_ttft_slo(tmp_path, capsys):
+    summary = _flat_run(tmp_path)
+    flat = slo_map.slo_map(summary, [50], [2000, 5000])
+    assert flat["ttft_ms_per_token"] == 0
+    assert _cell(flat, 50, 5000)["goodput"] == {"mux": None, "sglang-chunked-512": 1}
+    aware = slo_map.slo_map(slo_map.rejudged(summary, tmp_path, 0.2), [50], [2000, 5000])
+    assert aware["ttft_ms_per_token"] == 0.2
+    # less 0.2 ms a token: the mux's 9 s for 40K tokens is 1 s, chunked 512's 3 s for 1K 2.8 s
+    assert _cell(aware, 50, 2000)["goodput"] == {"mux": 1, "sglang-chunked-512": None}
+    assert _cell(aware, 50, 5000)["goodput"] == {"mux": 1, "sglang-chunked-512": 1}
+    assert _cell(aware, 50, 5000)["mux_over_best_chunked"] == 1.0
+    assert slo_map.main([str(tmp_path), "--tbt", "50", "--ttft", "2000", "--ttft-per-token", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "| TBT 50 / TTFT 2 s + 0.2 ms/token |" in out and "| mux | 1 |" in out
+    assert "| sglang-chunked-512 | < lowest |" in out
+    assert slo_map.main([str(tmp_path), "--tbt", "50", "--ttft", "2000", "--ttft-per-token", "0"]) == 0
+    assert "| TBT 50 / TTFT 2 s |" in capsys.readouterr().out   # the run's own K: no records read
+
+
+def test_rejudging_needs_the_records(tmp_path, capsys):
+    _flat_run(tmp_path)
+    (tmp_path / "sglang-chunked-512__1.jsonl").unlink()
+    with pytest.raises(SystemExit) as e:
+        cli.run(slo_map.main, [str(tmp_path), "--ttft-per-token", "0.2"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "no request records" in err and "sglang-chunked-512__1.jsonl" in err

@@ -1,4 +1,5 @@
 """bench.workloads: trace blocks, reuse, caps, rate scaling, Poisson, Table-1 synthetic, chat."""
+import json
 from pathlib import Path
 
 import numpy as np
@@ -173,3 +174,77 @@ def test_warm_history_prompts_are_the_window_prompts_prefixes():
     assert not W.trace_workload(_rows(), offset=2, n=4).warm                 # off unless asked
     with pytest.raises(ValueError, match="--warm-history applies to the traces"):
         W.build("sharegpt", rate=1, duration_s=2, warm_history=True)
+
+
+# issue 43's two production traffics: (name, input (target mean, lo, hi), output (target mean, lo, hi))
+PRODUCTION = [("code", (2000, 100, 7500), (25, 1, 250)), ("chat-1k", (1000, 16, 8000), (250, 1, 1000))]
+
+
+@pytest.mark.parametrize("name, inp, out", PRODUCTION)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_production_workloads_keep_their_means_after_clipping(name, inp, out, seed):
+    wl = W.synthetic_workload(name, n=10_000, rate=10.0, seed=seed)
+    ins = np.array([r.prompt_len for r in wl.requests])
+    outs = np.array([r.max_new_tokens for r in wl.requests])
+    for got, (mean, lo, hi) in ((ins, inp), (outs, out)):
+        assert got.mean() == pytest.approx(mean, rel=0.05)
+        assert lo <= got.min() and got.max() <= hi
+    assert W.SYNTHETIC[name]["shared"] == 0 and W.SYNTHETIC[name]["inp"][2:] == inp[1:]
+    # no prefix reuse: no two prompts share their first 16 tokens
+    assert len({r.input_ids[:16].tobytes() for r in wl.requests}) == len(wl.requests)
+
+
+def test_production_workloads_are_selectable_like_sharegpt():
+    from bench import run
+    for name, _, _ in PRODUCTION:
+        assert name in W.WORKLOADS
+        assert len(W.build(name, rate=2.0, duration_s=10).requests) == 20
+        a = run.parse_args(["--systems", "stub", "--workload", name, "--rates", "1", "--out", "o"])
+        assert a.workload == name and run.build_workload(a, 1.0).options["workload"] == name
+
+
+def test_a_workload_as_a_trace_the_simulator_reads(tmp_path):
+    from sglang_mux import traces
+    wl = W.synthetic_workload("code", n=300, rate=14.0, seed=0, salt="rate=14")
+    path = tmp_path / "code.jsonl"
+    assert W.write_trace(wl, path) == 300
+    rows = traces.read_rows(str(path))
+    assert [r["input_length"] for r in rows] == [r.prompt_len for r in wl.requests]
+    assert [r["output_length"] for r in rows] == [r.max_new_tokens for r in wl.requests]
+    assert all(r["hash_ids"] == [] for r in rows)
+    replay = traces.load_trace(str(path))  # the file's arrivals, in seconds, no reuse
+    assert [q.arrival_s for q in replay] == pytest.approx([r.t for r in wl.requests], abs=1e-6)
+    assert [q.n_input for q in replay] == [r.prompt_len for r in wl.requests] and not any(q.reused for q in replay)
+    # --arrival poisson at the point's rate and seed: the arrivals bench.run sends
+    drawn = traces.load_trace(str(path), arrival="poisson", rate=14.0, seed=0)
+    assert [q.arrival_s for q in drawn] == pytest.approx([r.t for r in wl.requests], abs=1e-12)
+    with pytest.raises(ValueError, match="chat sessions"):
+        W.trace_rows(W.chat_workload(n_sessions=2, rate=1.0))
+    with pytest.raises(ValueError, match="a trace already"):
+        W.trace_rows(W.build("conversation", rate=1.0, duration_s=5))
+
+
+def test_the_trace_command_writes_a_bench_run_points_requests(tmp_path, capsys):
+    from bench import run
+    from sglang_mux import sim
+    out = tmp_path / "chat.jsonl"
+    assert W.main(["chat-1k", "--rate", "4", "--duration-s", "10", "--out", str(out)]) == 0
+    assert "40 requests" in capsys.readouterr().out
+    a = run.parse_args(["--systems", "stub", "--workload", "chat-1k", "--rates", "4", "--duration-s", "10",
+                        "--out", str(tmp_path / "o")])
+    point = run.build_workload(a, 4.0)  # the same lengths as the point bench.run would send
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["input_length"], r["output_length"]) for r in rows] == \
+        [(q.prompt_len, q.max_new_tokens) for q in point.requests]
+    a = sim.main(["--table", "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3", "--trace", str(out), "--json"])
+    res = json.loads(capsys.readouterr().out)
+    assert a == 0 and res["setup"]["requests"] == 40 and res["setup"]["reused_share"] == 0
+
+
+def test_the_trace_command_refuses_what_has_no_trace_form(tmp_path, capsys):
+    from sglang_mux import cli
+    for argv, want in ((["chat", "--rate", "1"], "invalid choice: 'chat'"), (["code", "--rate", "0"], "must be > 0")):
+        with pytest.raises(SystemExit) as e:
+            cli.run(W.main, argv + ["--out", str(tmp_path / "x.jsonl")])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("error: ") and want in err and err.count("\n") == 1

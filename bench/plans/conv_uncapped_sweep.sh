@@ -6,9 +6,12 @@
 # ../shared/traces/mooncake_conversation.jsonl). A KV pool of ~317K tokens (Llama-3.1-8B
 # shape on an H100; the servers had 423K, the mux 359K) keeps 28 % of its prompt tokens reusable
 # in trace order; the whole trace in order keeps 4 % (bench/results/ttft_floor_conversation.json).
-# SLOs: P99 TBT <= 50 ms, P99 TTFT <= 10 s, no drift. Each prompt alone on the whole H100 puts the
-# slice's P99 TTFT at 3.76 s before any queueing; python -m bench.slo_map OUT --tbt 50 --ttft 5000,10000
-# rejudges the same points at 5 s. Poisson arrivals (SEED, default 0). SYSTEMS, RATES change what runs.
+# SLOs: P99 TBT <= 50 ms, the length-aware P99 of TTFT - 0.2 ms x prompt tokens <= 2 s (TTFT_SLO;
+# bench/README.md), no drift. Each prompt alone on the whole H100 puts the slice's flat P99 TTFT
+# at 3.76 s before any queueing (-0.17 s length-aware); python -m bench.slo_map OUT --tbt 50
+# --ttft 2000,5000,10000 [--ttft-per-token 0] rejudges the same points. The mux servers keep the
+# 10 s flat SLO they were served with before (--mux-ttft-slo-ms: the server's, not the check's).
+# Poisson arrivals (SEED, default 0). SYSTEMS, RATES change what runs.
 # 90 s of arrivals per rate (60 s drain): with 45 s a point at 0.5 req/s has 22 requests, its P99
 # TTFT is its slowest prompt and the drift test compares medians of 3 and 11 requests
 # (bench/results/sim_uncapped_conv_s21/). Points this long leave no room for a +-5 % bisection in
@@ -34,7 +37,10 @@ SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
 # OFFSET: the slice starts there; WARM_HISTORY=1: each point first prefills the history it reuses
 [ -n "${OFFSET:-}" ] && cap+=(--offset "$OFFSET"); [ -n "${WARM_HISTORY:-}" ] && cap+=(--warm-history)
-COMMON=(--tbt-slo-ms 50 --ttft-slo-ms 10000 --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
+# TTFT_SLO: the goodput check's TTFT SLO (length-aware on the conversation; another WORKLOAD keeps 10 s flat)
+[ "${WORKLOAD:-conversation}" = conversation ] && d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-slo-ms 10000" || d="--ttft-slo-ms 10000"
+TTFT_SLO=(${TTFT_SLO:-$d})
+COMMON=(--tbt-slo-ms 50 "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
         --duration-s 90 --drain-s 60 --out "$OUT" --model-path launch/models/llama-3.1-8b --no-progress
         --startup-estimate-s 160)
