@@ -38,7 +38,13 @@ def fail(message: str) -> NoReturn:
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown (``(default: …)``), descriptions kept as written."""
+    """Defaults shown (``(default: …)``), descriptions kept as written. No default is shown where
+    there is none (None, a switch that is off) or where the help already says it."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 class ArgumentParser(argparse.ArgumentParser):
