@@ -34,6 +34,9 @@
 # Next, a new prefill batch formed after the decode launch (the calibrated simulator: 3 -> 4 on seed 0,
 # bench/results/sim_calibration_s21/), on one host (~17 minutes):
 #   TBT_SLO_MS=30 SYSTEMS="mux mux-defer sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/d 3,3.5,4,4.5 1380
+# WORKLOAD=code or chat-1k (issue 43's short traffic; their prompts are under the 8000 cap) runs that
+# generator instead of the conversation, e.g. on one H100 (bench/results/code_chat_h100_s32/):
+#   WORKLOAD=code SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/code 14,18 1500
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
@@ -41,7 +44,7 @@ BUDGET=${3:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
-COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload conversation --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
+COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}" --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
         --startup-estimate-s 90)
 TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
