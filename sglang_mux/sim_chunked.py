@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from sglang_mux import cli
+from sglang_mux.dispatch import fused_ms
 from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, estimator_from_args, trace_from_args
 
 
@@ -68,7 +69,7 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
         runs_decode = bool(decoding) and (mixed or not pieces)
         ctx = [d[1] for d in decoding.values()] if runs_decode else []
         if pieces:  # a mixed batch is one extend batch: each decode request one new token
-            ms = est.prefill_ms(total, pieces + [PrefillReq(1, c) for c in ctx])
+            ms = fused_ms(est, pieces, ctx)
         else:
             ms = est.decode_solo_ms(total, len(ctx), sum(ctx), max_reused=max(ctx))
         t += (ms + host_ms) / 1e3
