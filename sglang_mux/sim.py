@@ -127,15 +127,17 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              slowdown: str = "uniform", seed: int = 0, timeline=None,
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
-             host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> SimResult:
+             host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
+             fused_host_ms: float | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
-    draws from, budgeted as served.
+    draws from, budgeted as served. ``fused_host_ms``: a fused iteration's host time (None: as a
+    co-run decode iteration's, ``host_ms`` or a co-run draw).
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode (None: nothing is)."""
-    if host_ms < 0:
-        raise ValueError(f"host_ms must be >= 0, got {host_ms}")
+    if host_ms < 0 or (fused_host_ms is not None and fused_host_ms < 0):
+        raise ValueError(f"host_ms and fused_host_ms must be >= 0, got {host_ms}, {fused_host_ms}")
     if slowdown not in ("uniform", "worst", "none"):
         raise ValueError(f"slowdown must be uniform, worst or none, got {slowdown!r}")
     pslow = dict(prefill_slowdown) if isinstance(prefill_slowdown, Mapping) else None
@@ -243,7 +245,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 live = np.flatnonzero(in_decode)
                 ctxs = (n_in[live] + 1 + rounds - first_round[live]).tolist()
             gpu = fused_ms(est, pieces, ctxs)
-            h = host_ms if hosts is None else rng.choice(hosts[0])  # a prefill is formed, as co-run
+            h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
             if host_budget is not None and runs_decode:
                 host_budget.observe(gpu + h, gpu)
             tau = gpu + h
@@ -408,9 +410,10 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
-                 host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> list[SimResult]:
+                 host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
+                 fused_host_ms: float | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
-    refines online; False: it plans with `estimator` itself."""
+    refines online; False: it plans with `estimator` itself. The rest: ``simulate``'s."""
     out = []
     for nm in policy_names(spec, estimator):
         planner = None
@@ -424,7 +427,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
-                            prefill_slowdown=prefill_slowdown, host_draws=host_draws))
+                            prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms))
     return out
 
 
@@ -510,6 +513,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     hg.add_argument("--host-from", metavar="TIMELINE",
                     help="draw each decode iteration's host time from a served --mux-timeline (.jsonl or .xz) "
                          "instead; the dispatcher budgets their recent P90 as the server does")
+    ap.add_argument("--fused-host-ms", type=cli.positive(float, allow_zero=True), default=None,
+                    help="host time of a fused iteration (--policy hybrid; default: a co-run decode iteration's, "
+                         "--host-ms or a --host-from draw)")
     ap.add_argument("--decode-jitter", metavar="TIMELINE",
                     help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
                          "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
@@ -563,13 +569,13 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
         res = run_policies(reqs, estimator, a.policy, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                            ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
                            seed=a.seed, timeline=tl, host_ms=a.host_ms, jitter=jitter, online_guard=a.online_guard,
-                           prefill_slowdown=prefill_slowdown, host_draws=host_draws)
+                           prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=a.fused_host_ms)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
              "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
-             "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown,
+             "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown, "fused_host_ms": a.fused_host_ms,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption,
              "slowdown": a.slowdown, "seed": a.seed,
