@@ -8,8 +8,8 @@ Every iteration runs on the whole GPU. Prompt tokens are taken first come, first
 ``budget`` per iteration: the rest of the request being chunked first, then the next ones, whole
 or cut. With mixed chunks (SGLang's ``--enable-mixed-chunk``) the running decode batch rides in
 the same iteration, as SGLang runs it: one extend batch, each piece with the prompt tokens before it
-as reused context and each decoding request one new token on its context, timed by the table's
-prefill model (docs/sim.md compares it with served points). Without mixing a
+as reused context and each decoding request one new token on its context, timed by
+``Estimator.fused_ms``, the table's prefill model (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
 step (the table's decode model). ``host_ms`` is added to every iteration: 2 ms reproduces the
 served points (default 0, the GPU alone). A request's first token comes at the end of the
