@@ -4,22 +4,23 @@ Plain Python, no torch. Called by the scheduler loop every iteration, and by the
 `MuxDispatcher.plan` applies five rules in order (docs/engine.md gives each one's reasons):
 1. batch: the active prefill batch, else the paused (preempted) one, else a new batch formed FCFS
    from the queue head up to `max_prefill_tokens` / `max_prefill_bs` (the first one always taken);
-2. partition (best-fit): decode gets the fewest SMs whose worst-case latency (solo x contention
-   guard) meets the TBT SLO less the loop's host time (`Snapshot.decode_host_ms`), prefill the
-   rest; a phase alone gets the whole GPU ("decode-only", "prefill-only");
+2. partition (best-fit): decode gets the fewest SMs whose worst-case latency (solo x guard) meets
+   the TBT SLO less the loop's host time (`Snapshot.decode_host_ms`), prefill the rest; a phase
+   alone gets the whole GPU ("decode-only", "prefill-only");
 3. N_PL = ceil(T_d * N_T / T_P) prefill layers per launch, clamped to [1, layers remaining];
 4. preemption (switchable): a shorter new batch preempts the active one iff it would miss its
    TTFT deadline waiting and the active one still meets its own; one paused batch at most;
-5. overload (no partition meets the TBT SLO; never raises): decode alone while prefill has TTFT
-   slack, else prefill beside decode on the largest decode partition.
-`Plan.reason` names the rule that fired (prefixed "preempt+" when the plan preempts).
-`BatchSizePolicy` (SGLang's PD-multiplexing demo rule) and `FixedPolicy` share rules 1 and 3;
-`make_policy` builds any of the three by name, `policy_name` names the server's choice.
-Times in ms (`_s`: seconds). `Snapshot.decode_max_reused` None: the longest decode context is
-unknown and estimated as decode_sum_reused / decode_bs (exact for a uniform batch).
+5. overload (no partition meets the TBT SLO): decode alone while prefill has TTFT slack, else
+   prefill beside decode on the largest decode partition.
+`HybridPolicy` adds a third kind of plan, the fused iteration (SGLang's mixed chunk on the whole
+GPU), chosen per iteration against the dispatcher's spatial plan (its docstring is the rule).
+`Plan.reason` names the rule that fired ("preempt+" prefix when the plan preempts), `Plan.kind`
+the plan's kind. `BatchSizePolicy` and `FixedPolicy` share rules 1 and 3; `make_policy` builds
+any policy by name, `policy_name` names the server's. Times in ms (`_s`: seconds).
 
 CLI: ``python -m sglang_mux.dispatch plan --table DIR --decode-bs 64 --decode-reused 4096
-[--decode-max-reused 32768] --prefill-new 8192 --prefill-reused 0`` prints the plan as JSON.
+[--decode-max-reused 32768] --prefill-new 8192 --prefill-reused 0 [--policy hybrid]`` prints the
+plan as JSON.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import json
 import math
 import sys
 from dataclasses import KW_ONLY, dataclass
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from sglang_mux.partitions import PartitionConfig
 
@@ -48,6 +49,13 @@ OVERLOAD_MAX_DECODE = "overload-max-decode"
 FIXED = "fixed"
 BATCH_SIZE = "batch-size"
 PREEMPT_PREFIX = "preempt+"
+FUSED = "fused"
+
+# Plan.kind values.
+KIND_DECODE = "decode"  # decode alone (or nothing)
+KIND_FUSED = "fused"  # one mixed extend batch on the whole GPU: a prompt chunk and the decode rows
+KIND_SPATIAL = "spatial"  # layer-wise prefill of whole prompts on its SMs (all of them when alone)
+CHUNK_SIZES = (256, 512, 1024, 2048, 4096)  # fused chunk sizes the hybrid policy prices (tokens)
 
 
 class EstimatorLike(Protocol):
@@ -98,6 +106,9 @@ class Snapshot:
     # Host time the loop adds to every decode iteration (a token's gap = GPU time + this): the
     # TBT budget of a partition choice is the SLO minus it (DecodeHostTime measures it).
     decode_host_ms: float = 0.0
+    # Each decoding request's context (tokens), for pricing a fused iteration's decode rows; None:
+    # one row of decode_max_reused and the rest of the sum spread evenly.
+    decode_contexts: Sequence[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,17 @@ class Plan:
     new_prefill_rids: tuple[str, ...]  # start these (a prefix of Snapshot.waiting) as a new batch
     preempt: bool  # the new batch preempts the active one (which becomes the paused one)
     reason: str
+    # Fused plans only: ((rid, prompt tokens), ...) run this iteration in one extend batch with the
+    # decode rows, a prefix of Snapshot.waiting, each from where its request's prompt stands.
+    chunk: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """KIND_FUSED with a chunk, KIND_SPATIAL when prefill layers run on prefill SMs, else
+        KIND_DECODE (decode alone, a held prefill, or idle)."""
+        if self.chunk:
+            return KIND_FUSED
+        return KIND_SPATIAL if self.prefill_layers > 0 and self.prefill_sms > 0 else KIND_DECODE
 
     @property
     def config(self) -> PartitionConfig:
@@ -119,7 +141,8 @@ class Plan:
         return {"decode_sms": self.decode_sms, "prefill_sms": self.prefill_sms,
                 "t_decode_worst_ms": self.t_decode_worst_ms, "t_prefill_ms": self.t_prefill_ms,
                 "prefill_layers": self.prefill_layers, "new_prefill_rids": list(self.new_prefill_rids),
-                "preempt": self.preempt, "reason": self.reason}
+                "preempt": self.preempt, "reason": self.reason, "kind": self.kind,
+                "chunk": [list(c) for c in self.chunk]}
 
 
 class DecodeHostTime:
@@ -150,6 +173,29 @@ class DecodeHostTime:
 
 class Policy(Protocol):
     def plan(self, snap: Snapshot) -> Plan: ...
+
+
+def fused_ms(est, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
+    """A fused iteration's GPU time (ms): ``est.fused_ms`` where the estimator has it, else the
+    same price from its ``prefill_ms`` on the whole GPU (pieces plus one-token decode rows)."""
+    f = getattr(est, "fused_ms", None)
+    if f is not None:
+        return f(pieces, decode_contexts)
+    rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+    return est.prefill_ms(est.total_sms, rows) if rows else 0.0
+
+
+def decode_contexts(snap: Snapshot) -> list[int]:
+    """The decode batch's contexts: ``snap.decode_contexts``, else one row of the longest
+    (``decode_max_reused``) and the rest of ``decode_sum_reused`` spread evenly."""
+    if snap.decode_contexts is not None:
+        return [int(c) for c in snap.decode_contexts]
+    bs, total = snap.decode_bs, snap.decode_sum_reused
+    if bs <= 0:
+        return []
+    top = total // bs if snap.decode_max_reused is None else min(int(snap.decode_max_reused), total)
+    rest, k = total - top, bs - 1
+    return [top] + [rest // k + (1 if i < rest % k else 0) for i in range(k)] if k else [top]
 
 
 def prefill_layers_for(t_decode_ms: float, t_prefill_ms: float, num_layers: int, layers_done: int) -> int:
@@ -372,6 +418,104 @@ class MuxDispatcher(_BasePolicy):
         return self._mux(snap, short, preempt=True)
 
 
+class HybridPolicy(MuxDispatcher):
+    """Per iteration the plan that advances prefill most while decode meets its TBT SLO: decode
+    alone, a fused mixed chunk on the whole GPU, or the dispatcher's spatial partition.
+
+    Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
+    1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill
+       is finished where it started, never dropped or turned into chunks (preemption as rule 4).
+    2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
+    3. Else two candidates, both priced by the estimator:
+       fused: for each size c in ``chunk_sizes``, the chunk is the waiting requests' remaining
+         prompt tokens first come, first served (the last one cut, at most ``max_prefill_bs``
+         requests), up to c; its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
+         largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less the host time) is the
+         candidate, rate = chunk tokens / (t_f + host ms) (a fused iteration's prefill stops while
+         the host works; a spatial one's runs on). None fits: no fused candidate.
+       spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s), T_P its
+         estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1 alone); 0
+         when it holds prefill back (overload-decode-first).
+       The higher rate wins; ties go to spatial.
+    A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,
+    prefill_layers = 0, no new batch, ``chunk`` = ((rid, tokens), ...), a prefix of ``waiting``
+    (the last entry may be part of its request's tokens), reason "fused". No chunk budget to tune:
+    the TBT SLO sets the size. ``prefill_slowdown`` (>= 1, or {decode SMs: factor}, the nearest
+    partition's used): how much slower prefill runs beside decode than T_P says; 1 in the server,
+    whose estimator's online prefill correction is in T_P already; the simulator passes its own.
+    Raises ValueError at construction for empty or non-positive sizes or a slowdown below 1.
+    """
+
+    wants_decode_contexts = True  # a simulator passes Snapshot.decode_contexts (the server has them)
+
+    def __init__(self, estimator: EstimatorLike, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
+                 preemption: bool = True, max_prefill_tokens: int = 16384, max_prefill_bs: int = 64,
+                 ttft_ms_per_token: float = 0.0, chunk_sizes: Sequence[int] = CHUNK_SIZES,
+                 prefill_slowdown: float | Mapping[int, float] = 1.0):
+        super().__init__(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
+                         max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs,
+                         ttft_ms_per_token=ttft_ms_per_token)
+        sizes = sorted({int(c) for c in chunk_sizes})
+        if not sizes or sizes[0] <= 0:
+            raise ValueError(f"chunk_sizes must be positive token counts, got {list(chunk_sizes)}")
+        self.chunk_sizes = tuple(sizes)
+        slow = dict(prefill_slowdown) if isinstance(prefill_slowdown, Mapping) else {0: float(prefill_slowdown)}
+        if not slow or not all(float(v) >= 1.0 for v in slow.values()):
+            raise ValueError(f"prefill_slowdown must be >= 1, got {prefill_slowdown}")
+        self.prefill_slowdown = {int(d): float(v) for d, v in slow.items()}
+
+    def corun_slowdown(self, decode_sms: int) -> float:
+        """``prefill_slowdown`` for a partition of ``decode_sms`` (nearest; ties the smaller)."""
+        sl = self.prefill_slowdown
+        return sl.get(decode_sms) or sl[min(sl, key=lambda k: (abs(k - decode_sms), k))]
+
+    def _chunks(self, waiting: Sequence[WaitingReq]) -> list[list[tuple[WaitingReq, int]]]:
+        """The distinct FCFS chunks of the sizes, ascending (reads the queue only that far)."""
+        out: list[list[tuple[WaitingReq, int]]] = []
+        for c in self.chunk_sizes:
+            ch, room = [], c
+            for w in waiting:
+                if room <= 0 or len(ch) >= self.max_prefill_bs:
+                    break
+                take = min(room, w.n)
+                ch.append((w, take))
+                room -= take
+            if not ch or (out and sum(t for _, t in ch) == sum(t for _, t in out[-1])):
+                break  # the whole queue head fits a smaller size already
+            out.append(ch)
+        return out
+
+    def fused_candidate(self, snap: Snapshot) -> tuple[Plan, float] | None:
+        """The largest fused chunk that meets the TBT budget and its rate, or None."""
+        budget = self.tbt_budget_ms(snap)
+        ctx = decode_contexts(snap)
+        for ch in reversed(self._chunks(snap.waiting)):
+            t_f = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in ch], ctx)
+            if t_f <= budget:
+                tokens = sum(take for _, take in ch)
+                plan = Plan(self.total, 0, t_f, t_f, 0, (), False, FUSED,
+                            chunk=tuple((w.rid, take) for w, take in ch))
+                return plan, tokens / (t_f + max(snap.decode_host_ms, 0.0))
+        return None
+
+    def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
+        """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""
+        if plan.kind != KIND_SPATIAL or plan.t_prefill_ms <= 0.0:
+            return 0.0
+        k = len(plan.new_prefill_rids)
+        slow = self.corun_slowdown(plan.decode_sms) if snap.decode_bs > 0 and plan.decode_sms > 0 else 1.0
+        return sum(w.n for w in itertools.islice(snap.waiting, k)) / (plan.t_prefill_ms * slow)
+
+    def plan(self, snap: Snapshot) -> Plan:
+        spatial = super().plan(snap)
+        if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:
+            return spatial  # rules 1 and 2
+        fused = self.fused_candidate(snap)
+        if fused is not None and fused[1] > self.spatial_rate(spatial, snap):
+            return fused[0]
+        return spatial
+
+
 class FixedPolicy(_BasePolicy):
     """One fixed partition whenever both phases have work (a static-split baseline).
 
@@ -437,17 +581,21 @@ class BatchSizePolicy(_BasePolicy):
 
 def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                 preemption: bool = True, ttft_ms_per_token: float = 0.0, **kw) -> Policy:
-    """The one policy factory (simulator, CLI and server): 'dispatcher' | 'batch-size' |
+    """The one policy factory (simulator, CLI and server): 'dispatcher' | 'hybrid' | 'batch-size' |
     'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs). The SLO settings go to the dispatcher
-    only; ``kw`` to the policy's constructor. Raises ValueError for an unknown name."""
+    and the hybrid only; ``kw`` to the policy's constructor. Raises ValueError for an unknown
+    name. (The server offers only mux_args.POLICIES: the hybrid's fused plans need engine glue.)"""
     if name == "dispatcher":
         return MuxDispatcher(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
                              ttft_ms_per_token=ttft_ms_per_token, **kw)
+    if name == "hybrid":
+        return HybridPolicy(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
+                            ttft_ms_per_token=ttft_ms_per_token, **kw)
     if name == "batch-size":
         return BatchSizePolicy(estimator, **kw)
     if name == "fixed" or name.startswith("fixed:"):
         return FixedPolicy(estimator, int(name.partition(":")[2] or 64), **kw)
-    raise ValueError(f"unknown policy {name!r}: use dispatcher, batch-size or fixed:<decode SMs>")
+    raise ValueError(f"unknown policy {name!r}: use dispatcher, batch-size, hybrid or fixed:<decode SMs>")
 
 
 def policy_name(args) -> str:
@@ -464,7 +612,7 @@ def check_policy_name(name: str, estimator: EstimatorLike) -> None:
     from sglang_mux.cli import UsageError
 
     opts = list(estimator.decode_sms_options)
-    if name in ("dispatcher", "batch-size"):
+    if name in ("dispatcher", "hybrid", "batch-size"):
         return
     if name == "fixed" or name.startswith("fixed:"):
         d = name.partition(":")[2] or "64"
@@ -472,7 +620,7 @@ def check_policy_name(name: str, estimator: EstimatorLike) -> None:
             return
         raise UsageError(f"--policy {name}: {d} SMs is not a decode partition of this table; its partitions are "
                          f"{', '.join(map(str, opts))} (e.g. fixed:{opts[len(opts) // 2]})")
-    raise UsageError(f"--policy {name!r} is not a policy; use dispatcher, batch-size or fixed:<decode SMs> "
+    raise UsageError(f"--policy {name!r} is not a policy; use dispatcher, batch-size, hybrid or fixed:<decode SMs> "
                      f"(decode partitions: {', '.join(map(str, opts))})")
 
 
@@ -486,7 +634,7 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
                        description="One decision for a described state; prints the Plan as JSON.")
     p.add_argument("--table", help="a shipped table's name (e.g. llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) or a "
                    "contention_tables/<model>__<gpu>__<backend>/ dir")
-    p.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<decode SMs>")
+    p.add_argument("--policy", default="dispatcher", help="dispatcher | hybrid | batch-size | fixed:<decode SMs>")
     p.add_argument("--tbt-slo-ms", type=pos(float), default=50.0, help="time-between-tokens SLO (ms)")
     p.add_argument("--ttft-slo-ms", type=pos(float), default=5000.0, help="time-to-first-token SLO (ms)")
     p.add_argument("--ttft-ms-per-token", type=nonneg(float), default=0.0, help="TTFT SLO += this x prompt tokens")

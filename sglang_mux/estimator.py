@@ -7,7 +7,8 @@
 - ``Estimator.cold_start(shape, probe, ...)``: roofline solo times and a constant guard (1.3),
   with a warning saying how to profile; ``Estimator.for_model``: a table of this model shape,
   GPU and attention backend, else cold start.
-- Hot path (ms, whole model): ``prefill_ms``, ``decode_solo_ms``, ``decode_worst_ms``,
+- Hot path (ms, whole model): ``prefill_ms``, ``fused_ms`` (a mixed chunk: prompt pieces and
+  one-token decode rows in one extend batch on the whole GPU), ``decode_solo_ms``, ``decode_worst_ms``,
   ``guard_slowdown`` (>= 1; 1.0 when ``decode_sms == total_sms`` or ``prefill_new == 0``).
   Decode takes the batch's longest context ``max_reused`` (None: Σr/bs, a uniform batch).
 - Online refinement (``observe_decode``, ``observe_prefill``, ``observe_prefill_launch``): the
@@ -175,6 +176,17 @@ class Estimator:
         correction, or the host's time to launch every layer if that is longer."""
         gpu = self._solo.prefill_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
         return max(gpu, self.host_prefill_ms())
+
+    def fused_ms(self, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
+        """One fused (mixed) iteration on the whole GPU, as SGLang runs a chunk with
+        ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
+        before it as reused context) and one new token per decoding request on its context
+        (``decode_contexts``, tokens). Priced by the prefill model on ``total_sms`` (``prefill_ms``),
+        so the policy and both simulators use one price; 0.0 for an empty batch. Not yet fitted
+        on profiled mixed rows (that needs a GPU): it is the solo prefill fit extrapolated to
+        one-token rows."""
+        rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+        return self.prefill_ms(self.total_sms, rows) if rows else 0.0
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""

@@ -36,7 +36,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sglang_mux import cli
-from sglang_mux.dispatch import DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, make_policy
+from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, fused_ms,
+                                 make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
@@ -126,15 +127,17 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              slowdown: str = "uniform", seed: int = 0, timeline=None,
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
-             host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> SimResult:
+             host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
+             fused_host_ms: float | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
-    draws from, budgeted as served.
+    draws from, budgeted as served. ``fused_host_ms``: a fused iteration's host time (None: as a
+    co-run decode iteration's, ``host_ms`` or a co-run draw).
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode (None: nothing is)."""
-    if host_ms < 0:
-        raise ValueError(f"host_ms must be >= 0, got {host_ms}")
+    if host_ms < 0 or (fused_host_ms is not None and fused_host_ms < 0):
+        raise ValueError(f"host_ms and fused_host_ms must be >= 0, got {host_ms}, {fused_host_ms}")
     if slowdown not in ("uniform", "worst", "none"):
         raise ValueError(f"slowdown must be uniform, worst or none, got {slowdown!r}")
     pslow = dict(prefill_slowdown) if isinstance(prefill_slowdown, Mapping) else None
@@ -149,6 +152,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
     host_budget = DecodeHostTime() if hosts is not None else None
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
+    wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
     n = len(reqs)
     idx = {q.rid: i for i, q in enumerate(reqs)}
@@ -202,9 +206,14 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         while ctx_heap and not in_decode[ctx_heap[0][1]]:
             heapq.heappop(ctx_heap)
         dec_max = -ctx_heap[0][0] + rounds if ctx_heap else 0
+        ctxs = None
+        if wants_ctx:  # request i's context in decode round k: n_in[i] + 1 + k - first_round[i]
+            live = np.flatnonzero(in_decode)
+            ctxs = (n_in[live] + 1 + rounds - first_round[live]).tolist()
         plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
                                     paused_prefill=paused, waiting=waiting,
-                                    decode_host_ms=host_ms if host_budget is None else host_budget.value_ms))
+                                    decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
+                                    decode_contexts=ctxs))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -219,6 +228,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         runs_decode = dec_bs > 0 and plan.decode_sms > 0
         if dec_bs > 0 and not runs_decode:
             raise RuntimeError(f"policy gave no SMs to a decode batch of {dec_bs}: {plan}")
+        first_rids: Sequence[str] = active.rids if active is not None else ()
         if runs_prefill:
             layer_ms = est.prefill_ms(plan.prefill_sms, active.reqs) / L
             if runs_decode:
@@ -227,7 +237,20 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             # Keep N_PL layers queued beyond the one executing; launched layers stay launched.
             target = max(launched, min(L, math.ceil(prog - 1e-9) + plan.prefill_layers))
             avail_ms = max(0.0, target - prog) * layer_ms
-        if runs_decode:
+        if plan.chunk:  # fused: the chunk and one token per decoding request in one extend batch
+            if runs_prefill:
+                raise RuntimeError(f"policy fused a chunk beside a layer-wise prefill: {plan}")
+            pieces, first_rids = _take_chunk(plan.chunk, waiting)
+            if ctxs is None:
+                live = np.flatnonzero(in_decode)
+                ctxs = (n_in[live] + 1 + rounds - first_round[live]).tolist()
+            gpu = fused_ms(est, pieces, ctxs)
+            h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
+            if host_budget is not None and runs_decode:
+                host_budget.observe(gpu + h, gpu)
+            tau = gpu + h
+            prefill_busy_ms += gpu
+        elif runs_decode:
             d = plan.decode_sms
             tau = est.decode_solo_ms(d, dec_bs, dec_ctx, max_reused=dec_max)
             co_run = runs_prefill and d < total
@@ -265,7 +288,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 prog += tau / layer_ms
             progress[id(active)] = [prog, target]
             active.layers_done = min(L, int(prog + 1e-9))
-        share[f"D{plan.decode_sms}/P{plan.prefill_sms}"] += tau / 1e3
+        elif plan.chunk and first_rids:  # fused: a request whose last piece ran has its first token
+            completed_at = t + tau / 1e3
+        share["fused" if plan.chunk else f"D{plan.decode_sms}/P{plan.prefill_sms}"] += tau / 1e3
         t_end = t + tau / 1e3
 
         if runs_decode:
@@ -282,7 +307,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 done += 1
             rounds += 1
         if completed_at is not None:
-            for rid in active.rids:
+            for rid in first_rids:
                 i = idx[rid]
                 first_tok[i] = completed_at
                 if out_len[i] <= 1:
@@ -290,8 +315,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                     done += 1
                 else:
                     pending_join.append(i)
-            del progress[id(active)]
-            active = None
+            if not plan.chunk:
+                del progress[id(active)]
+                active = None
         if timeline is not None:
             timeline.write(plan, now=t, policy=name, decode_bs=bs0,
                            measured_decode_ms=tau if runs_decode else None, waiting=len(waiting))
@@ -335,6 +361,27 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     return SimResult(name, summary, ttft, finish)
 
 
+def _take_chunk(chunk, waiting: deque) -> tuple[list, list[str]]:
+    """Advance the head of `waiting` by a fused plan's chunk: each request's piece is priced with
+    the tokens before it as reused context; a request cut short stays at the head with the rest.
+    -> (pieces, rids whose prompt is now complete). ValueError if the chunk is not the head."""
+    from sglang_mux.estimator import PrefillReq
+
+    pieces, complete, rest = [], [], None
+    for rid, take in chunk:
+        w = waiting.popleft() if waiting else None
+        if w is None or w.rid != rid or not 0 < take <= w.n or rest is not None:
+            raise ValueError(f"Plan.chunk {chunk} is not a prefix of the waiting queue it was made from")
+        pieces.append(PrefillReq(take, w.r))
+        if take < w.n:
+            rest = WaitingReq(rid, w.arrival_s, w.n - take, w.r + take)
+        else:
+            complete.append(rid)
+    if rest is not None:
+        waiting.appendleft(rest)
+    return pieces, complete
+
+
 def drift_tests(ttft_s: np.ndarray, reqs: Sequence[TraceReq]) -> dict:
     """The benchmark's own drift test and its length-aware twin (sglang_mux.drift), so that a
     simulated point is judged as a served one; `reqs` in arrival order, `ttft_s` theirs."""
@@ -348,10 +395,10 @@ def policy_names(spec: str, estimator) -> list[str]:
     """``--policy``'s names: 'all' is every policy (each decode partition for fixed), else a comma
     list, each checked (dispatch.check_policy_name: a UsageError saying what is offered)."""
     if spec == "all":
-        return ["dispatcher", "batch-size"] + [f"fixed:{d}" for d in estimator.decode_sms_options]
+        return ["dispatcher", "batch-size"] + [f"fixed:{d}" for d in estimator.decode_sms_options] + ["hybrid"]
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
-        raise cli.UsageError(f"--policy {spec!r} names no policy; give dispatcher, batch-size, fixed:<decode SMs>, "
+        raise cli.UsageError(f"--policy {spec!r} names no policy; give dispatcher, hybrid, batch-size, fixed:<decode SMs>, "
                              "all, or a comma list of them")
     for nm in names:
         check_policy_name(nm, estimator)
@@ -363,20 +410,24 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
-                 host_draws: tuple[Sequence[float], Sequence[float]] | None = None) -> list[SimResult]:
+                 host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
+                 fused_host_ms: float | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
-    refines online; False: it plans with `estimator` itself."""
+    refines online; False: it plans with `estimator` itself. The rest: ``simulate``'s."""
     out = []
     for nm in policy_names(spec, estimator):
         planner = None
         if online_guard:
             planner = copy.deepcopy(estimator)
+        # The hybrid weighs spatial prefill at its co-run speed, as the server's online prefill
+        # correction learns it; the simulator tells it the truth it plays.
+        kw = {"prefill_slowdown": prefill_slowdown} if nm == "hybrid" else {}
         pol = make_policy(nm, planner or estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
-                          preemption=preemption, ttft_ms_per_token=ttft_ms_per_token)
+                          preemption=preemption, ttft_ms_per_token=ttft_ms_per_token, **kw)
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
-                            prefill_slowdown=prefill_slowdown, host_draws=host_draws))
+                            prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms))
     return out
 
 
@@ -448,8 +499,8 @@ def estimator_from_args(ap: argparse.ArgumentParser, a: argparse.Namespace, esti
 def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap = cli.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
     add_trace_args(ap)
-    ap.add_argument("--policy", default="dispatcher", help="dispatcher | batch-size | fixed:<decode SMs> | all | "
-                    "comma list")
+    ap.add_argument("--policy", default="dispatcher", help="dispatcher | hybrid | batch-size | fixed:<decode SMs> | "
+                    "all | comma list")
     ap.add_argument("--ttft-ms-per-token", type=cli.positive(float, allow_zero=True), default=0.0,
                     help="length-aware TTFT SLO: += this x prompt tokens (preemption needs it > 0)")
     ap.add_argument("--no-preemption", action="store_true")
@@ -462,6 +513,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     hg.add_argument("--host-from", metavar="TIMELINE",
                     help="draw each decode iteration's host time from a served --mux-timeline (.jsonl or .xz) "
                          "instead; the dispatcher budgets their recent P90 as the server does")
+    ap.add_argument("--fused-host-ms", type=cli.positive(float, allow_zero=True), default=None,
+                    help="host time of a fused iteration (--policy hybrid; default: a co-run decode iteration's, "
+                         "--host-ms or a --host-from draw)")
     ap.add_argument("--decode-jitter", metavar="TIMELINE",
                     help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
                          "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
@@ -515,13 +569,13 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
         res = run_policies(reqs, estimator, a.policy, tbt_slo_ms=a.tbt_slo_ms, ttft_slo_ms=a.ttft_slo_ms,
                            ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
                            seed=a.seed, timeline=tl, host_ms=a.host_ms, jitter=jitter, online_guard=a.online_guard,
-                           prefill_slowdown=prefill_slowdown, host_draws=host_draws)
+                           prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=a.fused_host_ms)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
              "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
-             "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown,
+             "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown, "fused_host_ms": a.fused_host_ms,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption,
              "slowdown": a.slowdown, "seed": a.seed,

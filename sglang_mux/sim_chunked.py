@@ -8,8 +8,8 @@ Every iteration runs on the whole GPU. Prompt tokens are taken first come, first
 ``budget`` per iteration: the rest of the request being chunked first, then the next ones, whole
 or cut. With mixed chunks (SGLang's ``--enable-mixed-chunk``) the running decode batch rides in
 the same iteration, as SGLang runs it: one extend batch, each piece with the prompt tokens before it
-as reused context and each decoding request one new token on its context, timed by the table's
-prefill model (docs/sim.md compares it with served points). Without mixing a
+as reused context and each decoding request one new token on its context, timed by
+``Estimator.fused_ms``, the table's prefill model (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
 step (the table's decode model). ``host_ms`` is added to every iteration: 2 ms reproduces the
 served points (default 0, the GPU alone). A request's first token comes at the end of the
@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from sglang_mux import cli
+from sglang_mux.dispatch import fused_ms
 from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, estimator_from_args, trace_from_args
 
 
@@ -68,7 +69,7 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
         runs_decode = bool(decoding) and (mixed or not pieces)
         ctx = [d[1] for d in decoding.values()] if runs_decode else []
         if pieces:  # a mixed batch is one extend batch: each decode request one new token
-            ms = est.prefill_ms(total, pieces + [PrefillReq(1, c) for c in ctx])
+            ms = fused_ms(est, pieces, ctx)
         else:
             ms = est.decode_solo_ms(total, len(ctx), sum(ctx), max_reused=max(ctx))
         t += (ms + host_ms) / 1e3

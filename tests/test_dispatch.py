@@ -521,3 +521,140 @@ def test_monotone_on_the_shipped_h200_table():
             ds = [d(slo, bs, 4096, n, r) for slo in (100, 60, 50, 40, 30, 20)]
             assert ds == sorted(ds), (n, r, bs)
     assert len({d(50, bs, 4096, 8192, 0) for bs in range(1, 400, 6)}) >= 3  # not a constant
+
+
+# ---- the hybrid policy: decode alone, a fused chunk or a spatial partition --------------------
+
+class HybridFake(FakeEstimator):
+    """Prefill linear in new tokens plus attention n x r (so a decode row costs its context);
+    decode slows with fewer SMs and longer contexts; guard 1.2. No fused_ms: the policy prices a
+    fused iteration from prefill_ms on the whole GPU, as Estimator.fused_ms does."""
+
+    def prefill_ms(self, p, reqs):
+        return sum(0.05 * q.n + 2e-5 * q.n * q.r for q in reqs) * 132 / p + 2.0
+
+    def decode_solo_ms(self, d, bs, sum_reused, max_reused=None):
+        return (3.0 + 0.02 * bs + 2e-5 * sum_reused) * (132 / d) ** 0.5
+
+    def decode_worst_ms(self, d, bs, sum_reused, prefill_new, prefill_reused, max_reused=None):
+        t = self.decode_solo_ms(d, bs, sum_reused)
+        return t if d >= 132 or prefill_new <= 0 else t * 1.2
+
+
+def _hyb_snap(bs, ctx, waiting, host=0.0, active=None, paused=None):
+    return Snapshot(100.0, bs, bs * ctx, decode_max_reused=ctx, waiting=tuple(waiting), decode_host_ms=host,
+                    active_prefill=active, paused_prefill=paused)
+
+
+def test_hybrid_fuses_short_prompts_beside_a_light_decode():
+    est = HybridFake()
+    pol = D.make_policy("hybrid", est)
+    s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 300, 0), WaitingReq("b", 99.5, 300, 0)])
+    p = pol.plan(s)
+    rows = [PrefillReq(1, 1000)] * 4
+    t_f = est.prefill_ms(132, [PrefillReq(300, 0), PrefillReq(300, 0)] + rows)  # 1024 takes both whole
+    assert p.kind == D.KIND_FUSED and p.reason == D.FUSED
+    assert p.chunk == (("a", 300), ("b", 300)) and p.new_prefill_rids == () and p.prefill_layers == 0
+    assert (p.decode_sms, p.prefill_sms) == (132, 0) and p.t_decode_worst_ms == pytest.approx(t_f)
+    spatial = MuxDispatcher(est).plan(s)  # what today's mux does: D16/P116, 600 tokens in T_P
+    assert spatial.kind == D.KIND_SPATIAL and 600 / spatial.t_prefill_ms < 600 / t_f
+    assert p.to_dict()["kind"] == "fused" and p.to_dict()["chunk"] == [["a", 300], ["b", 300]]
+
+
+def test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_decode():
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
+    f_plan, f_rate = pol.fused_candidate(s)
+    # 32 rows of 30K context cost 20.8 ms: 512 prompt tokens fit within 50 ms, 1024 do not
+    assert f_plan.chunk == (("long", 512),)
+    assert est.prefill_ms(132, [PrefillReq(1024, 0)] + [PrefillReq(1, 30000)] * 32) > 50
+    p = pol.plan(s)
+    assert p == MuxDispatcher(est).plan(s) and p.kind == D.KIND_SPATIAL and p.chunk == ()
+    assert (p.decode_sms, p.new_prefill_rids) == (48, ("long",))
+    assert 8000 / p.t_prefill_ms > f_rate
+    # Told that prefill beside decode runs 1.5x slower (the server's online correction), it fuses.
+    slow = D.HybridPolicy(est, prefill_slowdown={16: 1.0, 48: 1.5})
+    assert slow.corun_slowdown(48) == 1.5 and slow.corun_slowdown(40) == 1.5 and slow.corun_slowdown(30) == 1.0
+    assert slow.plan(s).kind == D.KIND_FUSED
+
+
+@pytest.mark.parametrize("host", [0.0, 5.0, 15.0, 25.0, 40.0])
+def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(host):
+    est = HybridFake()
+    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)], host=host)
+    plan, rate = pol.fused_candidate(s)
+    budget = 50.0 - min(host, 25.0)  # the host never takes more than half the SLO
+    (rid, c), = plan.chunk
+    rows = [PrefillReq(1, 1000)] * 4
+    assert plan.t_decode_worst_ms == pytest.approx(est.prefill_ms(132, [PrefillReq(c, 0)] + rows))
+    assert plan.t_decode_worst_ms <= budget
+    bigger = [x for x in D.CHUNK_SIZES if x > c]
+    assert not bigger or est.prefill_ms(132, [PrefillReq(bigger[0], 0)] + rows) > budget
+    assert rate == pytest.approx(c / (plan.t_decode_worst_ms + host))
+    assert c == {0.0: 512, 5.0: 512, 15.0: 512, 25.0: 256, 40.0: 256}[host]
+
+
+def test_hybrid_without_a_fitting_chunk_or_with_nothing_waiting_is_the_dispatcher():
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    heavy = _hyb_snap(64, 30000, [WaitingReq("a", 99.0, 300, 0)])  # 64 rows of 30K: 41.6 ms + 2 + chunk
+    assert pol.fused_candidate(heavy) is None and pol.plan(heavy) == MuxDispatcher(est).plan(heavy)
+    for s in (_hyb_snap(8, 1000, []), _hyb_snap(0, 0, [])):
+        assert pol.plan(s) == MuxDispatcher(est).plan(s) and pol.plan(s).kind == D.KIND_DECODE
+
+
+def test_hybrid_fuses_where_the_dispatcher_holds_prefill_back_in_overload():
+    est = TableEstimator({d: 60.0 for d in OPTIONS}, prefill_ms=20.0)  # no partition meets 50 ms
+    pol = D.HybridPolicy(est)
+    s = _hyb_snap(8, 1000, [WaitingReq("a", 100.0, 4000, 0)])
+    assert MuxDispatcher(est).plan(s).reason == D.OVERLOAD_DECODE_FIRST
+    p = pol.plan(s)  # the fake prices every batch 20 ms: the largest chunk, 4096, fits
+    assert p.kind == D.KIND_FUSED and p.chunk == (("a", 4000),)
+
+
+def test_hybrid_never_turns_a_layer_wise_prefill_in_flight_into_chunks():
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    short = [WaitingReq("s1", 99.9, 300, 0), WaitingReq("s2", 99.9, 300, 0)]
+    assert pol.plan(_hyb_snap(4, 1000, short)).kind == D.KIND_FUSED  # alone, these would be fused
+    for layers_done in (0, 10, 31):
+        active = PrefillBatchState(["long"], [PrefillReq(8000, 0)], layers_done, 99.0)
+        s = _hyb_snap(4, 1000, short, active=active)
+        p = pol.plan(s)
+        assert p.chunk == () and p.kind == D.KIND_SPATIAL and p == MuxDispatcher(est).plan(s)
+    paused = PrefillBatchState(["long"], [PrefillReq(8000, 0)], 12, 99.0, preempted_by_other=True)
+    p = pol.plan(_hyb_snap(4, 1000, short, paused=paused))
+    assert p.chunk == () and p.kind == D.KIND_SPATIAL
+
+
+def test_plan_kinds_of_the_existing_policies_and_hybrid_settings():
+    est = FakeEstimator()
+    disp = MuxDispatcher(est)
+    assert disp.plan(snap(bs=4, reused_per_req=100)).kind == D.KIND_DECODE
+    assert disp.plan(snap(waiting=[WaitingReq("a", 99.0, 1000, 0)])).kind == D.KIND_SPATIAL  # prefill-only
+    assert disp.plan(snap(bs=4, waiting=[WaitingReq("a", 99.0, 1000, 0)])).kind == D.KIND_SPATIAL
+    assert disp.plan(snap()).kind == D.KIND_DECODE  # idle
+    assert isinstance(D.make_policy("hybrid", est), D.HybridPolicy)
+    for bad in ((), (0, 512), (-1,)):
+        with pytest.raises(ValueError, match="chunk_sizes"):
+            D.HybridPolicy(est, chunk_sizes=bad)
+    with pytest.raises(ValueError, match="prefill_slowdown"):
+        D.HybridPolicy(est, prefill_slowdown=0.9)
+    D.check_policy_name("hybrid", est)  # the simulator and the CLI accept it
+
+
+def test_decode_contexts_keep_the_sum_and_the_longest():
+    assert D.decode_contexts(Snapshot(0.0, 3, 10, decode_max_reused=6)) == [6, 2, 2]
+    assert D.decode_contexts(Snapshot(0.0, 3, 11, decode_max_reused=6)) == [6, 3, 2]
+    assert D.decode_contexts(Snapshot(0.0, 3, 10)) == [3, 4, 3]
+    assert D.decode_contexts(Snapshot(0.0, 1, 7, decode_max_reused=7)) == [7]
+    assert D.decode_contexts(Snapshot(0.0, 0, 0)) == []
+    assert D.decode_contexts(Snapshot(0.0, 2, 9, decode_contexts=(4, 5))) == [4, 5]
+
+
+def test_the_server_cannot_select_the_hybrid_yet():
+    from sglang_mux.mux_args import POLICIES
+
+    assert "hybrid" not in POLICIES  # fused iterations need engine glue the loop does not have

@@ -341,3 +341,87 @@ def test_table_prefill_slowdown_is_the_co_run_median_per_partition(tmp_path):
     assert sim._nearest(got, 48) == pytest.approx(1.2) and sim._nearest(got, 56) == pytest.approx(1.2)
     with pytest.raises(ValueError, match="no such file"):
         sim.table_prefill_slowdown(tmp_path / "none", est)
+
+
+# ---- the hybrid policy's fused iterations --------------------------------------------------
+
+class FusedEvery512:
+    """Every iteration fused: the queue head's prompt tokens first come, first served, up to 512
+    (SGLang's chunked prefill 512 + mixed, as a Plan)."""
+
+    def plan(self, snap):
+        from sglang_mux.dispatch import Plan
+
+        chunk, room = [], 512
+        for w in snap.waiting:
+            if room <= 0:
+                break
+            chunk.append((w.rid, min(room, w.n)))
+            room -= min(room, w.n)
+        return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused" if chunk else "decode-only", chunk=tuple(chunk))
+
+
+def test_fused_iterations_replay_chunked_prefill_exactly():
+    """A policy that always fuses 512 tokens makes sim.simulate replay what sim_chunked does with
+    budget 512 + mixed: the same first tokens, finishes and token gaps."""
+    from sglang_mux.sim_chunked import simulate_chunked
+
+    est = FakeEstimator()
+    reqs = sim.load_trace("conversation", limit=40, rate=2, input_cap=3000)
+    assert sum(q.reused for q in reqs) > 0 and max(q.n_input for q in reqs) > 512
+    for host in (0.0, 2.0):
+        a = sim.simulate(reqs, est, FusedEvery512(), name="f", host_ms=host)
+        b = simulate_chunked(reqs, est, budget=512, mixed=True, host_ms=host)
+        assert np.allclose(a.ttft_s, b.ttft_s, rtol=0, atol=1e-9)
+        assert np.allclose(a.finish_s, b.finish_s, rtol=0, atol=1e-9)
+        assert a.summary["tbt_p99_ms"] == pytest.approx(b.summary["tbt_p99_ms"])
+        assert a.summary["partition_share"]["fused"] > 0.2 and a.summary["reasons"]["fused"] > 0
+
+
+def test_fused_chunk_must_be_the_head_of_the_queue():
+    from sglang_mux.dispatch import Plan
+
+    class Wrong:
+        def plan(self, snap):
+            return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused", chunk=(("nobody", 10),))
+
+    with pytest.raises(ValueError, match="not a prefix of the waiting queue"):
+        sim.simulate([sim.TraceReq("a", 0.0, 100, 2, 0)], FakeEstimator(), Wrong())
+
+
+def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
+    """On the capped conversation slice with the shipped H100 FA3 table: told prefill beside
+    decode runs at its table speed, the hybrid mostly partitions; told it runs 1.4x slower (what
+    serving measured), it mostly fuses. Either way every request finishes and, with a fixed host
+    time and the guard's worst case, no token gap exceeds the SLO."""
+    from sglang_mux.tables import resolve_table
+
+    h100 = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
+    reqs = sim.load_trace("conversation", limit=120, rate=3, input_cap=8000, arrival="poisson")
+    shares = {}
+    for slow in (1.0, 1.4):
+        hy, disp = sim.run_policies(reqs, h100, "hybrid,dispatcher", host_ms=2.0, slowdown="worst",
+                                    prefill_slowdown=slow)
+        sh = hy.summary["partition_share"]
+        shares[slow] = (sh.get("fused", 0.0), sum(v for k, v in sh.items() if not k.endswith("/P0") and k != "fused"))
+        assert "fused" not in disp.summary["partition_share"]
+        assert not np.isnan(hy.finish_s).any() and hy.summary["tbt_attainment"] == 1.0
+    assert shares[1.0][1] > 5 * shares[1.0][0] > 0  # mostly spatial
+    assert shares[1.4][0] > 20 * shares[1.4][1]  # mostly fused
+
+
+def test_estimator_fused_ms_is_the_prefill_model_on_the_whole_gpu(est):
+    pieces, ctx = [PrefillReq(700, 1000), PrefillReq(300, 0)], [5000, 12000, 800]
+    want = est.prefill_ms(est.total_sms, pieces + [PrefillReq(1, c) for c in ctx])
+    assert est.fused_ms(pieces, ctx) == pytest.approx(want) and est.fused_ms([], []) == 0.0
+    assert est.fused_ms(pieces, ctx) > est.fused_ms(pieces, ctx[:1]) > est.prefill_ms(est.total_sms, pieces) * 0.999
+
+
+def test_cli_runs_the_hybrid_and_all_includes_it(capsys):
+    sim.main(["--trace", "conversation", "--limit", "20", "--rate", "2", "--policy", "all", "--json",
+              "--fused-host-ms", "1.5"], estimator=FakeEstimator())
+    out = json.loads(capsys.readouterr().out)
+    assert out["results"][-1]["policy"] == "hybrid" and out["setup"]["fused_host_ms"] == 1.5
+    sim.main(["--trace", "conversation", "--limit", "20", "--rate", "2", "--policy", "hybrid"],
+             estimator=FakeEstimator())
+    assert "hybrid" in capsys.readouterr().out

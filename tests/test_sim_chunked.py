@@ -64,3 +64,18 @@ def test_cli_missing_table_is_a_usage_error(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {table}: no such table directory") and err.count("\n") == 1
+
+
+def test_a_mixed_iteration_is_priced_by_the_estimators_fused_ms():
+    """One price for a fused iteration (Estimator.fused_ms): the policy and both simulators."""
+    calls = []
+
+    class Fused(FakeEstimator):
+        def fused_ms(self, pieces, decode_contexts):
+            calls.append((list(pieces), list(decode_contexts)))
+            return 7.0
+
+    reqs = [sim.TraceReq("a", 0.0, 100, 2, 0), sim.TraceReq("b", 0.0005, 3000, 1, 0)]
+    r = sim_chunked.simulate_chunked(reqs, Fused(), budget=1000)
+    assert calls[0] == ([PrefillReq(100, 0)], []) and calls[1] == ([PrefillReq(1000, 0)], [101])
+    assert r.summary["tbt_p99_ms"] == pytest.approx(7.0) and r.ttft_s[0] == pytest.approx(7e-3)
