@@ -1,0 +1,250 @@
+"""Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
+
+    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_2026-11-27/map.md   (repository root)
+
+What it simulates (issue 43 item 3), seed 0, on the H100 FA3 table (TABLE), the mux with host
+times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
+workloads (WORKLOADS): the capped conversation (bundled ``conversation``, <= 8000 tokens, 45 s per
+rate), the uncapped conversation (bench/data/conversation_sessions20.jsonl, 90 s) and the Mooncake
+synthetic slice (bench/data/synthetic_first500.jsonl, <= 100K, 90 s), each calibrated as the
+earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``code`` and
+``chat-1k``, built in-process per rate by ``bench.workloads`` with bench.run's salt
+(``rate=<R>``, 45 s, round(45 R) requests) and replayed with the very Poisson arrivals bench.run
+sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=0)``): no prefix reuse, chunked
+prefill 2 ms host per iteration and the mux's prefill x1.4 beside decode, as the capped
+conversation. Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate
+passed before the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
+cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT
+drift (the simulators' own drift test). For code and chat-1k the walk also goes on past the first
+failure until two rates fail in a row (is that failure an edge, and the highest rate passed).
+Besides the walks, every system at the rates an H100 run measures (H100_POINTS, TBT 50), whether
+or not its walk reached them.
+
+Output: the markdown tables (goodput per cell; the H100 points; past the first failure; plan shares) on
+stdout; every point (P99 TTFT, P99 TBT, drift, plan shares over busy time, decision counts) as
+JSON in ``--json``. About 3-3.5 minutes on 2 cores; progress on stderr.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench import workloads
+from sglang_mux import cli, sim
+from sglang_mux.estimator import Estimator
+from sglang_mux.sim_chunked import simulate_chunked
+
+TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
+TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
+MAP_JSON = "bench/results/sim_hybrid_2026-11-27/map.json"
+# workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
+#           rates, input cap, (mux pool, chunked pool), chunked host ms, mux prefill slowdown,
+#           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
+#           past the first failure (walk_on below; the goodput stays the last pass before it)
+WORKLOADS = {
+    "capped conversation (<= 8000)": dict(trace="conversation", span=45, cap=8000, pools=(None, None), chunk_host=2.0,
+                                          slow=1.4, ttft=("flat", 5.0),
+                                          rates=(2, 2.2, 2.4, 2.6, 2.8, 3, 3.3, 3.6, 4, 4.4, 4.8, 5.2, 5.7, 6.2)),
+    "uncapped conversation (1 session in 20)": dict(trace="bench/data/conversation_sessions20.jsonl", span=90,
+                                                    cap=None, pools=(358_800, 423_494), chunk_host=0.0,
+                                                    slow="table", ttft=("length", 2.0, 0.2),
+                                                    rates=(0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
+                                                           0.75, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.45, 1.6)),
+    "Mooncake synthetic (<= 100K)": dict(trace="bench/data/synthetic_first500.jsonl", span=90, cap=100_000,
+                                         pools=(358_800, 423_494), chunk_host=0.0, slow="table", ttft=("flat", 5.0),
+                                         rates=(0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8,
+                                                0.9, 1, 1.1, 1.2, 1.3, 1.45, 1.6, 1.75, 1.9, 2.1)),
+    "code": dict(generator="code", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow=1.4,
+                 ttft=("flat", 5.0), walk_on=True, rates=(8, 9, 10, 11, 12, 13, 14, 15.5, 17, 18, 20, 22, 24, 26)),
+    "chat-1k": dict(generator="chat-1k", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow=1.4,
+                    ttft=("flat", 5.0), walk_on=True, rates=(10, 11, 12, 13, 14.5, 16, 17.5, 19, 20, 22, 24, 26, 29, 32)),
+}
+# The points an H100 run measures (bench.run, mux = dispatcher, chunked 1024 / 512 + mixed), TBT 50.
+H100_POINTS = (("code", 14), ("code", 18), ("chat-1k", 16), ("chat-1k", 20))
+H100_TBT = 50.0
+# "hybrid": a fused iteration's host time drawn as a co-run mux iteration's (the served mux
+# timeline: its prefill formation and launches); "hybrid, SGLang host": as the chunked
+# baseline's calibrated iteration (2 ms capped conversation, code, chat-1k; 0 uncapped / synthetic).
+SYSTEMS = ("hybrid", "hybrid, SGLang host", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
+MUX = SYSTEMS[:3]
+
+
+def ttft_p99(res, reqs, rule) -> float:
+    """P99 TTFT (s), or for the length-aware rule P99 of TTFT - k x prompt tokens (s)."""
+    t = np.asarray(res.ttft_s)
+    if rule[0] == "length":
+        t = t - rule[2] * 1e-3 * np.array([q.n_input for q in reqs])
+    return float(np.percentile(t, 99))
+
+
+def requests(w: dict, rate: float, pool: int | None, tmp: Path) -> list:
+    """One rate point's requests: a trace's first round(rate x span), or the generator's bench.run
+    point (its salt, round(rate x span) requests) written as a trace; Poisson arrivals, seed 0."""
+    if "generator" not in w:
+        return sim.load_trace(w["trace"], limit=round(rate * w["span"]), rate=rate, arrival="poisson", seed=0,
+                              cache_tokens=pool, input_cap=w["cap"])
+    wl = workloads.build(w["generator"], rate=rate, duration_s=w["span"], seed=0, salt=f"rate={rate:g}",
+                         input_cap=w["cap"])
+    path = tmp / f"{w['generator']}__{rate:g}.jsonl"
+    workloads.write_trace(wl, path)
+    return sim.load_trace(str(path), rate=rate, arrival="poisson", seed=0, cache_tokens=pool)
+
+
+def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path) -> dict:
+    slow = corun if w["slow"] == "table" else w["slow"]
+    pool = w["pools"][0 if name in MUX else 1]
+    reqs = requests(w, rate, pool, tmp)
+    if name in MUX:
+        r = sim.run_policies(reqs, est, name.split(",")[0], tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
+                             jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
+                             fused_host_ms=w["chunk_host"] if "SGLang" in name else None)[0]
+    else:
+        r = simulate_chunked(reqs, est, budget=int(name.split()[1]), host_ms=w["chunk_host"], tbt_slo_ms=tbt,
+                             ttft_slo_ms=w["ttft"][1] * 1e3)
+    s = r.summary
+    tp = ttft_p99(r, reqs, w["ttft"])
+    ok = tp <= w["ttft"][1] and s["tbt_p99_ms"] <= tbt and s["ttft_drift"]["ok"]
+    pt = {"rate": rate, "requests": len(reqs), "ok": bool(ok), "ttft_p99_s": round(tp, 2),
+          "tbt_p99_ms": round(s["tbt_p99_ms"], 1), "drift_ok": bool(s["ttft_drift"]["ok"])}
+    if "partition_share" in s:  # spatial: every partition with prefill SMs, prefill alone (D0) included
+        sh = s["partition_share"]
+        pt["fused_share"] = round(sh.get("fused", 0.0), 3)
+        pt["decode_alone_share"] = round(sum(v for k, v in sh.items() if k.endswith("/P0")), 3)
+        pt["spatial_share"] = round(1 - pt["fused_share"] - pt["decode_alone_share"], 3)
+        pt["reasons"] = s["reasons"]
+    return pt
+
+
+def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path):
+    """The walk: rates from the lowest up to the first failure; (goodput, points)."""
+    points, good = [], None
+    for rate in w["rates"]:
+        pt = run_point(est, jit, host, corun, w, tbt, name, rate, tmp)
+        points.append(pt)
+        if not pt["ok"]:
+            break
+        good = rate
+    return good, points
+
+
+def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path) -> dict:
+    """Past the walk's first failure, on up the rates until two fail in a row: whether that
+    failure was an edge (a later rate passes) and the highest rate passed, as bench.run
+    --no-stop-on-fail would find it on this grid."""
+    rest = [r for r in w["rates"] if r > points[-1]["rate"]] if not points[-1]["ok"] else []
+    more, fails = [], 1
+    for rate in rest:
+        if fails >= 2:
+            break
+        more.append(run_point(est, jit, host, corun, w, tbt, name, rate, tmp))
+        fails = 0 if more[-1]["ok"] else fails + 1
+    passed = [p["rate"] for p in points + more if p["ok"]]
+    return {"highest_pass": max(passed) if passed else None, "points": more}
+
+
+def _verdict(p: dict, tbt: float, ttft: float) -> str:
+    why = [k for k, bad in (("TTFT", p["ttft_p99_s"] > ttft), ("TBT", p["tbt_p99_ms"] > tbt),
+                            ("drift", not p["drift_ok"])) if bad]
+    return "✓" if p["ok"] else "✗ " + ", ".join(why)
+
+
+def _shares(p: dict) -> str:
+    return (f"{p['fused_share']:.0%} / {p['spatial_share']:.0%} / {p['decode_alone_share']:.0%}"
+            if "fused_share" in p else "-")
+
+
+def build_map(json_path: Path) -> None:
+    t0 = time.time()
+    est = Estimator.from_table(TABLE)
+    jit, host = sim.decode_jitter(TIMELINE), sim.served_host_ms(TIMELINE)
+    corun = sim.table_prefill_slowdown(TABLE, est)
+    out = {"date": "2026-11-27", "table": TABLE, "timeline": TIMELINE, "seed": 0, "cells": []}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for tbt in (50.0, 30.0):
+            for wname, w in WORKLOADS.items():
+                cell = {"workload": wname, "tbt_slo_ms": tbt, "ttft_rule": w["ttft"], "goodput": {}, "points": {}}
+                for name in SYSTEMS:
+                    cell["goodput"][name], cell["points"][name] = run_cell(est, jit, host, corun, w, tbt, name, tmp)
+                    if w.get("walk_on"):
+                        cell.setdefault("past_first_failure", {})[name] = walk_on(
+                            est, jit, host, corun, w, tbt, name, cell["points"][name], tmp)
+                    print(f"{wname} TBT {tbt:g}: {name} {cell['goodput'][name]} ({time.time() - t0:.0f} s)",
+                          file=sys.stderr)
+                out["cells"].append(cell)
+        h100 = []
+        for wname, rate in H100_POINTS:
+            cell = next(c for c in out["cells"] if c["workload"] == wname and c["tbt_slo_ms"] == H100_TBT)
+            pts = {}
+            for name in SYSTEMS:  # the walk's point where it got there, else simulated now (the same, seed 0)
+                walked = cell["points"][name] + cell.get("past_first_failure", {}).get(name, {}).get("points", [])
+                pts[name] = next((p for p in walked if p["rate"] == rate), None) or run_point(
+                    est, jit, host, corun, WORKLOADS[wname], H100_TBT, name, rate, tmp)
+            h100.append({"workload": wname, "rate": rate, "tbt_slo_ms": H100_TBT, "points": pts})
+        print(f"H100 points ({time.time() - t0:.0f} s)", file=sys.stderr)
+    out["h100_points"] = h100
+    json_path.write_text(json.dumps(out, indent=1) + "\n")
+
+    fmt = lambda g, lo: f"< {lo:g}" if g is None else f"{g:g}"  # noqa: E731
+    print("| TBT ms | workload | " + " | ".join(SYSTEMS) + " | hybrid (both) / best chunked |")
+    print("|---|---|" + "---:|" * (len(SYSTEMS) + 1))
+    for c in out["cells"]:
+        lo = WORKLOADS[c["workload"]]["rates"][0]
+        g = c["goodput"]
+        best = max((g[s] or 0) for s in SYSTEMS[3:])
+        ratio = " / ".join("-" if not best else f"{(g[h] or 0) / best:.2f}" for h in SYSTEMS[:2])
+        print(f"| {c['tbt_slo_ms']:g} | {c['workload']} | " + " | ".join(fmt(g[s], lo) for s in SYSTEMS) + f" | {ratio} |")
+
+    print(f"\n## The H100 points (TBT {H100_TBT:g} ms, P99 TTFT <= 5 s): P99 TTFT s, P99 TBT ms, pass\n")
+    print("| workload | req/s | " + " | ".join(SYSTEMS) + " |")
+    print("|---|---:|" + "---|" * len(SYSTEMS))
+    for h in h100:
+        tt = WORKLOADS[h["workload"]]["ttft"][1]
+        print(f"| {h['workload']} | {h['rate']:g} | " + " | ".join(
+            f"{p['ttft_p99_s']:.2f} s, {p['tbt_p99_ms']:.1f} ms {_verdict(p, H100_TBT, tt)}"
+            for p in (h["points"][s] for s in SYSTEMS)) + " |")
+
+    print("\n## Past the first failure (code, chat-1k): on up the rates until two fail in a row\n")
+    print("| TBT ms | workload | " + " | ".join(SYSTEMS) + " |")
+    print("|---|---|" + "---|" * len(SYSTEMS))
+    for c in out["cells"]:
+        if "past_first_failure" not in c:
+            continue
+        cols = []
+        for s in SYSTEMS:
+            pf = c["past_first_failure"][s]
+            fail = [p for p in c["points"][s] if not p["ok"]]
+            walked = " ".join(f"{p['rate']:g} {'✓' if p['ok'] else '✗'}" for p in fail + pf["points"])
+            cols.append(f"highest pass {fmt(pf['highest_pass'], WORKLOADS[c['workload']]['rates'][0])}"
+                        + (f" ({walked})" if walked else ""))
+        print(f"| {c['tbt_slo_ms']:g} | {c['workload']} | " + " | ".join(cols) + " |")
+
+    print("\n## Plan shares of busy time, fused / spatial / decode alone, at the goodput and the first failure\n")
+    print("| TBT ms | workload | " + " | ".join(SYSTEMS[:3]) + " |")
+    print("|---|---|" + "---|" * 3)
+    for c in out["cells"]:
+        cols = []
+        for s in SYSTEMS[:3]:
+            pts = c["points"][s]
+            last = [p for p in pts if p["ok"]][-1:]
+            fail = [p for p in pts if not p["ok"]]
+            cols.append("; ".join(f"{p['rate']:g} {'✓' if p['ok'] else '✗'}: {_shares(p)}" for p in last + fail))
+        print(f"| {c['tbt_slo_ms']:g} | {c['workload']} | " + " | ".join(cols) + " |")
+    print(f"\n{time.time() - t0:.0f} s", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    ap = cli.ArgumentParser(prog="python -m bench.analysis.sim_hybrid_map", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", type=Path, default=Path(MAP_JSON), help="where to write every point")
+    a = ap.parse_args(argv)
+    build_map(a.json)
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)

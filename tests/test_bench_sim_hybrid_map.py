@@ -1,0 +1,29 @@
+"""bench.analysis.sim_hybrid_map: a generated workload's point is the very point bench.run sends."""
+import pytest
+
+from bench import run
+from bench.analysis import sim_hybrid_map as M
+
+
+@pytest.mark.parametrize("name,rate", [("code", 15.5), ("chat-1k", 4)])
+def test_a_generated_point_is_bench_runs(tmp_path, name, rate):
+    w = dict(M.WORKLOADS[name], span=10)  # a short point: the same rules
+    reqs = M.requests(w, rate, None, tmp_path)
+    a = run.parse_args(["--systems", "stub", "--workload", name, "--rates", f"{rate:g}", "--duration-s", "10",
+                        "--out", str(tmp_path / "o")])
+    point = run.build_workload(a, rate)
+    assert len(reqs) == len(point.requests) == round(rate * 10)
+    assert [(q.n_input, q.output_len) for q in reqs] == [(r.prompt_len, r.max_new_tokens) for r in point.requests]
+    assert [q.arrival_s for q in reqs] == pytest.approx([r.t for r in point.requests], abs=1e-12)
+    assert not any(q.reused for q in reqs)
+
+
+def test_the_h100_points_are_on_their_workloads_grids():
+    for name, rate in M.H100_POINTS:
+        assert rate in M.WORKLOADS[name]["rates"]
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        M.main(["--help"])
+    assert e.value.code == 0 and "--json" in capsys.readouterr().out
