@@ -35,7 +35,7 @@
 # bench/results/sim_calibration_s21/), on one host (~17 minutes):
 #   TBT_SLO_MS=30 SYSTEMS="mux mux-defer sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/d 3,3.5,4,4.5 1380
 # WORKLOAD=code or chat-1k (issue 43's short traffic; their prompts are under the 8000 cap) runs that
-# generator instead of the conversation, e.g. on one H100 (bench/results/code_chat_h100_s32/):
+# generator instead of the conversation, e.g. on one H100 (bench/results/code_chat_h100_2026-11-27/):
 #   WORKLOAD=code SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/code 14,18 1500
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
