@@ -34,10 +34,7 @@ from typing import Mapping, Protocol, Sequence
 
 from sglang_mux.partitions import PartitionConfig
 
-try:
-    from sglang_mux.estimator import PrefillReq
-except ImportError:  # estimator.py not importable yet: the same dataclass lives in latency_model
-    from sglang_mux.latency_model import PrefillReq
+from sglang_mux.estimator import PrefillReq, fused_iteration_ms
 
 # Plan.reason values (the metrics label decisions by these).
 IDLE = "idle"
@@ -179,10 +176,7 @@ def fused_ms(est, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) 
     """A fused iteration's GPU time (ms): ``est.fused_ms`` where the estimator has it, else the
     same price from its ``prefill_ms`` on the whole GPU (pieces plus one-token decode rows)."""
     f = getattr(est, "fused_ms", None)
-    if f is not None:
-        return f(pieces, decode_contexts)
-    rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
-    return est.prefill_ms(est.total_sms, rows) if rows else 0.0
+    return f(pieces, decode_contexts) if f is not None else fused_iteration_ms(est, pieces, decode_contexts)
 
 
 def decode_contexts(snap: Snapshot) -> list[int]:

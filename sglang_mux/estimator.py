@@ -185,8 +185,7 @@ class Estimator:
         so the policy and both simulators use one price; 0.0 for an empty batch. Not yet fitted
         on profiled mixed rows (that needs a GPU): it is the solo prefill fit extrapolated to
         one-token rows."""
-        rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
-        return self.prefill_ms(self.total_sms, rows) if rows else 0.0
+        return fused_iteration_ms(self, pieces, decode_contexts)
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""
@@ -310,6 +309,13 @@ class Estimator:
     @property
     def solo(self):
         return self._solo
+
+
+def fused_iteration_ms(est, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
+    """``Estimator.fused_ms`` for any estimator with ``prefill_ms`` and ``total_sms`` (the
+    policy's stand-ins too): the prompt pieces plus a one-token row per decode, on the whole GPU."""
+    rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+    return est.prefill_ms(est.total_sms, rows) if rows else 0.0
 
 
 def from_table_arg(parser: argparse.ArgumentParser, name_or_path: str | Path) -> Estimator:
