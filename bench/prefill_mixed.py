@@ -12,6 +12,12 @@ with the profiler's harness (GPU time, host held ahead) and compares them with t
 solo estimate (no online correction), and with the same estimate without padded query blocks
 (``padded_query_blocks = 0``: each request charged only its own query blocks). ``--rescore``
 recomputes both estimates of a result file's measured rows with the table as it is now.
+
+``--fused`` times fused iterations instead, as SGLang's ``--enable-mixed-chunk`` runs them: one
+extend batch on the whole GPU of a prompt chunk (256-4096 tokens in 1-3 pieces, the first often
+over the earlier chunks of its request) and 1-128 decode rows (one new token each on a context of
+200-8000 tokens); the estimate is ``Estimator.fused_ms``'s price (the solo prefill fit on the
+whole GPU), which no table row was fitted on.
 """
 
 from __future__ import annotations
@@ -33,6 +39,25 @@ def batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
     for _ in range(count):
         out.append([(rng.randint(30, 3000), rng.choice([0, rng.randint(500, 12000)]))
                     for _ in range(rng.randint(2, 8))])
+    return out
+
+
+CHUNKS = (256, 512, 1024, 2048, 4096)
+DECODE_ROWS = (1, 4, 16, 32, 64, 128)
+
+
+def fused_batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
+    """Seeded fused iterations [(new, reused), ...]: the chunk's pieces, then the decode rows (1, c)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        total, k = rng.choice(CHUNKS), rng.randint(1, 3)
+        cuts = sorted(rng.sample(range(1, total), k - 1)) if k > 1 else []
+        sizes = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
+        pieces = [(n, rng.choice([0, rng.randint(500, 8000)]) if i == 0 else 0) for i, n in enumerate(sizes)]
+        rows = rng.choice(DECODE_ROWS)
+        ctx_max = max(200, min(8000, 200_000 // rows))
+        out.append(pieces + [(1, rng.randint(200, ctx_max)) for _ in range(rows)])
     return out
 
 
@@ -70,6 +95,9 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=cli.positive(int), default=30, help="random batches per partition")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
+    ap.add_argument("--fused", action="store_true",
+                    help="time fused iterations (a prompt chunk and decode rows in one extend batch) on the "
+                         "whole GPU instead of mixed prefill batches on --partitions")
     args = ap.parse_args(argv)
     if args.rescore:
         res = _cli_io.read_json(args.rescore, "bench.prefill_mixed result",
@@ -89,20 +117,25 @@ def main(argv=None) -> int:
     _cli_io.model_config(args.model_config)
     args.table = str(_cli_io.table_dir(args.table))
     partitions = _cli_io.number_list(args.partitions, "--partitions", int, example="20,52,84,116")
+    make = fused_batches if args.fused else batches
     _cli_io.need_gpu("bench.prefill_mixed")
 
-    from profiling.harness import Harness
+    from profiling.harness import CellSkipped, Harness
 
     h = Harness(args.model_config, attention_backend=args.attention_backend)
     rows = []
-    for sms in partitions:
+    for sms in ([h.total_sms] if args.fused else partitions):
         cfg = h.config(h.total_sms - sms if sms < h.total_sms else 0, sms)
-        for reqs in batches(args.seed, args.batches):
-            xs = h.prefill_samples(reqs, cfg, repeats=3)
+        for reqs in make(args.seed, args.batches):
+            try:
+                xs = h.prefill_samples(reqs, cfg, repeats=3)
+            except CellSkipped as e:  # the KV pool or the host hold: a skipped row, said, not a crash
+                print(f"{sms:4d} SMs {len(reqs)} reqs: skipped ({e})")
+                continue
             ms = statistics.median(xs)
             rows.append({"prefill_sms": sms, "reqs": reqs, "measured_ms": round(ms, 4)})
             print(f"{sms:4d} SMs {len(reqs)} reqs {sum(n for n, _ in reqs):6d} new: measured {ms:8.2f} ms")
-    res = {"device": h.facts()["gpu_name"], "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    res = {"device": h.facts()["gpu_name"], "kind": "fused" if args.fused else "mixed prefill", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "command": "python -m bench.prefill_mixed " + " ".join(argv if argv is not None else sys.argv[1:]),
            "table": args.table, **score(rows, args.table), "rows": rows}
     print(json.dumps({k: res[k] for k in ("device", "estimate", "estimate_unpadded")}, indent=1))
