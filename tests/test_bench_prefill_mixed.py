@@ -1,0 +1,16 @@
+"""bench.prefill_mixed's fused batches: what a fused iteration holds (CPU; the timing needs a GPU)."""
+
+from bench.prefill_mixed import CHUNKS, DECODE_ROWS, fused_batches
+
+
+def test_fused_batches_are_a_chunk_and_decode_rows():
+    batches = fused_batches(seed=0, count=60)
+    assert batches == fused_batches(seed=0, count=60)  # seeded: a rerun times the same batches
+    for b in batches:
+        pieces = [x for x in b if x[0] > 1]
+        rows = b[len(pieces):]
+        assert 1 <= len(pieces) <= 3 and sum(n for n, _ in pieces) in CHUNKS
+        assert all(r == 0 for _, r in pieces[1:])  # only the first piece continues a request
+        assert len(rows) in DECODE_ROWS and all(n == 1 and 200 <= c <= 8000 for n, c in rows)
+        assert sum(c for _, c in rows) <= 200_000 + 200 * len(rows)  # fits the harness's KV pool
+    assert {len(b) - sum(1 for x in b if x[0] > 1) for b in batches} == set(DECODE_ROWS)
