@@ -181,6 +181,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     t, nxt, done, rounds, decisions, preemptions, idle_s = 0.0, 0, 0, 0, 0, 0, 0.0
     prefill_busy_ms = 0.0
 
+    def decode_contexts() -> list[int]:
+        """Each decoding request's context this round: n_in[i] + 1 + round - first_round[i]."""
+        live = np.flatnonzero(in_decode)
+        return (n_in[live] + 1 + rounds - first_round[live]).tolist()
+
     while done < n:
         while nxt < n and reqs[nxt].arrival_s <= t + 1e-12:
             q = reqs[nxt]
@@ -206,10 +211,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         while ctx_heap and not in_decode[ctx_heap[0][1]]:
             heapq.heappop(ctx_heap)
         dec_max = -ctx_heap[0][0] + rounds if ctx_heap else 0
-        ctxs = None
-        if wants_ctx:  # request i's context in decode round k: n_in[i] + 1 + k - first_round[i]
-            live = np.flatnonzero(in_decode)
-            ctxs = (n_in[live] + 1 + rounds - first_round[live]).tolist()
+        ctxs = decode_contexts() if wants_ctx else None
         plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
                                     paused_prefill=paused, waiting=waiting,
                                     decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
@@ -241,10 +243,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             if runs_prefill:
                 raise RuntimeError(f"policy fused a chunk beside a layer-wise prefill: {plan}")
             pieces, first_rids = _take_chunk(plan.chunk, waiting)
-            if ctxs is None:
-                live = np.flatnonzero(in_decode)
-                ctxs = (n_in[live] + 1 + rounds - first_round[live]).tolist()
-            gpu = fused_ms(est, pieces, ctxs)
+            gpu = fused_ms(est, pieces, ctxs if ctxs is not None else decode_contexts())
             h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
             if host_budget is not None and runs_decode:
                 host_budget.observe(gpu + h, gpu)
