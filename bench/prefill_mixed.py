@@ -61,6 +61,17 @@ def fused_batches(seed: int, count: int) -> list[list[tuple[int, int]]]:
     return out
 
 
+def fused_grid() -> list[list[tuple[int, int]]]:
+    """A grid of fused iterations: a chunk of c new tokens (one request, no prefix) beside B decode
+    rows of ctx tokens each, c in CHUNKS, B in GRID_ROWS, ctx in GRID_CONTEXTS, B x ctx <= 256K."""
+    return [[(c, 0)] + [(1, ctx)] * rows for c in CHUNKS for rows in GRID_ROWS for ctx in GRID_CONTEXTS
+            if rows * ctx <= 256_000]
+
+
+GRID_ROWS = (1, 8, 32, 64, 128)
+GRID_CONTEXTS = (1000, 4000)
+
+
 def summary(errs: list[float]) -> dict:
     a = sorted(abs(e) for e in errs)
     return {"rows": len(a), "median_abs": round(statistics.median(a), 4),
@@ -95,6 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=cli.positive(int), default=30, help="random batches per partition")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
+    ap.add_argument("--fused-grid", action="store_true",
+                    help="with --fused: the grid of fused_grid() (chunk x decode rows x context) instead of "
+                         "--batches random ones")
     ap.add_argument("--fused", action="store_true",
                     help="time fused iterations (a prompt chunk and decode rows in one extend batch) on the "
                          "whole GPU instead of mixed prefill batches on --partitions")
@@ -117,7 +131,9 @@ def main(argv=None) -> int:
     _cli_io.model_config(args.model_config)
     args.table = str(_cli_io.table_dir(args.table))
     partitions = _cli_io.number_list(args.partitions, "--partitions", int, example="20,52,84,116")
-    make = fused_batches if args.fused else batches
+    if args.fused_grid and not args.fused:
+        ap.error("--fused-grid is a kind of --fused run: add --fused")
+    make = (lambda seed, count: fused_grid()) if args.fused_grid else fused_batches if args.fused else batches
     _cli_io.need_gpu("bench.prefill_mixed")
 
     from profiling.harness import CellSkipped, Harness

@@ -14,3 +14,13 @@ def test_fused_batches_are_a_chunk_and_decode_rows():
         assert len(rows) in DECODE_ROWS and all(n == 1 and 200 <= c <= 8000 for n, c in rows)
         assert sum(c for _, c in rows) <= 200_000 + 200 * len(rows)  # fits the harness's KV pool
     assert {len(b) - sum(1 for x in b if x[0] > 1) for b in batches} == set(DECODE_ROWS)
+
+
+def test_fused_grid_covers_chunk_rows_and_context():
+    from bench.prefill_mixed import GRID_CONTEXTS, GRID_ROWS, fused_grid
+
+    grid = fused_grid()
+    cells = {(b[0][0], len(b) - 1, b[1][1]) for b in grid}
+    assert len(cells) == len(grid) == 45  # 5 chunks x 5 row counts x 2 contexts, less 128 x 4000 (512K tokens)
+    assert {c for c, _, _ in cells} == set(CHUNKS) and {r for _, r, _ in cells} == set(GRID_ROWS)
+    assert {x for _, _, x in cells} == set(GRID_CONTEXTS) and (4096, 128, 4000) not in cells
