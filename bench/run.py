@@ -567,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = "chat" if a.workload == "chat" else "generate"
     if (kind == "chat" and not a.server_url and not a.tokenizer_path
             and any(systems.kind(s) != "stub" for s in a.systems)):
-        return _cli_io.error_line("the chat workload needs a tokenizer: give --tokenizer-path")
+        return cli.print_error("the chat workload needs a tokenizer: give --tokenizer-path")
     url = a.server_url or f"http://127.0.0.1:{a.port}"
     notes = {"budget_stopped": False, "not_run": []}
     dry_total = 0.0
@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"interrupted ({e}); stopping")
         notes["interrupted"] = True
     except PromptTooLong as e:
-        return _cli_io.error_line(f"the workload cannot be served: {e}")
+        return cli.print_error(f"the workload cannot be served: {e}")
     finally:
         if server:
             server.stop()

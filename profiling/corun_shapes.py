@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     try:
         h = Harness(a.model_config, granularity=a.granularity, attention_backend=a.attention_backend, decode_bs=bss)
     except HarnessError as e:
-        return _cli_io.error_line(str(e))
+        return cli.print_error(str(e))
     facts = h.facts()
     model = ModelShape.from_config(a.model_config)
     gpu = G.GpuSpec(total_sms=h.total_sms, granularity=a.granularity, mem_gib=facts["gpu_memory_gib"])

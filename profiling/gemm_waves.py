@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     from sglang_mux.green_ctx import GreenPartitionSet
 
     if not hasattr(torch._C, "_set_sm_carveout_experimental"):
-        return _cli_io.error_line(f"this torch ({torch.__version__}) has no _set_sm_carveout_experimental: "
+        return cli.print_error(f"this torch ({torch.__version__}) has no _set_sm_carveout_experimental: "
                                   "run it with a torch that has it")
     shapes = layer_shapes(cfg)
     tokens = args.tokens

@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     attention_backend=args.attention_backend, decode_bs=plan.capture_bs,
                     max_running_requests=args.max_running_requests, seed=args.seed)
     except HarnessError as e:
-        return _cli_io.error_line(str(e))
+        return cli.print_error(str(e))
     facts = h.facts()
     from sglang_mux.tables import table_dirname
 
@@ -398,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ob and nb and ob != nb:
             problems.append(f"attention backend: table has {ob}, this run {nb}")
         if problems:
-            return _cli_io.error_line(f"{out} holds a table made elsewhere: {'; '.join(problems)}. "
+            return cli.print_error(f"{out} holds a table made elsewhere: {'; '.join(problems)}. "
                                       "Use another --out.")
     store.write_meta(meta)
     print(plan.format(args.time_budget_s, store.done_keys()))

@@ -30,11 +30,16 @@ class UsageError(ValueError):
     """A bad argument or input file; the message says what is wrong and what to do."""
 
 
+def print_error(message: str) -> int:
+    """Print ``error: message`` on one line (whatever the message held) to stderr; returns 2,
+    for a main that returns its status rather than exiting."""
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    return EXIT_USAGE
+
+
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` on one line to stderr and exit with status 2."""
-    line = " ".join(str(message).split())  # one line, whatever the message held
-    print(f"error: {line}", file=sys.stderr)
-    raise SystemExit(EXIT_USAGE)
+    raise SystemExit(print_error(message))
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

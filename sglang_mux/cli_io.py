@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -187,11 +186,6 @@ def fraction(text: str) -> float:
     return v
 
 
-def error_line(message: str) -> int:
-    """Print the one ``error: ...`` line (as cli.fail) and return exit status 2, for a main that
-    returns its status rather than raising (its callers test the status)."""
-    print("error: " + " ".join(str(message).split()), file=sys.stderr)
-    return cli.EXIT_USAGE
 
 
 def need_gpu(tool: str) -> None:

@@ -71,12 +71,16 @@ def good(_good_master, tmp_path_factory):
     return _module_copy(_good_master, tmp_path_factory, "synth")
 
 
+def _test_copy(src, tmp_path):
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
 @pytest.fixture
 def table(good, tmp_path):
     """A copy of ``good`` of this test's own, to edit."""
-    dst = tmp_path / good.name
-    shutil.copytree(good, dst)
-    return dst
+    return _test_copy(good, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +94,4 @@ def small_good(_small_master, tmp_path_factory):
 @pytest.fixture
 def small_table(small_good, tmp_path):
     """A copy of ``small_good`` of this test's own, to edit."""
-    dst = tmp_path / small_good.name
-    shutil.copytree(small_good, dst)
-    return dst
+    return _test_copy(small_good, tmp_path)
