@@ -12,6 +12,8 @@ name                     server
                          takes that quantile of the loop's host time off the SLO; the default 0.9)
 ``mux-defer``            ``... --mux-policy dispatcher --mux-defer-prefill-start`` (a new prefill
                          batch is formed after the decode launch, off the token's path)
+``mux-hybrid``           ``... --mux-policy hybrid`` (per iteration a fused mixed chunk on the whole
+                         GPU or the dispatcher's partition)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
                          ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
                          scheduling through the mux launcher; its overhead vs ``sglang``)
@@ -42,7 +44,7 @@ runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
 ``--server-args`` to bench the same configuration). The backend each system ran with is read
 back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
 recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
-``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
+``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``, ``mux-hybrid``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
 ``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
 fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
@@ -88,7 +90,7 @@ def expand(names: str | Sequence[str]) -> list[str]:
 def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
-    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer") or \
+    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid") or \
             re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
@@ -97,6 +99,7 @@ def kind(system: str) -> str:
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
+                     "mux-hybrid, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -170,7 +173,7 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         cmd = [python, "-m", "sglang_mux.launch_server", *common]
         m = re.fullmatch(r"mux-fixed-(\d+)", system)
         cmd += ["--mux-policy", "fixed", "--mux-fixed-decode-sms", m.group(1)] if m else \
-            ["--mux-policy", "dispatcher"]
+            ["--mux-policy", "hybrid" if system == "mux-hybrid" else "dispatcher"]
         if system == "mux-nopreempt":
             cmd += ["--no-mux-preemption"]
         if system == "mux-nohost":

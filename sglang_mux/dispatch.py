@@ -106,6 +106,9 @@ class Snapshot:
     # Each decoding request's context (tokens), for pricing a fused iteration's decode rows; None:
     # one row of decode_max_reused and the rest of the sum spread evenly.
     decode_contexts: Sequence[int] | None = None
+    # A request part-way through a fused prefill (SGLang's chunked request; not in ``waiting``):
+    # n = its prompt tokens still to run, r = those done. Only a fused plan can continue it.
+    chunked: WaitingReq | None = None
 
 
 @dataclass(frozen=True)
@@ -417,6 +420,8 @@ class HybridPolicy(MuxDispatcher):
     alone, a fused mixed chunk on the whole GPU, or the dispatcher's spatial partition.
 
     Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
+    0. A request part-way through a fused prefill (``snap.chunked``): fused, its rest first, the
+       largest chunk that fits (none fits: the smallest; it holds KV and must move on).
     1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill
        is finished where it started, never dropped or turned into chunks (preemption as rule 4).
     2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -463,12 +468,14 @@ class HybridPolicy(MuxDispatcher):
         sl = self.prefill_slowdown
         return sl.get(decode_sms) or sl[min(sl, key=lambda k: (abs(k - decode_sms), k))]
 
-    def _chunks(self, waiting: Sequence[WaitingReq]) -> list[list[tuple[WaitingReq, int]]]:
-        """The distinct FCFS chunks of the sizes, ascending (reads the queue only that far)."""
+    def _chunks(self, snap: Snapshot) -> list[list[tuple[WaitingReq, int]]]:
+        """The distinct FCFS chunks of the sizes, ascending, the chunked request's rest first
+        (reads the queue only that far)."""
+        head = (snap.chunked,) if snap.chunked is not None else ()
         out: list[list[tuple[WaitingReq, int]]] = []
         for c in self.chunk_sizes:
             ch, room = [], c
-            for w in waiting:
+            for w in itertools.chain(head, snap.waiting):
                 if room <= 0 or len(ch) >= self.max_prefill_bs:
                     break
                 take = min(room, w.n)
@@ -479,13 +486,15 @@ class HybridPolicy(MuxDispatcher):
             out.append(ch)
         return out
 
-    def fused_candidate(self, snap: Snapshot) -> tuple[Plan, float] | None:
-        """The largest fused chunk that meets the TBT budget and its rate, or None."""
+    def fused_candidate(self, snap: Snapshot, force: bool = False) -> tuple[Plan, float] | None:
+        """The largest fused chunk that meets the TBT budget and its rate; None if none does
+        (``force``: the smallest chunk then)."""
         budget = self.tbt_budget_ms(snap)
         ctx = decode_contexts(snap)
-        for ch in reversed(self._chunks(snap.waiting)):
+        chunks = self._chunks(snap)
+        for i, ch in reversed(list(enumerate(chunks))):
             t_f = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in ch], ctx)
-            if t_f <= budget:
+            if t_f <= budget or (force and i == 0):
                 tokens = sum(take for _, take in ch)
                 plan = Plan(self.total, 0, t_f, t_f, 0, (), False, FUSED,
                             chunk=tuple((w.rid, take) for w, take in ch))
@@ -501,6 +510,10 @@ class HybridPolicy(MuxDispatcher):
         return sum(w.n for w in itertools.islice(snap.waiting, k)) / (plan.t_prefill_ms * slow)
 
     def plan(self, snap: Snapshot) -> Plan:
+        if snap.chunked is not None:  # rule 0
+            if snap.active_prefill is not None or snap.paused_prefill is not None:
+                raise ValueError("a fused prefill and a layer-wise one cannot both be in flight")
+            return self.fused_candidate(snap, force=True)[0]
         spatial = super().plan(snap)
         if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:
             return spatial  # rules 1 and 2

@@ -11,10 +11,12 @@
   one-token decode rows in one extend batch on the whole GPU), ``decode_solo_ms``, ``decode_worst_ms``,
   ``guard_slowdown`` (>= 1; 1.0 when ``decode_sms == total_sms`` or ``prefill_new == 0``).
   Decode takes the batch's longest context ``max_reused`` (None: Σr/bs, a uniform batch).
-- Online refinement (``observe_decode``, ``observe_prefill``, ``observe_prefill_launch``): the
+- Online refinement (``observe_decode``, ``observe_prefill``, ``observe_prefill_launch``,
+  ``observe_fused``): the
   guard's raise and host scale, the serving decode offset (EWMA of measured − solo, >= 0), a
   per-partition prefill EWMA (ratio kept within 0.25..4), the host's per-layer launch time (a
-  prefill takes at least layers x that), with a cold start a rise-fast/decay-slow decode correction.
+  prefill takes at least layers x that), a rise-fast/decay-slow fused correction, with a cold start
+  a rise-fast/decay-slow decode correction.
   Observations outside the plausible bounds are dropped, never raise.
 - ``fit_table`` / ``check_table``: (re)write fit.json + guard.json; print held-out accuracy
   (bounds: max 10 %, mean 3 % per partition) and the guard's bound on contention.csv.
@@ -50,6 +52,7 @@ COLD_START_GUARD = 1.3
 MAX_PLAUSIBLE_SLOWDOWN = 2.0
 DECODE_CORR_UP, DECODE_CORR_DOWN = 0.5, 0.01  # cold-start decode correction: rise fast, decay slowly
 DECODE_CORR_BOUNDS = (0.1, 50.0)  # measured/predicted outside this is a glitch (or a stall)
+FUSED_CORR_UP, FUSED_CORR_DOWN = 0.5, 0.02  # fused price: rise fast, decay slowly (it sets a token's gap)
 PREFILL_EWMA_ALPHA = 0.1
 PREFILL_RATIO_BOUNDS = (0.25, 4.0)  # measured/predicted outside this is a glitch, not a trend
 DECODE_OFFSET_ALPHA = 0.05
@@ -82,6 +85,7 @@ class Estimator:
         self.learn_decode = source == "cold-start"
         self._decode_corr: dict[int, float] = {}
         self._decode_corr_max = 1.0
+        self._fused_corr = 1.0  # measured / priced fused iterations (online, rise fast / decay slowly)
 
     # ------------------------------------------------------------------ construction
 
@@ -182,10 +186,10 @@ class Estimator:
         ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
         before it as reused context) and one new token per decoding request on its context
         (``decode_contexts``, tokens). Priced by the prefill model on ``total_sms`` (``prefill_ms``),
-        so the policy and both simulators use one price; 0.0 for an empty batch. Not yet fitted
-        on profiled mixed rows (that needs a GPU): it is the solo prefill fit extrapolated to
-        one-token rows."""
-        return fused_iteration_ms(self, pieces, decode_contexts)
+        so the policy and both simulators use one price; 0.0 for an empty batch. Times the online
+        fused correction (``observe_fused``): the solo fit extrapolated to one-token rows
+        underprices decode rows beside small chunks by up to ~27 % (docs/estimator.md)."""
+        return fused_iteration_ms(self, pieces, decode_contexts) * self._fused_corr
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""
@@ -265,6 +269,27 @@ class Estimator:
         c += (DECODE_CORR_UP if ratio > c else DECODE_CORR_DOWN) * (ratio - c)
         self._decode_corr[decode_sms] = c
         self._decode_corr_max = max(self._decode_corr.values())
+
+    def observe_fused(self, rows: Sequence[PrefillReq], measured_ms: float) -> float | None:
+        """A measured fused iteration: ``rows`` = its extend rows (prompt pieces and one-token
+        decode rows, each with its cached context). Moves the fused correction towards measured /
+        priced, rising fast and decaying slowly, since an underpriced fused iteration is a late
+        token. Returns measured / the price in use before (None: no price, or a glitch outside
+        PREFILL_RATIO_BOUNDS, not taken)."""
+        pred = self._solo.prefill_ms(self.total_sms, rows) * self._prefill_corr.get(self.total_sms, 1.0) \
+            if rows else 0.0
+        if not (pred > 0 and measured_ms > 0):
+            return None
+        ratio = measured_ms / pred
+        if not PREFILL_RATIO_BOUNDS[0] <= ratio <= PREFILL_RATIO_BOUNDS[1]:
+            return None
+        c = self._fused_corr
+        self._fused_corr = c + (FUSED_CORR_UP if ratio > c else FUSED_CORR_DOWN) * (ratio - c)
+        return ratio / c
+
+    @property
+    def fused_correction(self) -> float:
+        return self._fused_corr
 
     def decode_correction(self, decode_sms: int) -> float:
         """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""

@@ -2,9 +2,9 @@
 
 `PrefillRun`: one layer-wise prefill batch in flight (its chunks' CUDA events, its result);
 `DecodeLaunch`: one launched decode iteration; `Iteration`: what one loop iteration decided and
-launched, handed from phase to phase (scheduler_loop.MuxLoop). `decode_shape` and
-`prefill_state` turn SGLang's batches into the estimator's inputs; `guard_record` is the
-timeline's view of the contention guard. Token counts are tokens, times ms unless named `_s`.
+launched, handed from phase to phase (scheduler_loop.MuxLoop). `decode_shape`, `decode_contexts`,
+`prefill_state`, `chunked_view` and `fused_rows` turn SGLang's batches and requests into the
+policy's and estimator's inputs; `guard_record` is the timeline's view of the contention guard. Token counts are tokens, times ms unless named `_s`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import torch
-    from sglang.srt.managers.schedule_batch import ScheduleBatch
+    from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
     from sglang.srt.managers.utils import GenerationBatchResult
 
-    from sglang_mux.dispatch import Plan, PrefillBatchState, Snapshot
-    from sglang_mux.estimator import Estimator
+    from sglang_mux.dispatch import Plan, PrefillBatchState, Snapshot, WaitingReq
+    from sglang_mux.estimator import Estimator, PrefillReq
     from sglang_mux.partitions import PartitionConfig
 
 
@@ -83,6 +83,34 @@ def decode_shape(batch: ScheduleBatch | None) -> tuple[int, int, int | None]:
     # seq_lens count the token being decoded; the tables' sum_reused is the KV before it.
     mx = max(0, max(lens) - 1) if lens else None
     return bs, max(0, int(s) - bs), mx
+
+
+def decode_contexts(batch: ScheduleBatch | None) -> list[int]:
+    """Each decoding request's KV context before its next token (a fused iteration's decode rows)."""
+    if batch is None or batch.is_empty():
+        return []
+    return [max(0, len(r.origin_input_ids) + len(r.output_ids) - 1) for r in batch.reqs]
+
+
+def chunked_view(req: Req | None, now: float, arrival: dict[str, float]) -> WaitingReq | None:
+    """The policy's view of SGLang's chunked request (a prompt part-way through fused chunks):
+    n = prompt tokens not yet run, r = those run (``extend_range.end``: through its last chunk)."""
+    from sglang_mux.dispatch import WaitingReq
+
+    if req is None:
+        return None
+    rng = getattr(req, "extend_range", None)
+    done = int(rng.end) if rng is not None else len(req.prefix_indices)
+    total = len(req.origin_input_ids)
+    return WaitingReq(rid=req.rid, arrival_s=arrival.get(req.rid, now), n=max(1, total - done), r=done)
+
+
+def fused_rows(batch: ScheduleBatch) -> list[PrefillReq]:
+    """An extend batch's rows as the estimator prices them: (new tokens, cached context) per row,
+    the decode rows of a mixed batch included (SGLang's ``extend_lens`` / ``prefix_lens``)."""
+    from sglang_mux.estimator import PrefillReq
+
+    return [PrefillReq(int(n), int(r)) for n, r in zip(batch.extend_lens, batch.prefix_lens)]
 
 
 def prefill_state(batch: ScheduleBatch, now: float, arrival: dict[str, float]) -> PrefillBatchState:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from sglang_mux.partitions import validate_granularity
 
 ENV_VAR = "SGLANG_MUX_CONFIG"  # carries MuxArgs to the scheduler subprocess (spawned)
-POLICIES = ("dispatcher", "fixed", "batch-size")
+POLICIES = ("dispatcher", "hybrid", "fixed", "batch-size")
 # Attention backends whose decode graphs can be captured per partition and whose prefill runs
 # layer by layer here (both measured on a GPU); others are refused at start.
 MUX_BACKENDS = ("fa3", "triton")
@@ -66,10 +66,12 @@ class MuxArgs:
             "naming both), and without a match falls back to a roofline over GEMM/copy rates probed per "
             "partition at start-up, with a warning saying how to profile")
     preemption: bool = _flag(True, "non-recursive preemption of long prefills by short ones")
-    policy: str = _flag("dispatcher", "dispatcher (SLO-aware), fixed (one partition: --mux-fixed-decode-sms) or "
-                                      "batch-size (SGLang's PD-multiplexing demo rule)",
-                        doc="`dispatcher` (SLO-aware), `fixed` (one partition), `batch-size` (SGLang's "
-                            "PD-multiplexing demo rule)", choices=POLICIES)
+    policy: str = _flag("dispatcher", "dispatcher (SLO-aware partitions), hybrid (per iteration a fused mixed "
+                                      "chunk on the whole GPU or the dispatcher's partition), fixed (one partition: "
+                                      "--mux-fixed-decode-sms) or batch-size (SGLang's PD-multiplexing demo rule)",
+                        doc="`dispatcher` (SLO-aware partitions), `hybrid` (per iteration a fused mixed chunk on "
+                            "the whole GPU or the dispatcher's partition), `fixed` (one partition), `batch-size` "
+                            "(SGLang's PD-multiplexing demo rule)", choices=POLICIES)
     fixed_decode_sms: int = _flag(64, "decode SMs with --mux-policy fixed",
                                   doc="decode SMs with `--mux-policy fixed`")
     timeline: str | None = _flag(None, "append every dispatch decision to this JSONL file",

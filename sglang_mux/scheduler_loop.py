@@ -6,6 +6,8 @@
                   them); a finished prefill is processed and merged into the running decode batch
   plan            Snapshot -> policy.plan -> preemption / new prefill batch (SGLang's own batch
                   formation); then the partition switch: new streams wait on the old ones' events
+  (fused)         a fused plan instead runs SGLang's own mixed iteration on the whole GPU: a prompt
+                  chunk and every decode row in one extend batch (`run_fused`), and the step ends
   launch_decode   one decode iteration (a CUDA graph captured on this partition's decode stream)
   launch_prefill  N_PL prefill layers on the prefill stream (at most two chunks in flight, so a
                   preemption or partition change takes effect within about one decode iteration)
@@ -20,13 +22,15 @@ can be built and tested on the CPU with stand-ins).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 from typing import TYPE_CHECKING
 
 from sglang_mux.loop_clock import LoopClock
-from sglang_mux.loop_state import Chunk, DecodeLaunch, Iteration, PrefillRun, decode_shape, guard_record, prefill_state
+from sglang_mux.loop_state import (Chunk, DecodeLaunch, Iteration, PrefillRun, chunked_view, decode_contexts,
+                                   decode_shape, fused_rows, guard_record, prefill_state)
 from sglang_mux.mux_args import MuxArgs
 
 if TYPE_CHECKING:
@@ -168,6 +172,9 @@ class MuxLoop:
         now = time.monotonic()
         self.receive(now)
         it = self.plan(now)
+        if it.plan.chunk:
+            self.run_fused(it)
+            return
         if not it.has_work:
             self.last_decode_done = None
             clock.reset()
@@ -352,15 +359,21 @@ class MuxLoop:
         act = self.active.state if self.active else None
         if act is not None:
             act.layers_done = self.active.batch.split_index
+        wants_ctx = getattr(self.policy, "wants_decode_contexts", False)
         return Snapshot(
             now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, decode_max_reused=max_reused,
             active_prefill=act, paused_prefill=self.paused.state if self.paused else None, waiting=waiting,
             decode_host_ms=self.host_time.value_ms if self.host_time is not None else 0.0,
+            decode_contexts=decode_contexts(sched.running_batch) if wants_ctx else None,
+            chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
         )
 
     def forget_gone(self) -> None:
         """Drop the arrival times of requests neither waiting nor in a prefill batch."""
         live = {r.rid for r in self.sched.waiting_queue}
+        chunked = getattr(self.sched, "chunked_req", None)
+        if chunked is not None:
+            live.add(chunked.rid)
         for run in (self.active, self.paused):
             if run is not None:
                 live.update(run.state.rids)
@@ -401,16 +414,8 @@ class MuxLoop:
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         sched = self.sched
-        others = None
-        if rids:
-            chosen = set(rids)
-            others = [r for r in sched.waiting_queue if r.rid not in chosen]
-            sched.waiting_queue = [r for r in sched.waiting_queue if r.rid in chosen]
-        try:
+        with self.only_waiting(rids or None):
             plan = sched.get_new_batch_prefill(sched.running_batch)
-        finally:
-            if others is not None:  # leftovers of the chosen (e.g. no memory) keep their place first
-                sched.waiting_queue = sched.waiting_queue + others
         sched.running_batch = plan.running_batch
         batch = plan.batch_to_run
         if not batch or batch.is_empty():
@@ -420,6 +425,23 @@ class MuxLoop:
         batch.split_prefill_finished = False
         self.active = PrefillRun(batch=batch, state=prefill_state(batch, now, self.arrival))
         return True
+
+    @contextlib.contextmanager
+    def only_waiting(self, rids):
+        """SGLang's batch formation sees only the chosen waiting requests (``rids``; None: all),
+        so that its ordering cannot override ours; leftovers of the chosen (e.g. no memory) keep
+        their place at the head afterwards."""
+        sched = self.sched
+        if rids is None:
+            yield
+            return
+        chosen = set(rids)
+        others = [r for r in sched.waiting_queue if r.rid not in chosen]
+        sched.waiting_queue = [r for r in sched.waiting_queue if r.rid in chosen]
+        try:
+            yield
+        finally:
+            sched.waiting_queue = sched.waiting_queue + others
 
     def may_defer_start(self, decoding: bool) -> bool:
         """Whether a new prefill batch may be formed after this iteration's decode launch: the flag is
@@ -466,6 +488,110 @@ class MuxLoop:
             if self.metrics:
                 self.metrics.on_partition(cfg.decode_sms, cfg.prefill_sms)
         return sched.stream_groups[self.idx]
+
+    # ---- fused ------------------------------------------------------------------------------
+
+    def run_fused(self, it: Iteration) -> None:
+        """A fused plan: SGLang's own mixed iteration on the whole GPU, synchronously, as its
+        normal loop runs one with ``--enable-mixed-chunk``: form it (`form_fused`), run it between
+        two timing events on the full-GPU decode stream, process its result, and merge what goes
+        on decoding into the running batch (`merge_fused`). Its GPU time is a token's gap: it goes
+        to the TBT host budget, the estimator's fused price and the timeline like a decode's."""
+        import torch
+        from sglang.srt.distributed.parallel_state import set_pdmux_status
+
+        sched, clock = self.sched, self.clock
+        it.cfg = self.parts.full_decode
+        it.streams = self.switch(it.cfg)
+        clock.lap("switch")
+        stream = it.streams[1]
+        with torch.cuda.stream(stream):
+            set_pdmux_status(False)
+            batch = self.form_fused(it.plan)
+            clock.lap("fused_form")
+            if batch is None:  # nothing could be formed (no KV for the chunk): try again next step
+                self.last_decode_done = None
+                clock.reset()
+                sched.last_batch = None
+                return
+            decode_only = batch is sched.running_batch
+            rows = None if decode_only else fused_rows(batch)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            result = sched.run_batch(batch)
+            end.record(stream)
+            clock.lap("fused_launch")
+            stream.synchronize()
+            clock.lap("sync")
+            sched.process_batch_result(batch, result)
+            if not decode_only:
+                self.merge_fused(batch)
+        clock.lap("result")
+        self.observe_fused(it, rows, start.elapsed_time(end))
+        sched.last_batch = batch
+
+    def form_fused(self, plan: Plan):
+        """SGLang's next batch (``get_next_batch_to_run``: the chunked request's last chunk cached,
+        a pending abort carried out, a new extend batch mixed with the running decodes) with its
+        chunk budget set to the plan's chunk plus the decode rows (SGLang counts both) and mixing
+        on, for this call only; waiting requests outside the chunk are not looked at. Returns the
+        batch to run (the running batch itself when no chunk could be formed) or None."""
+        sched = self.sched
+        running = sched.running_batch
+        bs = running.batch_size() if running is not None and not running.is_empty() else 0
+        tokens = sum(t for _, t in plan.chunk)
+        chunked = getattr(sched, "chunked_req", None)
+        rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
+        saved = sched.chunked_prefill_size, sched.is_mixed_chunk
+        sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + bs, True
+        try:
+            with self.only_waiting(rids):
+                nxt = sched.get_next_batch_to_run(running, None)
+        finally:
+            sched.chunked_prefill_size, sched.is_mixed_chunk = saved
+        sched.running_batch = nxt.running_batch
+        batch = nxt.batch_to_run
+        return batch if batch is not None and not batch.is_empty() else None
+
+    def merge_fused(self, batch) -> None:
+        """After a fused batch's result: its requests still decoding join the running batch, all
+        but the chunked request (whose next chunk is still to run), as SGLang merges its last
+        batch at the start of the next iteration; finished prompts leave ``arrival``."""
+        sched = self.sched
+        chunked = getattr(sched, "chunked_req", None)
+        for r in batch.reqs:
+            if r is not chunked:
+                self.arrival.pop(r.rid, None)
+        n = batch.batch_size()
+        batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked is not None else [])
+        running = sched.running_batch
+        if batch.batch_size() < n and running is not None:
+            running.batch_is_full = False
+        if not batch.is_empty():
+            if running is None or running.is_empty():
+                sched.running_batch = batch
+            else:
+                running.merge_batch(batch)
+
+    def observe_fused(self, it: Iteration, rows, ms: float) -> None:
+        """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows; None for a
+        decode alone): the TBT host budget, the estimator's fused correction, metrics, timeline."""
+        done = time.perf_counter()
+        host_ms = self.clock.take()
+        if self.host_time is not None and self.last_decode_done is not None:
+            self.host_time.observe((done - self.last_decode_done) * 1e3, ms)
+        self.last_decode_done = done
+        ratio = self.estimator.observe_fused(rows, ms) if rows else None
+        if self.metrics:
+            self.metrics.on_decode(it.plan, ms, count_decision=False)
+        if self.timeline:
+            self.timeline.write(it.plan, now=it.now, decode_bs=it.snap.decode_bs, measured_decode_ms=ms,
+                                extend_tokens=sum(r.n for r in rows) if rows else 0,
+                                fused_ratio=round(ratio, 4) if ratio is not None else None,
+                                fused_correction=round(self.estimator.fused_correction, 4),
+                                decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
+                                host_ms=host_ms, os_ms=self.clock.last_os)
 
     # ---- launch prefill ---------------------------------------------------------------------
 

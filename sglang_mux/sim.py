@@ -165,6 +165,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     first_gap = np.full(n, np.nan)
 
     waiting: deque = deque()
+    chunked: WaitingReq | None = None  # part-way through a fused prefill (not in waiting), as SGLang's
     active = paused = None
     progress: dict[int, list] = {}  # id(batch) -> [layers done (fractional), layers launched]
     dec_bs = dec_ctx = 0
@@ -200,7 +201,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             in_decode[i] = True
             heapq.heappush(ctx_heap, (-(int(n_in[i]) + 1 - rounds), i))
             finish_at[rounds + int(out_len[i]) - 2].append(i)
-        if dec_bs == 0 and active is None and paused is None and not waiting:
+        if dec_bs == 0 and active is None and paused is None and not waiting and chunked is None:
             if nxt >= n:
                 raise RuntimeError("simulator lost track of requests")  # pragma: no cover
             idle_s += reqs[nxt].arrival_s - t
@@ -215,7 +216,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
                                     paused_prefill=paused, waiting=waiting,
                                     decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
-                                    decode_contexts=ctxs))
+                                    decode_contexts=ctxs, chunked=chunked))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -242,7 +243,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         if plan.chunk:  # fused: the chunk and one token per decoding request in one extend batch
             if runs_prefill:
                 raise RuntimeError(f"policy fused a chunk beside a layer-wise prefill: {plan}")
-            pieces, first_rids = _take_chunk(plan.chunk, waiting)
+            pieces, first_rids, chunked = _take_chunk(plan.chunk, chunked, waiting)
             gpu = fused_ms(est, pieces, ctxs if ctxs is not None else decode_contexts())
             h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
             if host_budget is not None and runs_decode:
@@ -360,15 +361,19 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     return SimResult(name, summary, ttft, finish)
 
 
-def _take_chunk(chunk, waiting: deque) -> tuple[list, list[str]]:
-    """Advance the head of `waiting` by a fused plan's chunk: each request's piece is priced with
-    the tokens before it as reused context; a request cut short stays at the head with the rest.
-    -> (pieces, rids whose prompt is now complete). ValueError if the chunk is not the head."""
+def _take_chunk(chunk, chunked: WaitingReq | None, waiting: deque) -> tuple[list, list[str], WaitingReq | None]:
+    """Run a fused plan's chunk from the ``chunked`` request's rest and the head of `waiting`:
+    each piece is priced with the tokens before it as reused context.
+    -> (pieces, rids whose prompt is now complete, the request cut short with its rest or None).
+    ValueError if the chunk does not start there."""
     from sglang_mux.estimator import PrefillReq
 
     pieces, complete, rest = [], [], None
     for rid, take in chunk:
-        w = waiting.popleft() if waiting else None
+        if chunked is not None:
+            w, chunked = chunked, None
+        else:
+            w = waiting.popleft() if waiting else None
         if w is None or w.rid != rid or not 0 < take <= w.n or rest is not None:
             raise ValueError(f"Plan.chunk {chunk} is not a prefix of the waiting queue it was made from")
         pieces.append(PrefillReq(take, w.r))
@@ -376,9 +381,9 @@ def _take_chunk(chunk, waiting: deque) -> tuple[list, list[str]]:
             rest = WaitingReq(rid, w.arrival_s, w.n - take, w.r + take)
         else:
             complete.append(rid)
-    if rest is not None:
-        waiting.appendleft(rest)
-    return pieces, complete
+    if chunked is not None:
+        raise ValueError(f"Plan.chunk {chunk} does not continue the chunked request {chunked.rid}")
+    return pieces, complete, rest
 
 
 def drift_tests(ttft_s: np.ndarray, reqs: Sequence[TraceReq]) -> dict:

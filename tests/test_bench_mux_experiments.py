@@ -67,6 +67,12 @@ def test_mux_defer_forms_prefill_batches_after_the_decode_launch():
     assert split_argv(systems.server_command("mux", MODEL, 1)[3:])[0].defer_prefill_start is False
 
 
+def test_mux_hybrid_serves_with_the_hybrid_policy_and_the_benchmarks_slos():
+    mux, rest = split_argv(systems.server_command("mux-hybrid", MODEL, 1, tbt_slo_ms=30, ttft_slo_ms=5000)[3:])
+    assert systems.kind("mux-hybrid") == "mux" and "--chunked-prefill-size" not in rest
+    assert (mux.policy, mux.tbt_slo_ms, mux.ttft_slo_ms) == ("hybrid", 30.0, 5000.0)
+
+
 def test_mux_nopreempt_and_ttft_per_token():
     cmd = systems.server_command("mux-nopreempt", MODEL, 1, tbt_slo_ms=50, ttft_slo_ms=800,
                                  ttft_ms_per_token=0.25, extra_args=["--x", "1"])

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from contextlib import redirect_stdout
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -629,6 +630,31 @@ def test_hybrid_never_turns_a_layer_wise_prefill_in_flight_into_chunks():
     assert p.chunk == () and p.kind == D.KIND_SPATIAL
 
 
+def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
+    """Rule 0: a prompt part-way through fused chunks (SGLang's chunked request) is continued
+    fused, its rest first, even where the policy would otherwise partition (a heavy decode) and
+    even when no chunk meets the TBT budget (the smallest then: it holds KV and must move on)."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    rest = WaitingReq("long", 99.0, 7488, 512)
+    heavy = _hyb_snap(32, 30000, [WaitingReq("b", 99.5, 100, 0)])
+    assert pol.plan(heavy).kind == D.KIND_SPATIAL  # without a chunked request: spatial
+    p = pol.plan(replace(heavy, chunked=rest))
+    rows = [PrefillReq(1, 30000)] * 32
+    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 256),)  # 512 after its first 512 would not fit
+    assert est.prefill_ms(132, [PrefillReq(512, 512)] + rows) > 50.0
+    assert p.t_decode_worst_ms == pytest.approx(est.prefill_ms(132, [PrefillReq(256, 512)] + rows))
+    # its rest is short: the chunk goes on into the waiting queue, FCFS
+    p = pol.plan(replace(heavy, chunked=WaitingReq("long", 99.0, 200, 7800)))
+    assert p.chunk == (("long", 200), ("b", 56))  # 256 tokens: b is cut
+    # nothing fits (a 64-row decode of 30K costs 41.6 ms + the host's 10): the smallest chunk anyway
+    over = replace(_hyb_snap(64, 30000, [], host=10.0), chunked=rest)
+    assert pol.fused_candidate(over) is None
+    assert pol.plan(over).chunk == (("long", 256),)
+    with pytest.raises(ValueError, match="cannot both be in flight"):
+        pol.plan(replace(heavy, chunked=rest, active_prefill=PrefillBatchState(["x"], [PrefillReq(9, 0)], 0, 99.0)))
+
+
 def test_plan_kinds_of_the_existing_policies_and_hybrid_settings():
     est = FakeEstimator()
     disp = MuxDispatcher(est)
@@ -654,7 +680,9 @@ def test_decode_contexts_keep_the_sum_and_the_longest():
     assert D.decode_contexts(Snapshot(0.0, 2, 9, decode_contexts=(4, 5))) == [4, 5]
 
 
-def test_the_server_cannot_select_the_hybrid_yet():
-    from sglang_mux.mux_args import POLICIES
+def test_the_server_selects_the_hybrid_by_name():
+    from sglang_mux.mux_args import POLICIES, split_argv
 
-    assert "hybrid" not in POLICIES  # fused iterations need engine glue the loop does not have
+    assert "hybrid" in POLICIES
+    args = split_argv(["--mux-policy", "hybrid"])[0]
+    assert isinstance(D.make_policy(D.policy_name(args), FakeEstimator()), D.HybridPolicy)

@@ -15,6 +15,7 @@ import pytest
 
 from sglang_mux import scheduler_loop
 from sglang_mux.dispatch import Plan
+from sglang_mux.estimator import PrefillReq
 from sglang_mux.partitions import full_modes, partition_configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +31,7 @@ class World:
         self.t = 0.0
         self.events = 0
         self.slow: set[str] = set()  # events not complete until synchronized (a chunk still running)
+        self.event_ms = 1.0
 
     def __call__(self, *parts) -> None:
         self.log.append(" ".join(str(p) for p in parts))
@@ -55,7 +57,7 @@ class Event:
         self.w, self.name, self.timing, self.t = w, f"ev{w.events}", enable_timing, None
 
     def record(self, stream):
-        self.w.t += 1.0
+        self.w.t += self.w.event_ms
         self.t = self.w.t
         self.w("record", self.name, stream.name)
 
@@ -167,8 +169,10 @@ class Batch:
     def is_empty(self):
         return not self.reqs
 
-    def filter_batch(self):
-        self.w("filter_batch", self.name)
+    def filter_batch(self, chunked_req_to_exclude=()):
+        out = [r.rid for r in chunked_req_to_exclude]
+        self.w("filter_batch", self.name, *(["excluding", *out] if out else []))
+        self.reqs = [r for r in self.reqs if r.rid not in out]
 
     def merge_batch(self, other):
         self.w("merge_batch", self.name, other.name)
@@ -189,6 +193,7 @@ class Scheduler:
         self.model_config = NS(num_hidden_layers=LAYERS)
         self.waiting_queue = list(waiting)
         self.running_batch = running
+        self.chunked_req, self.chunked_prefill_size, self.is_mixed_chunk = None, None, False
         self.gracefully_exit = False
         arrivals = iter(arrivals)
         self.request_receiver = NS(recv_requests=lambda: w("recv_requests") or next(arrivals, []))
@@ -223,6 +228,32 @@ class Scheduler:
         object.__setattr__(self, "waiting_queue", [])
         batch = Batch(w, next(self.untracked("prefill_names")), chosen) if chosen else None
         return NS(running_batch=running, batch_to_run=batch)
+
+    def get_next_batch_to_run(self, running, last_batch):
+        """SGLang's mixed chunk as far as the loop relies on it: the chunked request's rest first,
+        then the waiting queue, up to the chunk budget less one token per decode row."""
+        u = self.untracked
+        w, chunked, waiting = u("w"), u("chunked_req"), list(u("waiting_queue"))
+        w("get_next_batch_to_run", u("chunked_prefill_size"), u("is_mixed_chunk"), chunked.rid if chunked else None,
+          [r.rid for r in waiting], last_batch)
+        decoding = running.reqs if running is not None else []
+        room, rows, new_chunked = u("chunked_prefill_size") - len(decoding), [], None
+        for r in ([chunked] if chunked else []) + waiting:
+            done = r.extend_range.end if r is chunked else 0
+            take = min(len(r.origin_input_ids) - done, room)
+            if take <= 0:
+                break
+            new_chunked = r if take < len(r.origin_input_ids) - done else None
+            r.extend_range = NS(start=done, end=done + take)
+            rows.append((r, take, done))
+            room -= take
+        object.__setattr__(self, "waiting_queue", [r for r in waiting if all(r is not x for x, _, _ in rows)])
+        object.__setattr__(self, "chunked_req", new_chunked)
+        batch = Batch(w, next(u("prefill_names")), [r for r, _, _ in rows] + decoding)
+        batch.extend_lens = [n for _, n, _ in rows] + [1] * len(decoding)
+        batch.prefix_lens = [d for _, _, d in rows] + [len(r.origin_input_ids) + len(r.output_ids) - 1
+                                                         for r in decoding]
+        return NS(batch_to_run=batch, running_batch=Batch(w, "empty", []))
 
     def update_running_batch(self, batch):
         self.untracked("w")("update_running_batch", batch.name, batch.batch_size())
@@ -260,7 +291,8 @@ def plan(d, p, layers, rids=(), reason="test", preempt=False):
                 new_prefill_rids=tuple(rids), preempt=preempt, reason=reason)
 
 
-def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=()):
+def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=(),
+          wants_decode_contexts=False, event_ms=1.0):
     """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them."""
     from sglang_mux import estimator as est_mod
     from sglang_mux import green_ctx
@@ -268,6 +300,7 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
 
     w = World()
     w.slow.update(slow)
+    w.event_ms = event_ms
     for name, mod in fake_modules(w).items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(green_ctx, "GreenPartitionSet", lambda device_index, granularity: Parts(w, device_index,
@@ -281,6 +314,7 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
     sched = Scheduler(w, waiting, running(w), arrivals)
     scheduler_loop.init_mux(sched)
     script = Script(sched, plans)
+    script.wants_decode_contexts = wants_decode_contexts  # as the hybrid policy asks
     sched.untracked("_mux").policy = script
     w("--- loop")
     scheduler_loop.mux_event_loop(sched)
@@ -293,7 +327,7 @@ SCHEDULER_ATTRIBUTES = {
     "_mux", "gpu_id", "server_args", "stream_groups", "sm_counts", "real_sm_group_num", "split_prefill_batch",
     "gracefully_exit", "process_input_requests", "request_receiver", "running_batch", "waiting_queue",
     "get_new_batch_prefill", "update_running_batch", "run_batch", "process_batch_result", "on_idle",
-    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens",
+    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req",
 }
 
 # One decode batch of two requests; a 100-token prompt arrives. Iteration 1: the whole prefill
@@ -461,3 +495,66 @@ def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, goo
     assert log.index("merge_batch decode prefill2") < log.index("init_forward_metadata forward_batch:prefill1")
     assert sched.untracked("_mux").paused is None and sched.untracked("_mux").active.batch.name == "prefill1"
     assert [r["prefill_new"] for r in rows] == [4000, 50, 4000]
+
+
+# The hybrid policy's fused plans: SGLang's own mixed chunk on the whole GPU. A 600-token prompt
+# runs as a 400-token chunk with the two decode rows, then its last 200 with them; in between it
+# is SGLang's chunked request, kept out of the running batch. Then the three decode alone.
+FUSED = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    # iteration 1: chunk budget 400 + 2 decode rows, mixing on, only the chunk's request shown
+    "recv_requests", "process_input_requests 0",
+    "record ev1 Dfull", "wait_event Pfull ev1", "set_current_stream_idx 8", "update_decode_attn_backend 8",
+    "enter_stream Dfull", "set_pdmux_status False",
+    "get_next_batch_to_run 402 True None ['p1'] None",
+    "record ev2 Dfull", "run_batch prefill1 3", "record ev3 Dfull", "synchronize Dfull",
+    "process_batch_result prefill1 result:prefill1", "filter_batch prefill1 excluding p1", "exit_stream Dfull",
+    # iteration 2: the chunked request's last 200 tokens; it then decodes with the others
+    "recv_requests", "process_input_requests 0",
+    "enter_stream Dfull", "set_pdmux_status False",
+    "get_next_batch_to_run 202 True p1 [] None",
+    "record ev4 Dfull", "run_batch prefill2 3", "record ev5 Dfull", "synchronize Dfull",
+    "process_batch_result prefill2 result:prefill2", "filter_batch prefill2", "exit_stream Dfull",
+    # iteration 3: decode alone, the three requests
+    "recv_requests", "process_input_requests 0",
+    "enter_stream Dfull", "set_pdmux_status False", "update_running_batch prefill2 3",
+    "record ev6 Dfull", "run_batch prefill2 3", "record ev7 Dfull", "exit_stream Dfull",
+    "enter_stream Dfull", "synchronize Dfull", "process_batch_result prefill2 result:prefill2", "exit_stream Dfull",
+    "est.observe_decode 132 3 2800 0 0 15.0 ('max_reused', 1199)",
+]
+
+
+def fused(chunk):
+    return Plan(132, 0, 5.0, 5.0, 0, (), False, "fused", chunk=tuple(chunk))
+
+
+def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_path, good):
+    log, sched, rows, script = serve(
+        monkeypatch, tmp_path, good,
+        [fused([("p1", 400)]), fused([("p1", 200)]), plan(132, 0, 0, reason="decode-only")],
+        mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 600)], wants_decode_contexts=True, event_ms=15.0,
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log == FUSED
+    assert sched.untracked("touched") == SCHEDULER_ATTRIBUTES - {"get_new_batch_prefill", "on_idle", "model_config"} | {
+        "get_next_batch_to_run", "chunked_prefill_size", "is_mixed_chunk"}
+    # SGLang's settings are restored after each fused batch is formed (spatial prefills stay whole)
+    assert sched.untracked("chunked_prefill_size") is None and sched.untracked("is_mixed_chunk") is False
+    assert sched.untracked("chunked_req") is None
+    # between the chunks the policy sees the rest as the chunked request, not as waiting
+    second = script.snaps[1]
+    assert (second.chunked.rid, second.chunked.n, second.chunked.r) == ("p1", 200, 400) and not second.waiting
+    assert script.snaps[0].decode_contexts == [1002, 1199] and script.snaps[0].chunked is None
+    assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p1", "d1", "d2"]
+    # each fused iteration is a timeline row (its extend tokens and measured/priced); the estimator
+    # learned a fused correction from them
+    assert [(r["reason"], r["decode_bs"], r.get("extend_tokens")) for r in rows] == [
+        ("fused", 2, 402), ("fused", 2, 202), ("decode-only", 3, None)]
+    est = sched.untracked("_mux").estimator.real
+    priced = [est.solo.prefill_ms(132, [PrefillReq(400, 0), PrefillReq(1, 1002), PrefillReq(1, 1199)]),
+              est.solo.prefill_ms(132, [PrefillReq(200, 400), PrefillReq(1, 1002), PrefillReq(1, 1199)])]
+    assert rows[0]["fused_ratio"] == pytest.approx(15.0 / priced[0], abs=1e-4)
+    assert rows[0]["prefill_sms"] == 0 and "fused_form" in rows[0]["host_ms"]
+    # measured above the price: the correction rose at once (rise fast), and is used for pricing
+    assert est.fused_correction == pytest.approx(rows[1]["fused_correction"], abs=1e-4)
+    assert rows[1]["fused_correction"] > rows[0]["fused_correction"] > 1.0
+    assert est.fused_ms([PrefillReq(200, 400)], [1002, 1199]) == pytest.approx(priced[1] * est.fused_correction)

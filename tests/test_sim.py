@@ -353,7 +353,7 @@ class FusedEvery512:
         from sglang_mux.dispatch import Plan
 
         chunk, room = [], 512
-        for w in snap.waiting:
+        for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting):
             if room <= 0:
                 break
             chunk.append((w.rid, min(room, w.n)))
@@ -389,9 +389,32 @@ def test_fused_chunk_must_be_the_head_of_the_queue():
         sim.simulate([sim.TraceReq("a", 0.0, 100, 2, 0)], FakeEstimator(), Wrong())
 
 
+def test_a_request_cut_by_a_fused_chunk_is_the_snapshots_chunked_request():
+    """As in SGLang, a prompt cut at a chunk's end leaves the waiting queue: the next Snapshot
+    shows its rest as ``chunked`` (done tokens as reused), and a plan that skips it is refused."""
+    from sglang_mux.dispatch import Plan
+
+    class Cut:
+        def __init__(self):
+            self.snaps = []
+
+        def plan(self, snap):
+            self.snaps.append(snap)
+            if len(self.snaps) == 1:
+                return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused", chunk=(("a", 60),))
+            return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused", chunk=(("b", 10),))
+
+    p = Cut()
+    with pytest.raises(ValueError, match="not a prefix of the waiting queue"):
+        sim.simulate([sim.TraceReq("a", 0.0, 100, 2, 0), sim.TraceReq("b", 0.0, 10, 2, 0)], FakeEstimator(), p)
+    second = p.snaps[1]
+    assert second.chunked is not None and (second.chunked.rid, second.chunked.n, second.chunked.r) == ("a", 40, 60)
+    assert [w.rid for w in second.waiting] == ["b"]
+
+
 def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
     """On the capped conversation slice with the shipped H100 FA3 table: told prefill beside
-    decode runs at its table speed, the hybrid mostly partitions; told it runs 1.4x slower (what
+    decode runs at its table speed, the hybrid partitions more than it fuses; told it runs 1.4x slower (what
     serving measured), it mostly fuses. Either way every request finishes and, with a fixed host
     time and the guard's worst case, no token gap exceeds the SLO."""
     from sglang_mux.tables import resolve_table
@@ -406,8 +429,24 @@ def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
         shares[slow] = (sh.get("fused", 0.0), sum(v for k, v in sh.items() if not k.endswith("/P0") and k != "fused"))
         assert "fused" not in disp.summary["partition_share"]
         assert not np.isnan(hy.finish_s).any() and hy.summary["tbt_attainment"] == 1.0
-    assert shares[1.0][1] > 5 * shares[1.0][0] > 0  # mostly spatial
+    # more spatial (a prompt cut by a fused chunk is finished fused, as SGLang must)
+    assert shares[1.0][1] > 1.5 * shares[1.0][0] > 0
     assert shares[1.4][0] > 20 * shares[1.4][1]  # mostly fused
+
+
+def test_the_fused_price_learns_online_rising_fast_and_decaying_slowly(good):
+    est = Estimator.from_table(good)  # its own: the correction is state
+    pieces, ctx = [PrefillReq(300, 0)], [5000] * 8
+    rows = pieces + [PrefillReq(1, 5000)] * 8
+    base = est.fused_ms(pieces, ctx)
+    assert est.observe_fused(rows, base * 1.2) == pytest.approx(1.2)
+    assert est.fused_ms(pieces, ctx) == pytest.approx(base * 1.1)  # halfway up at once
+    for _ in range(5):
+        est.observe_fused(rows, base)
+    c = est.fused_correction
+    assert c == pytest.approx(1 + 0.1 * 0.98 ** 5)  # 2 % of the gap a step down
+    assert est.observe_fused(rows, base * 10) is None and est.fused_correction == c  # a stall, not a price
+    assert est.observe_fused([], 5.0) is None
 
 
 def test_estimator_fused_ms_is_the_prefill_model_on_the_whole_gpu(est):
