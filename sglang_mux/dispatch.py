@@ -421,7 +421,8 @@ class HybridPolicy(MuxDispatcher):
 
     Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
     0. A request part-way through a fused prefill (``snap.chunked``): fused, its rest first, the
-       largest chunk that fits (none fits: the smallest; it holds KV and must move on).
+       largest chunk that fits (none fits: its rest alone, up to the smallest size; it holds KV
+       and must move on, but no other request is cut into a chunk the budget cannot hold).
     1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill
        is finished where it started, never dropped or turned into chunks (preemption as rule 4).
     2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -492,6 +493,9 @@ class HybridPolicy(MuxDispatcher):
         budget = self.tbt_budget_ms(snap)
         ctx = decode_contexts(snap)
         chunks = self._chunks(snap)
+        if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
+            w = snap.chunked
+            chunks = [[(w, min(w.n, self.chunk_sizes[0]))]] + chunks
         for i, ch in reversed(list(enumerate(chunks))):
             t_f = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in ch], ctx)
             if t_f <= budget or (force and i == 0):

@@ -15,8 +15,8 @@
   ``observe_fused``): the
   guard's raise and host scale, the serving decode offset (EWMA of measured − solo, >= 0), a
   per-partition prefill EWMA (ratio kept within 0.25..4), the host's per-layer launch time (a
-  prefill takes at least layers x that), a rise-fast/decay-slow fused correction, with a cold start
-  a rise-fast/decay-slow decode correction.
+  prefill takes at least layers x that), the fused iteration's served time (``fused_price``), with
+  a cold start a rise-fast/decay-slow decode correction.
   Observations outside the plausible bounds are dropped, never raise.
 - ``fit_table`` / ``check_table``: (re)write fit.json + guard.json; print held-out accuracy
   (bounds: max 10 %, mean 3 % per partition) and the guard's bound on contention.csv.
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
+from .fused_price import FusedPrice
 from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
                             decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model.fit import heldout_errors, prefill_domain
@@ -52,7 +53,6 @@ COLD_START_GUARD = 1.3
 MAX_PLAUSIBLE_SLOWDOWN = 2.0
 DECODE_CORR_UP, DECODE_CORR_DOWN = 0.5, 0.01  # cold-start decode correction: rise fast, decay slowly
 DECODE_CORR_BOUNDS = (0.1, 50.0)  # measured/predicted outside this is a glitch (or a stall)
-FUSED_CORR_UP, FUSED_CORR_DOWN = 0.5, 0.02  # fused price: rise fast, decay slowly (it sets a token's gap)
 PREFILL_EWMA_ALPHA = 0.1
 PREFILL_RATIO_BOUNDS = (0.25, 4.0)  # measured/predicted outside this is a glitch, not a trend
 DECODE_OFFSET_ALPHA = 0.05
@@ -85,7 +85,7 @@ class Estimator:
         self.learn_decode = source == "cold-start"
         self._decode_corr: dict[int, float] = {}
         self._decode_corr_max = 1.0
-        self._fused_corr = 1.0  # measured / priced fused iterations (online, rise fast / decay slowly)
+        self.fused_price = FusedPrice()  # served fused iterations vs their solo price (online)
 
     # ------------------------------------------------------------------ construction
 
@@ -186,10 +186,11 @@ class Estimator:
         ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
         before it as reused context) and one new token per decoding request on its context
         (``decode_contexts``, tokens). Priced by the prefill model on ``total_sms`` (``prefill_ms``),
-        so the policy and both simulators use one price; 0.0 for an empty batch. Times the online
-        fused correction (``observe_fused``): the solo fit extrapolated to one-token rows
-        underprices decode rows beside small chunks by up to ~27 % (docs/estimator.md)."""
-        return fused_iteration_ms(self, pieces, decode_contexts) * self._fused_corr
+        so the policy and both simulators use one price; 0.0 for an empty batch. The solo fit over
+        those rows, mapped to served time by ``fused_price`` (learned by ``observe_fused``; the
+        identity until then)."""
+        rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+        return self.fused_price.price(self._solo.prefill_ms(self.total_sms, rows)) if rows else 0.0
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""
@@ -271,25 +272,10 @@ class Estimator:
         self._decode_corr_max = max(self._decode_corr.values())
 
     def observe_fused(self, rows: Sequence[PrefillReq], measured_ms: float) -> float | None:
-        """A measured fused iteration: ``rows`` = its extend rows (prompt pieces and one-token
-        decode rows, each with its cached context). Moves the fused correction towards measured /
-        priced, rising fast and decaying slowly, since an underpriced fused iteration is a late
-        token. Returns measured / the price in use before (None: no price, or a glitch outside
-        PREFILL_RATIO_BOUNDS, not taken)."""
-        pred = self._solo.prefill_ms(self.total_sms, rows) * self._prefill_corr.get(self.total_sms, 1.0) \
-            if rows else 0.0
-        if not (pred > 0 and measured_ms > 0):
-            return None
-        ratio = measured_ms / pred
-        if not PREFILL_RATIO_BOUNDS[0] <= ratio <= PREFILL_RATIO_BOUNDS[1]:
-            return None
-        c = self._fused_corr
-        self._fused_corr = c + (FUSED_CORR_UP if ratio > c else FUSED_CORR_DOWN) * (ratio - c)
-        return ratio / c
-
-    @property
-    def fused_correction(self) -> float:
-        return self._fused_corr
+        """A served fused iteration of ``measured_ms`` (its wall time in ``run_batch``): ``rows`` =
+        its extend rows (prompt pieces and one-token decode rows, each with its cached context).
+        Returns measured / the price in use before (None: not taken, fused_price.RATIO_BOUNDS)."""
+        return self.fused_price.observe(self._solo.prefill_ms(self.total_sms, rows), measured_ms) if rows else None
 
     def decode_correction(self, decode_sms: int) -> float:
         """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""

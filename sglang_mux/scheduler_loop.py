@@ -589,7 +589,7 @@ class MuxLoop:
             self.timeline.write(it.plan, now=it.now, decode_bs=it.snap.decode_bs, measured_decode_ms=ms,
                                 extend_tokens=sum(r.n for r in rows) if rows else 0,
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
-                                fused_correction=round(self.estimator.fused_correction, 4),
+                                fused_price=self.estimator.fused_price.to_dict(),
                                 decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
                                 host_ms=host_ms, os_ms=self.clock.last_os)
 

@@ -645,12 +645,14 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
     assert est.prefill_ms(132, [PrefillReq(512, 512)] + rows) > 50.0
     assert p.t_decode_worst_ms == pytest.approx(est.prefill_ms(132, [PrefillReq(256, 512)] + rows))
     # its rest is short: the chunk goes on into the waiting queue, FCFS
-    p = pol.plan(replace(heavy, chunked=WaitingReq("long", 99.0, 200, 7800)))
-    assert p.chunk == (("long", 200), ("b", 56))  # 256 tokens: b is cut
-    # nothing fits (a 64-row decode of 30K costs 41.6 ms + the host's 10): the smallest chunk anyway
-    over = replace(_hyb_snap(64, 30000, [], host=10.0), chunked=rest)
+    p = pol.plan(replace(heavy, chunked=WaitingReq("long", 99.0, 200, 300)))
+    assert p.chunk == (("long", 200), ("b", 100))  # 512 fits: the queue head whole
+    # nothing fits (a 64-row decode of 30K costs 41.6 ms + the host's 10): the smallest chunk of
+    # its rest anyway, and no waiting request is cut into it
+    over = replace(_hyb_snap(64, 30000, [WaitingReq("b", 99.5, 100, 0)], host=10.0), chunked=rest)
     assert pol.fused_candidate(over) is None
     assert pol.plan(over).chunk == (("long", 256),)
+    assert pol.plan(replace(over, chunked=WaitingReq("long", 99.0, 30, 7970))).chunk == (("long", 30),)
     with pytest.raises(ValueError, match="cannot both be in flight"):
         pol.plan(replace(heavy, chunked=rest, active_prefill=PrefillBatchState(["x"], [PrefillReq(9, 0)], 0, 99.0)))
 

@@ -434,18 +434,14 @@ def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
     assert shares[1.4][0] > 20 * shares[1.4][1]  # mostly fused
 
 
-def test_the_fused_price_learns_online_rising_fast_and_decaying_slowly(good):
-    est = Estimator.from_table(good)  # its own: the correction is state
+def test_the_estimators_fused_price_is_its_solo_price_as_served(good):
+    est = Estimator.from_table(good)  # its own: the served price is state
     pieces, ctx = [PrefillReq(300, 0)], [5000] * 8
     rows = pieces + [PrefillReq(1, 5000)] * 8
-    base = est.fused_ms(pieces, ctx)
-    assert est.observe_fused(rows, base * 1.2) == pytest.approx(1.2)
-    assert est.fused_ms(pieces, ctx) == pytest.approx(base * 1.1)  # halfway up at once
-    for _ in range(5):
-        est.observe_fused(rows, base)
-    c = est.fused_correction
-    assert c == pytest.approx(1 + 0.1 * 0.98 ** 5)  # 2 % of the gap a step down
-    assert est.observe_fused(rows, base * 10) is None and est.fused_correction == c  # a stall, not a price
+    solo = est.solo.prefill_ms(132, rows)
+    assert est.fused_ms(pieces, ctx) == pytest.approx(solo)  # nothing served yet: the solo price
+    assert est.observe_fused(rows, solo + 12.0) == pytest.approx((solo + 12.0) / solo)
+    assert est.fused_ms(pieces, ctx) == pytest.approx(solo + 12.0)  # one size seen: its excess, slope 1
     assert est.observe_fused([], 5.0) is None
 
 

@@ -1,0 +1,44 @@
+import pytest
+
+from sglang_mux.fused_price import FusedPrice
+
+
+def test_the_solo_price_until_something_is_served():
+    fp = FusedPrice()
+    assert fp.price(10.0) == 10.0 and fp.price(0.0) == 0.0
+    assert fp.to_dict() == {"fixed_ms": 0.0, "slope": 1.0, "margin_ms": 0.0}
+
+
+def test_a_fixed_host_part_and_a_gpu_slope_are_learned_from_served_iterations():
+    """Served = 17 ms + 0.83 x solo (an H100's eager launches bound small chunks): after the
+    warm-up the price is exactly that, with no margin on noiseless data."""
+    fp = FusedPrice(warmup=8)
+    for solo in (7.0, 20.0, 43.0, 7.0, 20.0, 43.0, 12.0, 30.0):
+        fp.observe(solo, 17.0 + 0.83 * solo)
+    assert fp.fixed == pytest.approx(17.0) and fp.slope == pytest.approx(0.83) and fp.margin == pytest.approx(0.0)
+    assert fp.price(10.0) == pytest.approx(25.3)
+    assert fp.observe(10.0, 25.3 * 1.1) == pytest.approx(1.1)  # measured / the price before
+
+
+def test_one_chunk_size_gives_its_excess_with_slope_one_and_noise_a_margin():
+    fp = FusedPrice(warmup=10, quantile=0.9)
+    served = [23.0, 23.5, 22.5, 23.0, 24.0, 23.0, 22.0, 23.0, 23.0, 33.0]
+    for m in served:
+        fp.observe(7.0, m)
+    assert fp.slope == 1.0 and fp.fixed == pytest.approx(16.0)  # median excess
+    assert fp.margin == pytest.approx(1.9)  # P90 of residuals (33 - 23 = 10 at the top, then 1.0)
+    assert fp.price(7.0) == pytest.approx(24.9)
+
+
+def test_refits_only_every_refit_after_the_warm_up_and_glitches_are_dropped():
+    fp = FusedPrice(warmup=2, refit=4)
+    fp.observe(10.0, 20.0)
+    fp.observe(10.0, 20.0)
+    assert fp.price(10.0) == pytest.approx(20.0)
+    fp.observe(10.0, 40.0)  # third: no refit yet
+    assert fp.price(10.0) == pytest.approx(20.0)
+    fp.observe(10.0, 40.0)  # fourth: refit
+    assert fp.price(10.0) > 20.0
+    assert fp.observe(10.0, 500.0) is None and fp.observe(10.0, 1.0) is None and fp.observe(0.0, 5.0) is None
+    with pytest.raises(ValueError, match="bad FusedPrice settings"):
+        FusedPrice(window=1)
