@@ -520,6 +520,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--fused-host-ms", type=cli.positive(float, allow_zero=True), default=None,
                     help="host time of a fused iteration (--policy hybrid; default: a co-run decode iteration's, "
                          "--host-ms or a --host-from draw)")
+    ap.add_argument("--fused-price", metavar="FIXED_MS,SLOPE",
+                    help="a fused iteration's GPU time as served: FIXED_MS + SLOPE x its solo price (the server's "
+                         "learned fused_price, a --mux-timeline's fused rows; default: the solo price)")
     ap.add_argument("--decode-jitter", metavar="TIMELINE",
                     help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
                          "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
@@ -549,6 +552,14 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     jitter = from_timeline("--decode-jitter", decode_jitter, a.decode_jitter)
     host_draws = from_timeline("--host-from", served_host_ms, a.host_from)
     estimator = estimator_from_args(ap, a, estimator)
+    if a.fused_price:
+        try:
+            fixed, slope = (float(x) for x in a.fused_price.split(","))
+        except ValueError:
+            ap.error(f"--fused-price takes FIXED_MS,SLOPE (e.g. 15.1,0.85), got {a.fused_price!r}")
+        if fixed < 0 or slope <= 0:
+            ap.error(f"--fused-price: FIXED_MS >= 0 and SLOPE > 0, got {a.fused_price!r}")
+        estimator.fused_price.fixed, estimator.fused_price.slope = fixed, slope
     try:
         policy_names(a.policy, estimator)
     except cli.UsageError as e:
@@ -580,6 +591,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
              "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
              "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown, "fused_host_ms": a.fused_host_ms,
+             "fused_price": a.fused_price,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption,
              "slowdown": a.slowdown, "seed": a.seed,

@@ -150,3 +150,8 @@ def test_help_shows_defaults(capsys):
     with pytest.raises(SystemExit) as e:
         cli.run(sim.main, ["--help"])
     assert e.value.code == 0 and "(default: 50.0)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", ["15", "a,b", "-1,0.8", "15,0"])
+def test_sim_fused_price_needs_fixed_and_slope(bad, capsys):
+    fails(sim.main, [*SIM, "--policy", "hybrid", "--fused-price", bad], capsys, "--fused-price")

@@ -452,6 +452,19 @@ def test_estimator_fused_ms_is_the_prefill_model_on_the_whole_gpu(est):
     assert est.fused_ms(pieces, ctx) > est.fused_ms(pieces, ctx[:1]) > est.prefill_ms(est.total_sms, pieces) * 0.999
 
 
+def test_cli_fused_price_sets_the_served_price_the_hybrid_plans_with(good, capsys):
+    """--fused-price 0,0.3: a fused iteration served at 0.3x its solo price is cheap enough to win
+    where the solo price (the default) leaves every iteration spatial."""
+    shares = []
+    for extra in ([], ["--fused-price", "0,0.3"]):
+        sim.main(["--table", str(good), "--trace", "conversation", "--limit", "60", "--rate", "2", "--input-cap",
+                  "3000", "--policy", "hybrid", "--json", *extra])
+        out = json.loads(capsys.readouterr().out)
+        shares.append(out["results"][0]["partition_share"].get("fused", 0.0))
+    assert out["setup"]["fused_price"] == "0,0.3"
+    assert shares[1] > shares[0]
+
+
 def test_cli_runs_the_hybrid_and_all_includes_it(capsys):
     sim.main(["--trace", "conversation", "--limit", "20", "--rate", "2", "--policy", "all", "--json",
               "--fused-host-ms", "1.5"], estimator=FakeEstimator())

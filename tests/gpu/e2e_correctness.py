@@ -65,11 +65,14 @@ def burst(vocab: int, start_s: float, seed: int = 1):
     return longs + shorts
 
 
+LOGPROBS = True  # --no-logprobs: SGLang mixes a chunk with the decode rows only when no request asks them
+
+
 def generate(url, ids, max_new):
+    lp = {"return_logprob": True, "top_logprobs_num": 2, "logprob_start_len": -1} if LOGPROBS else {}
     return post(url + "/generate", {
         "input_ids": ids,
-        "sampling_params": {"temperature": 0, "max_new_tokens": max_new, "ignore_eos": True},
-        "return_logprob": True, "top_logprobs_num": 2, "logprob_start_len": -1,
+        "sampling_params": {"temperature": 0, "max_new_tokens": max_new, "ignore_eos": True}, **lp,
     })
 
 
@@ -181,6 +184,15 @@ def count_preemptions(timeline: str) -> int | None:
     return count(p, [0, p.stat().st_size]) if p.exists() else None
 
 
+def count_fused(timeline: str) -> dict | None:
+    """Fused iterations in the mux timeline: all, and those with decode rows mixed in."""
+    if not os.path.exists(timeline):
+        return None
+    rows = [json.loads(line) for line in open(timeline) if '"fused"' in line]
+    fused = [r for r in rows if r.get("reason") == "fused"]
+    return {"n": len(fused), "with_decode_rows": sum(1 for r in fused if r.get("decode_bs", 0) > 0)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-dir", required=True)
@@ -194,7 +206,12 @@ def main():
                     help="also run plain SGLang with these arguments and compare it with the reference (docstring)")
     ap.add_argument("--attention-backend", default=None,
                     help="both servers' backend (default: SGLang's own, FA3 on H100/H200; the mux log names it)")
+    ap.add_argument("--no-logprobs", action="store_true",
+                    help="ask no logprobs (no top-2 gaps at divergences): with --mux-policy hybrid the fused "
+                         "iterations then mix decode rows into the prompt chunk, as SGLang does only without them")
     args = ap.parse_args()
+    global LOGPROBS
+    LOGPROBS = not args.no_logprobs
     cfg = json.load(open(os.path.join(args.model_dir, "config.json")))
     vocab = cfg["vocab_size"]
     singles, sessions = workload(vocab)
@@ -252,6 +269,7 @@ def main():
                       max_top2_gap_at_divergence=a["max_top2_gap_at_divergence"])
         result["n_cache_hits"] = sum(1 for r in rows if (r.get("cached_tokens") or 0) > 0)
         result["preemptions"] = count_preemptions(timeline)
+        result["fused_iterations"] = count_fused(timeline)
         burst_rows = [r for r in rows if r["name"].startswith("burst_")]
         if burst_rows:
             result["burst"] = {"n": len(burst_rows), "identical": sum(1 for r in burst_rows if r.get("identical"))}
