@@ -14,6 +14,10 @@ name                     server
                          batch is formed after the decode launch, off the token's path)
 ``mux-hybrid``           ``... --mux-policy hybrid`` (per iteration a fused mixed chunk on the whole
                          GPU or the dispatcher's partition)
+``mux-hybrid-graph``     ``... --mux-policy hybrid --cuda-graph-max-bs-prefill 4608``: the fused
+                         chunk through SGLang's prefill CUDA graph (SGLang captures it up to the
+                         chunk size when chunked prefill is on; the mux's ``--chunked-prefill-size
+                         -1`` leaves it off, so a fused iteration runs eagerly)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
                          ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
                          scheduling through the mux launcher; its overhead vs ``sglang``)
@@ -44,7 +48,7 @@ runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
 ``--server-args`` to bench the same configuration). The backend each system ran with is read
 back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
 recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
-``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``, ``mux-hybrid``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
+``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``, ``mux-hybrid[-graph]``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
 ``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
 fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
@@ -61,6 +65,7 @@ from pathlib import Path
 from typing import Sequence
 
 CHUNKED_BUDGETS = (256, 512, 1024, 2048)
+FUSED_GRAPH_MAX_TOKENS = 4608  # the hybrid's largest chunk (4096) and up to 512 decode rows
 CHUNKED = tuple(f"sglang-chunked-{b}{v}" for b in CHUNKED_BUDGETS for v in ("", "-nomix"))
 ALL = ("mux", "mux-fixed-64", "sglang", *CHUNKED, "sglang-pdmux")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
@@ -90,7 +95,7 @@ def expand(names: str | Sequence[str]) -> list[str]:
 def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
-    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid") or \
+    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid", "mux-hybrid-graph") or \
             re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
@@ -99,7 +104,7 @@ def kind(system: str) -> str:
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
-                     "mux-hybrid, "
+                     "mux-hybrid, mux-hybrid-graph, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -173,7 +178,9 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         cmd = [python, "-m", "sglang_mux.launch_server", *common]
         m = re.fullmatch(r"mux-fixed-(\d+)", system)
         cmd += ["--mux-policy", "fixed", "--mux-fixed-decode-sms", m.group(1)] if m else \
-            ["--mux-policy", "hybrid" if system == "mux-hybrid" else "dispatcher"]
+            ["--mux-policy", "hybrid" if system.startswith("mux-hybrid") else "dispatcher"]
+        if system == "mux-hybrid-graph":
+            cmd += ["--cuda-graph-max-bs-prefill", str(FUSED_GRAPH_MAX_TOKENS)]
         if system == "mux-nopreempt":
             cmd += ["--no-mux-preemption"]
         if system == "mux-nohost":

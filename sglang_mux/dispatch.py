@@ -432,7 +432,8 @@ class HybridPolicy(MuxDispatcher):
          requests), up to c; its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
          largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less the host time) is the
          candidate, rate = chunk tokens / (t_f + host ms) (a fused iteration's prefill stops while
-         the host works; a spatial one's runs on). None fits: no fused candidate.
+         the host works; a spatial one's runs on) over what it commits to (`commitment`: the rest
+         of a prompt it cuts, which rule 0 will finish fused). None fits: no fused candidate.
        spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s), T_P its
          estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1 alone); 0
          when it holds prefill back (overload-decode-first).
@@ -488,22 +489,42 @@ class HybridPolicy(MuxDispatcher):
         return out
 
     def fused_candidate(self, snap: Snapshot, force: bool = False) -> tuple[Plan, float] | None:
-        """The largest fused chunk that meets the TBT budget and its rate; None if none does
-        (``force``: the smallest chunk then)."""
+        """The largest fused chunk that meets the TBT budget and its rate over what it commits to
+        (`commitment`); None if none does (``force``: the smallest chunk then, rated alone)."""
         budget = self.tbt_budget_ms(snap)
         ctx = decode_contexts(snap)
         chunks = self._chunks(snap)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
             chunks = [[(w, min(w.n, self.chunk_sizes[0]))]] + chunks
+        host = max(snap.decode_host_ms, 0.0)
         for i, ch in reversed(list(enumerate(chunks))):
             t_f = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in ch], ctx)
             if t_f <= budget or (force and i == 0):
-                tokens = sum(take for _, take in ch)
                 plan = Plan(self.total, 0, t_f, t_f, 0, (), False, FUSED,
                             chunk=tuple((w.rid, take) for w, take in ch))
-                return plan, tokens / (t_f + max(snap.decode_host_ms, 0.0))
+                if force:  # rule 0: no choice to rate
+                    return plan, sum(t for _, t in ch) / (t_f + host)
+                tokens, ms = self.commitment(ch, self.chunk_sizes[i], t_f, ctx, host)  # chunks[i]: that size
+                return plan, tokens / ms
         return None
+
+    def commitment(self, ch, size: int, t_f: float, ctx, host: float) -> tuple[float, float]:
+        """(prompt tokens, ms) that fusing ``ch`` commits to: the chunk and, when it cuts its last
+        request, that request's rest in chunks of ``size`` (rule 0 finishes it fused), each later
+        chunk over a longer prefix. Their prices are read at the first and the last prefix and
+        taken as linear between (attention over the prefix grows linearly): a chunk of a long
+        prompt is cheap at its start and dear at its end, and the start alone would choose it."""
+        w, take = ch[-1]
+        tokens, ms = float(sum(t for _, t in ch)), t_f + host
+        rest = w.n - take
+        if rest <= 0:
+            return tokens, ms
+        k = math.ceil(rest / size)
+        r0 = w.r + take
+        first = fused_ms(self.est, [PrefillReq(min(size, rest), r0)], ctx)
+        last = fused_ms(self.est, [PrefillReq(min(size, rest), r0 + (k - 1) * size)], ctx) if k > 1 else first
+        return tokens + rest, ms + k * ((first + last) / 2 + host)
 
     def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
         """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""

@@ -574,10 +574,12 @@ def test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_deco
     assert p == MuxDispatcher(est).plan(s) and p.kind == D.KIND_SPATIAL and p.chunk == ()
     assert (p.decode_sms, p.new_prefill_rids) == (48, ("long",))
     assert 8000 / p.t_prefill_ms > f_rate
-    # Told that prefill beside decode runs 1.5x slower (the server's online correction), it fuses.
-    slow = D.HybridPolicy(est, prefill_slowdown={16: 1.0, 48: 1.5})
-    assert slow.corun_slowdown(48) == 1.5 and slow.corun_slowdown(40) == 1.5 and slow.corun_slowdown(30) == 1.0
-    assert slow.plan(s).kind == D.KIND_FUSED
+    # Told that prefill beside decode runs 3x slower, it fuses (1.5x is not enough: fusing the first
+    # 512 tokens commits to the other 7,488 in chunks over an ever longer prefix)
+    for x, kind in ((1.5, D.KIND_SPATIAL), (3.0, D.KIND_FUSED)):
+        slow = D.HybridPolicy(est, prefill_slowdown={16: 1.0, 48: x})
+        assert slow.corun_slowdown(48) == x and slow.corun_slowdown(40) == x and slow.corun_slowdown(30) == 1.0
+        assert slow.plan(s).kind == kind
 
 
 @pytest.mark.parametrize("host", [0.0, 5.0, 15.0, 25.0, 40.0])
@@ -593,7 +595,11 @@ def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(hos
     assert plan.t_decode_worst_ms <= budget
     bigger = [x for x in D.CHUNK_SIZES if x > c]
     assert not bigger or est.prefill_ms(132, [PrefillReq(bigger[0], 0)] + rows) > budget
-    assert rate == pytest.approx(c / (plan.t_decode_worst_ms + host))
+    # the rate is over what fusing commits to: the whole 8000-token prompt in chunks of c, each
+    # later chunk over a longer prefix (priced at the first and last, linear between)
+    k = math.ceil((8000 - c) / c)
+    first, last = (est.prefill_ms(132, [PrefillReq(c, r)] + rows) for r in (c, c + (k - 1) * c))
+    assert rate == pytest.approx(8000 / (plan.t_decode_worst_ms + host + k * ((first + last) / 2 + host)))
     assert c == {0.0: 512, 5.0: 512, 15.0: 512, 25.0: 256, 40.0: 256}[host]
 
 
