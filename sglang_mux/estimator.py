@@ -92,11 +92,11 @@ class Estimator:
     @classmethod
     def from_table(cls, path: str | Path, *, model_shape=None, gpu_name: str | None = None,
                    total_sms: int | None = None, granularity: int | None = None,
-                   attention_backend: str | None = None) -> "Estimator":
+                   attention_backend: str | None = None, tp_size: int | None = None) -> "Estimator":
         """Load a fitted table; the optional arguments make it refuse a mismatching table."""
         path = Path(path)
         t = read_table(path, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms,
-                       attention_backend=attention_backend)
+                       attention_backend=attention_backend, tp_size=tp_size)
         total = t.sm_count
         gran = int(granularity or t.granularity)
         try:
@@ -143,9 +143,10 @@ class Estimator:
     @classmethod
     def for_model(cls, model_config, gpu_name: str, total_sms: int, tables_root: str | Path,
                   attention_backend: str, probe: Mapping | Callable[[], Mapping | None] | None = None,
-                  granularity: int = 16, table_dir: str | Path | None = None) -> "Estimator":
+                  granularity: int = 16, table_dir: str | Path | None = None, tp_size: int = 1) -> "Estimator":
         """``model_config``: HF config.json path or dict (or a meta-style shape dict);
-        ``attention_backend``: the one the server runs (SGLang's resolved choice).
+        ``attention_backend``: the one the server runs (SGLang's resolved choice); ``tp_size``:
+        its tensor-parallel degree (a table of another TP is never used).
 
         ``table_dir`` (``--mux-contention-table DIR``): use exactly that table; a mismatch
         with the model, GPU, SM count or attention backend raises TableError instead of
@@ -153,20 +154,23 @@ class Estimator:
         """
         shape = ModelShape.coerce(model_config)
         kw = dict(model_shape=shape, gpu_name=gpu_name, total_sms=total_sms, granularity=granularity,
-                  attention_backend=attention_backend)
+                  attention_backend=attention_backend, tp_size=tp_size)
         if table_dir is not None:
             return cls.from_table(table_dir, **kw)
-        found = find_table(tables_root, shape, gpu_name, attention_backend)
+        found = find_table(tables_root, shape, gpu_name, attention_backend, tp_size)
         if found is not None:
             return cls.from_table(found, **kw)
         name = _model_name(model_config, shape)
         cfg = str(model_config) if isinstance(model_config, (str, Path)) else f"<{name} config.json>"
         hint = (f"python -m profiling.run --model-config {cfg} --attention-backend {attention_backend} "
-                f"--out {Path(tables_root) / table_dirname(name, gpu_name, attention_backend)}")
-        others = other_backends(tables_root, shape, gpu_name, attention_backend)
+                f"--out {Path(tables_root) / table_dirname(name, gpu_name, attention_backend, tp_size)}")
+        if tp_size > 1:
+            hint += f" (profiling.run does not profile at --tp-size {tp_size} yet)"
+        others = other_backends(tables_root, shape, gpu_name, attention_backend, tp_size)
         if others:
-            hint += (f" (not used, made with another attention backend: {'; '.join(others)}; "
-                     f"or serve with that --attention-backend)")
+            tp = any(", TP=" in o for o in others)
+            hint += (f" (not used, made with another attention backend{' or --tp-size' if tp else ''}: "
+                     f"{'; '.join(others)}; or serve with that --attention-backend{' / --tp-size' if tp else ''})")
         if not Path(tables_root).is_dir():
             hint += f" (looked for tables in {tables_root}: no such directory)"
         if callable(probe):  # probe lazily: the GPU is measured only when no table matched

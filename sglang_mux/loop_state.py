@@ -1,7 +1,8 @@
 """The scheduler loop's records and the pure functions on them (no torch, no sglang at run time).
 
 `PrefillRun`: one layer-wise prefill batch in flight (its chunks' CUDA events, its result);
-`DecodeLaunch`: one launched decode iteration; `Iteration`: what one loop iteration decided and
+`DecodeLaunch`: one launched decode iteration; `Decision`: what every TP rank does this
+iteration (tp_consensus); `Iteration`: what one loop iteration decided and
 launched, handed from phase to phase (scheduler_loop.MuxLoop). `decode_shape`, `decode_contexts`,
 `prefill_state`, `chunked_view` and `fused_rows` turn SGLang's batches and requests into the
 policy's and estimator's inputs; `guard_record` is the timeline's view of the contention guard. Token counts are tokens, times ms unless named `_s`.
@@ -50,6 +51,13 @@ class DecodeLaunch:
     end: torch.cuda.Event
 
 
+class Decision(NamedTuple):
+    """What every TP rank does this iteration, as the leader decided it (tp_consensus)."""
+    retired: int  # the active prefill's chunks retired before planning
+    plan: Plan
+    launch_prefill: bool  # fewer than two chunks queued: the plan's prefill layers may launch
+
+
 @dataclass
 class Iteration:
     """One loop iteration, from the plan phase on: its decision and what was launched."""
@@ -63,6 +71,7 @@ class Iteration:
     streams: tuple[torch.cuda.Stream, torch.cuda.Stream] | None = None  # cfg's (prefill, decode)
     decode: DecodeLaunch | None = None  # None: no decode this iteration
     prefill: PrefillRun | None = None  # the active prefill once the prefill launch phase ran
+    launch_prefill: bool = True  # Decision.launch_prefill
 
     @property
     def has_work(self) -> bool:

@@ -29,8 +29,9 @@ import time
 from typing import TYPE_CHECKING
 
 from sglang_mux.loop_clock import LoopClock
-from sglang_mux.loop_state import (Chunk, DecodeLaunch, Iteration, PrefillRun, chunked_view, decode_contexts,
-                                   decode_shape, fused_rows, guard_record, prefill_state)
+from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, Iteration, PrefillRun, chunked_view,
+                                   decode_contexts, decode_shape, fused_rows, guard_record, prefill_state)
+from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus
 from sglang_mux.mux_args import MuxArgs
 
 if TYPE_CHECKING:
@@ -68,9 +69,10 @@ class MuxLoop:
     def __init__(self, sched: Scheduler, args: MuxArgs, parts: GreenPartitionSet, cfgs: list[PartitionConfig],
                  policy: Policy, estimator: Estimator, *, metrics: MuxMetrics | None = None,
                  timeline: TimelineWriter | None = None, host_time: DecodeHostTime | None = None,
-                 clock: LoopClock | None = None):
+                 clock: LoopClock | None = None, consensus: Consensus | None = None):
         """``cfgs``: the partitions in SGLang's stream-group order (index = stream index);
-        ``host_time``: None leaves the loop's host time out of the TBT budget."""
+        ``host_time``: None leaves the loop's host time out of the TBT budget; ``consensus``: how
+        TP ranks agree on each iteration (None: a single rank)."""
         self.sched = sched
         self.args = args
         self.parts = parts
@@ -82,6 +84,7 @@ class MuxLoop:
         self.timeline = timeline
         self.host_time = host_time
         self.clock = clock if clock is not None else LoopClock(os_stats=False)
+        self.consensus = consensus if consensus is not None else SingleRank()
         self.idx = 0  # the current stream group
         self.active: PrefillRun | None = None
         self.paused: PrefillRun | None = None  # preempted, KV kept; at most one
@@ -128,13 +131,17 @@ class MuxLoop:
             attention_backend=backend,
             table_dir=tables,
             granularity=args.sm_granularity,
+            tp_size=int(getattr(sched.server_args, "tp_size", 1) or 1),
             probe=lambda: safe_probe(parts),
         )
         policy = make_policy(policy_name(args), estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
                              preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
+        consensus = TpConsensus.of(sched)
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   clock=LoopClock(os_stats=bool(args.timeline)))
+                   clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
+        if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's
+            return loop
         try:
             from sglang_mux import mux_metrics
 
@@ -192,23 +199,40 @@ class MuxLoop:
     # ---- phases -----------------------------------------------------------------------------
 
     def receive(self, now: float) -> None:
-        """SGLang receives and queues new requests; then the in-flight prefill's finished chunks
-        are retired and a finished batch joins the decode batch (`poll_prefill`)."""
+        """SGLang receives and queues new requests (the same on every TP rank: SGLang
+        broadcasts them)."""
         sched = self.sched
         sched.process_input_requests(sched.request_receiver.recv_requests())
         self.clock.lap("recv")
-        self.poll_prefill(now)
-        self.clock.lap("poll")
 
-    def plan(self, now: float) -> Iteration:
-        """Ask the policy for a Plan on a Snapshot of the queue head, the decode batch and the
-        prefill batches, and carry out its preemption or new prefill batch (`apply_plan`); a
-        plain new batch may be left for after the decode launch (`Iteration.deferred`)."""
-        sched = self.sched
+    def decide(self, now: float) -> tuple[Decision, Snapshot, float | None]:
+        """This iteration's `Decision`, the same on every TP rank (tp_consensus): the leader
+        retires the active prefill's finished chunks (`poll_prefill`; a finished batch joins the
+        decode batch), asks the policy for a Plan on a Snapshot and looks whether fewer than two
+        chunks are queued; a follower applies the leader's retirements, waiting on its own
+        events, and takes its plan. Returns (decision, snapshot, decision CPU µs or None)."""
+        if not self.consensus.leader:
+            d = self.consensus.share(None)
+            self.poll_prefill(now, retire=d.retired)
+            self.clock.lap("poll")
+            return d, self.snapshot(now), None
+        retired = self.poll_prefill(now)
+        self.clock.lap("poll")
         snap = self.snapshot(now)
         t0 = time.perf_counter()
         plan = self.policy.plan(snap)
         decide_us = (time.perf_counter() - t0) * 1e6
+        run = self.active
+        launch = run is None or sum(1 for ev in run.inflight if not ev[1].query()) < 2
+        return self.consensus.share(Decision(retired, plan, launch)), snap, decide_us
+
+    def plan(self, now: float) -> Iteration:
+        """The iteration's Plan (`decide`), then its preemption or new prefill batch
+        (`apply_plan`); a plain new batch may be left for after the decode launch
+        (`Iteration.deferred`)."""
+        sched = self.sched
+        d, snap, decide_us = self.decide(now)
+        plan = d.plan
         decoding = sched.running_batch is not None and not sched.running_batch.is_empty()
         deferred = self.apply_plan(plan, now, defer_start=self.may_defer_start(decoding))
         if self.active is not None:
@@ -219,7 +243,7 @@ class MuxLoop:
         if self.metrics:
             self.metrics.on_plan(plan, decide_us)
             self.metrics.on_memory(now=now)
-        return Iteration(now, snap, plan, deferred, has_decode, has_prefill)
+        return Iteration(now, snap, plan, deferred, has_decode, has_prefill, launch_prefill=d.launch_prefill)
 
     def launch_decode(self, it: Iteration) -> None:
         """SGLang prepares the decode batch and launches one iteration on the decode stream
@@ -259,14 +283,14 @@ class MuxLoop:
             self.clock.lap("prefill_start")
         run = it.prefill = self.active
         # prefill_layers == 0 means the policy holds prefill back (overload: decode first).
+        # it.launch_prefill: fewer than two chunks queued when decided (bounded preemption and
+        # partition-switch latency), the leader's view on every TP rank.
         if run is not None and plan.prefill_layers > 0 and cfg.prefill_sms > 0 \
-                and not run.batch.split_prefill_finished:
-            busy = sum(1 for ev in run.inflight if not ev[1].query())
-            if busy < 2:  # at most two chunks queued: bounded preemption/switch latency
-                self.launch_prefill_layers(run, plan.prefill_layers, cfg.prefill_sms)
-                if self.timeline and it.decode is None:  # prefill-only steps are decisions too
-                    self.timeline.write(plan, now=it.now, decode_bs=0, decode_sms=cfg.decode_sms,
-                                        prefill_sms=cfg.prefill_sms)
+                and not run.batch.split_prefill_finished and it.launch_prefill:
+            self.launch_prefill_layers(run, plan.prefill_layers, cfg.prefill_sms)
+            if self.timeline and it.decode is None:  # prefill-only steps are decisions too
+                self.timeline.write(plan, now=it.now, decode_bs=0, decode_sms=cfg.decode_sms,
+                                    prefill_sms=cfg.prefill_sms)
 
     def finish(self, it: Iteration) -> None:
         """Wait for the decode iteration, let SGLang process its tokens, and feed its measured
@@ -293,17 +317,25 @@ class MuxLoop:
 
     # ---- receive ----------------------------------------------------------------------------
 
-    def poll_prefill(self, now: float) -> None:
+    def poll_prefill(self, now: float, retire: int | None = None) -> int:
         """Query-based sync: retire the active batch's finished chunks (their GPU time to the
         estimator and metrics); a finished batch is processed by SGLang and joins the decode
-        batch, and a paused batch resumes."""
+        batch, and a paused batch resumes. ``retire``: that many chunks, waiting for any not
+        finished yet (a TP follower applying the leader's count; all of them after a preemption's
+        sync); None: as many as have finished (never blocks). Returns the chunks retired."""
         sched = self.sched
         run = self.active
         if run is None:
-            return
+            return 0
         n_layers = sched.model_config.num_hidden_layers
-        while run.inflight and run.inflight[0][1].query():
+        if retire is None:
+            retire = 0
+            while retire < len(run.inflight) and run.inflight[retire][1].query():
+                retire += 1
+        for _ in range(retire):
             start, end, layers, psms = run.inflight.pop(0)
+            if not end.query():
+                end.synchronize()
             ms = start.elapsed_time(end)
             ratio = None
             if psms and layers:
@@ -340,6 +372,7 @@ class MuxLoop:
                 self.active, self.paused = self.paused, None
                 self.active.needs_reinit = True
                 self.active.last_end = None  # its pause is the policy's choice, not a bubble
+        return retire
 
     # ---- plan -------------------------------------------------------------------------------
 
@@ -686,7 +719,9 @@ class MuxLoop:
         else:
             logger.info("sglang_mux: %.1f GiB free for prefill activations: one prefill holds %d prompt tokens, "
                         "the server accepts %d", free_bytes / prefill_memory.GIB, lim.fits, lim.max_input_len)
-        sched.max_req_input_len = lim.max_input_len
+        # Every TP rank must accept the same prompts (a prompt refused on one rank alone would
+        # leave the others waiting in its collectives): the smallest limit of any rank.
+        sched.max_req_input_len = self.consensus.min(lim.max_input_len)
 
 
 def _model_config(sched: Scheduler) -> str:

@@ -1,10 +1,12 @@
 """Read, validate and write contention-table directories (`contention_tables/<model>__<gpu>/`).
 
-A table holds one LLM shape profiled on one GPU model with one attention backend (docs/design.md,
-"Table format"); its directory is ``<model>__<gpu>__<backend>``:
+A table holds one LLM shape profiled on one GPU model with one attention backend at one tensor-
+parallel degree (docs/design.md, "Table format"); its directory is ``<model>__<gpu>__<backend>``,
+with ``__tp<N>`` appended at TP = N > 1:
 
 - ``meta.json``         gpu_name, sm_count, model{...}, versions{...}, date, command, granularity,
-                        attention_backend
+                        attention_backend, tp_size (optional: 1 when absent; the per-GPU slice of
+                        every GEMM and the all-reduces differ with it)
 - ``solo_prefill.csv``  prefill_sms, bs, sum_new_sq, sum_new_reused, sum_new, latency_ms
 - ``solo_decode.csv``   decode_sms, bs, sum_reused, latency_ms
 - ``contention.csv``    decode_sms, prefill_new, prefill_reused, decode_bs,
@@ -86,9 +88,10 @@ def slug(name: str) -> str:
     return s
 
 
-def table_dirname(model_name: str, gpu_name: str, attention_backend: str) -> str:
+def table_dirname(model_name: str, gpu_name: str, attention_backend: str, tp_size: int = 1) -> str:
     """``table_dirname("Llama-3.1-8B", "NVIDIA H200", "fa3") == "llama-3.1-8b__nvidia-h200__fa3"``."""
-    return f"{slug(model_name)}__{slug(gpu_name)}__{slug(attention_backend)}"
+    tp = f"__tp{int(tp_size)}" if int(tp_size) > 1 else ""
+    return f"{slug(model_name)}__{slug(gpu_name)}__{slug(attention_backend)}{tp}"
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,10 @@ class Table:
     def attention_backend(self) -> str:
         return self.meta["attention_backend"]
 
+    @property
+    def tp_size(self) -> int:
+        return tp_of(self.meta)
+
 
 # ----------------------------------------------------------------------------- validation
 
@@ -259,6 +266,9 @@ def validate_meta(meta: Any, file: str | Path = META) -> dict:
     if not isinstance(ab, str) or not ab.strip():
         raise TableError(file, f"attention_backend must name SGLang's attention backend the table was profiled "
                                f"with (e.g. 'fa3', 'triton'), got {ab!r}")
+    if "tp_size" in meta and not _positive_int(meta["tp_size"]):
+        raise TableError(file, f"tp_size must be a positive integer (the --tp-size it was profiled at), "
+                               f"got {meta['tp_size']!r}")
     prof = meta.get("profiler", {})
     if not isinstance(prof, dict):
         raise TableError(file, "profiler must be an object")
@@ -331,9 +341,16 @@ def _read_csv(path: Path, name: str) -> pd.DataFrame:
     return validate_frame(df, name, file)
 
 
+def tp_of(meta: Mapping[str, Any]) -> int:
+    """The tensor-parallel degree a table was profiled at (1 when meta.json does not say)."""
+    return int(meta.get("tp_size", 1))
+
+
 def check_match(meta: dict, file: str | Path, *, model_shape=None, gpu_name: str | None = None,
-                total_sms: int | None = None, attention_backend: str | None = None) -> None:
-    """Refuse a table made for another model shape, GPU model, SM count or attention backend."""
+                total_sms: int | None = None, attention_backend: str | None = None,
+                tp_size: int | None = None) -> None:
+    """Refuse a table made for another model shape, GPU model, SM count, attention backend or
+    tensor-parallel degree."""
     if gpu_name is not None and slug(meta["gpu_name"]) != slug(gpu_name):
         raise TableError(file, f"table was made on GPU {meta['gpu_name']!r}, not on {gpu_name!r}; "
                                f"profile this GPU (python -m profiling.run ...)")
@@ -350,15 +367,20 @@ def check_match(meta: dict, file: str | Path, *, model_shape=None, gpu_name: str
                                f"{attention_backend!r}: one backend's kernel timings say nothing about another's. "
                                f"Profile it (python -m profiling.run ... --attention-backend {attention_backend}) "
                                f"or serve with --attention-backend {tb}")
+    if tp_size is not None and tp_of(meta) != int(tp_size):
+        raise TableError(file, f"table was made at --tp-size {tp_of(meta)} and this server runs --tp-size {tp_size}: "
+                               f"at TP each GPU computes a slice of every GEMM and pays all-reduces, so one TP's "
+                               f"timings say nothing about another's. Use a table profiled at --tp-size {tp_size} "
+                               f"(a directory ending __tp{tp_size})")
 
 
 def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = None,
                total_sms: int | None = None, attention_backend: str | None = None, decode_sms: Iterable[int] = (),
-               prefill_sms: Iterable[int] = (), require_fit: bool = True) -> Table:
+               prefill_sms: Iterable[int] = (), require_fit: bool = True, tp_size: int | None = None) -> Table:
     """Load and validate a table dir.
 
-    ``model_shape``/``gpu_name``/``total_sms``/``attention_backend``: refuse a table made for
-    something else.
+    ``model_shape``/``gpu_name``/``total_sms``/``attention_backend``/``tp_size``: refuse a table
+    made for something else.
     ``decode_sms``/``prefill_sms``: SM counts that must be profiled (solo CSVs, contention.csv).
     ``require_fit``: load fit.json and guard.json, which must exist; False: ignore them
     (``estimator fit`` reads the raw CSVs only and rewrites both).
@@ -368,7 +390,7 @@ def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = Non
         raise TableError(path, "missing table directory")
     meta = validate_meta(_read_json(path / META), path / META)
     check_match(meta, path / META, model_shape=model_shape, gpu_name=gpu_name, total_sms=total_sms,
-                attention_backend=attention_backend)
+                attention_backend=attention_backend, tp_size=tp_size)
     sp = _read_csv(path, SOLO_PREFILL)
     sd = _read_csv(path, SOLO_DECODE)
     ct = _read_csv(path, CONTENTION)
@@ -465,15 +487,16 @@ def resolve_table(name_or_path: str | Path) -> Path:
                         f"(${TABLES_ENV} sets where to look); shipped tables: {', '.join(have) or 'none'}")
 
 
-def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: str) -> Path | None:
-    """The table dir under ``root`` whose meta.json matches the model shape, GPU and attention
-    backend, or None.
+def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: str,
+               tp_size: int = 1) -> Path | None:
+    """The table dir under ``root`` whose meta.json matches the model shape, GPU, attention
+    backend and tensor-parallel degree, or None.
 
     Matching is by meta.json (not by directory name), so a table of a fine-tuned checkpoint
     with the same shape is reused. Several matches: the newest ``date`` wins (logged).
     """
     hits = [(str(meta.get("date", "")), d) for d, meta in _tables_of(root, model_shape, gpu_name)
-            if meta["attention_backend"] == attention_backend]
+            if meta["attention_backend"] == attention_backend and tp_of(meta) == int(tp_size)]
     if not hits:
         return None
     hits.sort(key=lambda h: h[0])
@@ -482,11 +505,13 @@ def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: 
     return hits[-1][1]
 
 
-def other_backends(root: str | Path, model_shape, gpu_name: str, attention_backend: str) -> list[str]:
-    """Tables for this model and GPU made with another attention backend (``backend: dir``), for
-    the message that says why none was used."""
-    return [f"{meta['attention_backend']}: {d}" for d, meta in _tables_of(root, model_shape, gpu_name)
-            if meta["attention_backend"] != attention_backend]
+def other_backends(root: str | Path, model_shape, gpu_name: str, attention_backend: str,
+                   tp_size: int = 1) -> list[str]:
+    """Tables for this model and GPU made with another attention backend or at another TP
+    (``backend[, TP=N]: dir``), for the message that says why none was used."""
+    return [f"{meta['attention_backend']}" + (f", TP={tp_of(meta)}" if tp_of(meta) != int(tp_size) else "")
+            + f": {d}" for d, meta in _tables_of(root, model_shape, gpu_name)
+            if meta["attention_backend"] != attention_backend or tp_of(meta) != int(tp_size)]
 
 
 def _tables_of(root: str | Path, model_shape, gpu_name: str) -> list[tuple[Path, dict]]:

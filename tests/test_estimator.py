@@ -20,7 +20,7 @@ from sglang_mux.estimator import (COLD_START_GUARD, Estimator, PrefillReq, Table
 from sglang_mux.roofline import (DEFAULT_H100_PROBE, RooflineModel, batch_cost, decode_ops,  # noqa: E402
                                  prefill_ops, probe_at, roofline_ms)
 from sglang_mux.latency_model import key_waves  # noqa: E402
-from sglang_mux.tables import ModelShape  # noqa: E402
+from sglang_mux.tables import ModelShape, table_dirname  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA_CFG = ROOT / "launch/models/llama-3.1-8b/config.json"
@@ -223,6 +223,33 @@ def test_for_model_picks_table_or_cold_start(good, tmp_path):
         Estimator.for_model(LLAMA_CFG, "NVIDIA H100", 132, tmp_path, "triton", table_dir=good)
     with pytest.raises(TableError, match="meta.json: table was made with the 'triton' attention backend"):
         Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, tmp_path, "fa3", table_dir=good)
+
+
+def test_a_table_serves_only_its_tensor_parallel_degree(good, tmp_path):
+    """A table profiled at --tp-size 2 (meta.json tp_size, directory __tp2) is what a TP=2 server
+    picks, never a TP=1 one, and the reverse; an explicit table of another TP is refused naming both."""
+    import shutil
+
+    root = tmp_path / "tables"
+    tp1 = shutil.copytree(good, root / good.name)
+    tp2 = root / table_dirname("llama-3.1-8b", "NVIDIA H200", "triton", 2)
+    shutil.copytree(good, tp2)
+    meta = json.loads((tp2 / "meta.json").read_text())
+    (tp2 / "meta.json").write_text(json.dumps({**meta, "tp_size": 2}))
+    assert tp2.name == good.name + "__tp2"
+    assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton").source == f"table:{tp1} (triton)"
+    assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton",
+                               tp_size=2).source == f"table:{tp2} (triton)"
+    with pytest.warns(UserWarning, match=r"__triton__tp4 \(profiling.run does not profile at --tp-size 4 yet\) "
+                                         r"\(not used, made with another attention backend or --tp-size: "
+                                         r"triton, TP=1: .*; triton, TP=2: "):
+        e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton", tp_size=4)
+    assert e.source == "cold-start"
+    with pytest.raises(TableError, match=r"table was made at --tp-size 2 and this server runs --tp-size 1"):
+        Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton", table_dir=tp2)
+    (tp2 / "meta.json").write_text(json.dumps({**meta, "tp_size": 0}))
+    with pytest.raises(TableError, match="tp_size must be a positive integer"):
+        Estimator.from_table(tp2)
 
 
 def test_roofline_pure_functions():

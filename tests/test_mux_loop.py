@@ -292,8 +292,9 @@ def plan(d, p, layers, rids=(), reason="test", preempt=False):
 
 
 def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=(),
-          wants_decode_contexts=False, event_ms=1.0):
-    """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them."""
+          wants_decode_contexts=False, event_ms=1.0, consensus=None):
+    """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them;
+    ``consensus(sched)``: the TP consensus to use instead of a single rank's."""
     from sglang_mux import estimator as est_mod
     from sglang_mux import green_ctx
     from sglang_mux.mux_args import ENV_VAR, split_argv
@@ -316,6 +317,10 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
     script = Script(sched, plans)
     script.wants_decode_contexts = wants_decode_contexts  # as the hybrid policy asks
     sched.untracked("_mux").policy = script
+    if consensus is not None:
+        c = sched.untracked("_mux").consensus = consensus(sched)
+        if not c.leader:
+            sched.untracked("_mux").policy = NS(plan=lambda snap: pytest.fail("a TP follower never plans"))
     w("--- loop")
     scheduler_loop.mux_event_loop(sched)
     rows = [json.loads(line) for line in open(tmp_path / "timeline.jsonl")]
@@ -327,7 +332,7 @@ SCHEDULER_ATTRIBUTES = {
     "_mux", "gpu_id", "server_args", "stream_groups", "sm_counts", "real_sm_group_num", "split_prefill_batch",
     "gracefully_exit", "process_input_requests", "request_receiver", "running_batch", "waiting_queue",
     "get_new_batch_prefill", "update_running_batch", "run_batch", "process_batch_result", "on_idle",
-    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req",
+    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req", "tp_group",
 }
 
 # One decode batch of two requests; a 100-token prompt arrives. Iteration 1: the whole prefill
@@ -558,3 +563,69 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     assert rows[1]["fused_price"]["slope"] == 0.5
     assert est.fused_ms([PrefillReq(200, 400)], [1002, 1199]) == pytest.approx(est.fused_price.price(solo[1]))
     assert est.fused_price.price(solo[1]) > solo[1]
+
+
+# ---- tensor parallelism: every rank runs the leader's decisions -----------------------------
+
+class Leader:
+    """The TP leader's consensus, recording what it shares."""
+    leader = True
+
+    def __init__(self, sched):
+        self.decisions = []
+
+    def share(self, decision):
+        self.decisions.append(decision)
+        return decision
+
+    def min(self, value):
+        return value
+
+
+class Follower:
+    """A TP follower receiving the leader's decisions in turn; the last one ends its loop (the
+    leader's ended there too)."""
+    leader = False
+
+    def __init__(self, sched, decisions):
+        self.sched, self.decisions = sched, list(decisions)
+
+    def share(self, decision):
+        assert decision is None
+        if len(self.decisions) == 1:
+            object.__setattr__(self.sched, "gracefully_exit", True)
+        return self.decisions.pop(0)
+
+    def min(self, value):
+        return value
+
+
+@pytest.mark.parametrize("scenario", ["mux_then_merge", "preempt_resume"])
+def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(monkeypatch, tmp_path, good,
+                                                                                  scenario):
+    """A follower never plans: it retires the chunks the leader retired, waiting on its own event
+    where its GPU is behind (its chunk ev7 / ev11 has not finished when the leader's had), and
+    then makes exactly the leader's calls into SGLang, in the same order, on the same streams."""
+    decode = lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)])  # noqa: E731
+    if scenario == "mux_then_merge":
+        kw = dict(plans=[plan(48, 84, LAYERS, ["p1"]), plan(132, 0, 0, reason="decode-only")],
+                  waiting=[req("p1", 100)], running=decode)
+        behind = "ev7"
+    else:
+        kw = dict(plans=[plan(48, 84, 8, ["long"]), plan(48, 84, LAYERS, ["short"], preempt=True), plan(48, 84, 24)],
+                  waiting=[req("long", 4000)], arrivals=[[], [req("short", 50)]], slow=["ev7"], running=decode)
+        behind = "ev11"
+    leader = {}
+    log, *_ = serve(monkeypatch, tmp_path, good, consensus=lambda s: leader.setdefault("c", Leader(s)), **kw)
+    decisions = leader["c"].decisions
+    assert [d.plan for d in decisions] == kw["plans"]
+    follower_dir = tmp_path / "follower"
+    follower_dir.mkdir()
+    kw = dict(kw, slow=[*kw.get("slow", ()), behind])
+    flog, fsched, _, _ = serve(monkeypatch, follower_dir, good, consensus=lambda s: Follower(s, decisions), **kw)
+    sglang = lambda lines: [x for x in lines if not x.startswith(("est.", "event_synchronize"))]  # noqa: E731
+    assert sglang(flog) == sglang(log)
+    assert f"event_synchronize {behind}" in flog and f"event_synchronize {behind}" not in log
+    if scenario == "preempt_resume":  # the leader waited for ev7 before its preemption; so did the follower
+        assert "event_synchronize ev7" in log and "event_synchronize ev7" in flog
+        assert decisions[2].retired == 1 and not decisions[0].retired

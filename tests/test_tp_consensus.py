@@ -1,0 +1,46 @@
+from types import SimpleNamespace as NS
+
+import pytest
+
+from sglang_mux.tp_consensus import SingleRank, TpConsensus
+
+
+class Wire:
+    """SGLang's broadcast_pyobj as seen by one rank: the leader's message goes on the wire, a
+    follower reads it off (the call's arguments are recorded)."""
+
+    def __init__(self, message=None):
+        self.calls, self.message = [], message
+
+    def __call__(self, data, rank, group, src):
+        self.calls.append((list(data), rank, group, src))
+        return list(data) if rank == src else ([self.message] if self.message is not None else [])
+
+
+def test_the_leader_broadcasts_its_decision_and_a_follower_takes_it():
+    wire = Wire()
+    leader = TpConsensus("cpu-group", rank=4, src=4, broadcast=wire, all_min=lambda v, g: v)
+    assert leader.leader and leader.share("plan A") == "plan A"
+    assert wire.calls == [(["plan A"], 4, "cpu-group", 4)]
+    wire = Wire(message="plan A")
+    follower = TpConsensus("cpu-group", rank=5, src=4, broadcast=wire, all_min=lambda v, g: v)
+    assert not follower.leader and follower.share(None) == "plan A"
+    assert wire.calls == [([], 5, "cpu-group", 4)]
+
+
+def test_a_follower_without_a_message_says_which_rank_and_from_whom():
+    follower = TpConsensus("g", rank=1, src=0, broadcast=Wire(), all_min=lambda v, g: v)
+    with pytest.raises(RuntimeError, match="TP rank 1 received no decision from rank 0"):
+        follower.share(None)
+
+
+def test_min_is_over_the_group():
+    seen = []
+    c = TpConsensus("g", rank=0, src=0, broadcast=Wire(), all_min=lambda v, g: seen.append((v, g)) or 7)
+    assert c.min(9) == 7 and seen == [(9, "g")]
+
+
+def test_one_rank_decides_alone():
+    for sched in (NS(), NS(tp_group=None), NS(tp_group=NS(world_size=1))):
+        c = TpConsensus.of(sched)
+        assert isinstance(c, SingleRank) and c.leader and c.share("x") == "x" and c.min(3) == 3
