@@ -59,9 +59,9 @@ class MuxArgs:
             "both batches and never fires)")
     sm_granularity: int = _flag(16, "SMs per partition step (Hopper: a multiple of 8)")
     contention_table: str = _flag(
-        "auto", "a contention_tables/<model>__<gpu>__<backend>/ dir, or 'auto' (pick by model shape, GPU and "
-                "attention backend)",
-        doc="a `contention_tables/<model>__<gpu>__<backend>/` dir; `auto` picks by model "
+        "auto", "a shipped table's name or a contention_tables/<model>__<gpu>__<backend>/ dir, or 'auto' (pick "
+                "by model shape, GPU and attention backend)",
+        doc="a shipped table's name or a `contention_tables/<model>__<gpu>__<backend>/` dir; `auto` picks by model "
             "shape, GPU name and attention backend (never a table of another backend: an explicit one is refused "
             "naming both), and without a match falls back to a roofline over GEMM/copy rates probed per "
             "partition at start-up, with a warning saying how to profile")
@@ -110,11 +110,14 @@ class MuxArgs:
             raise MuxArgError(f"--mux-timeline-max-mb must be > 0 (got {self.timeline_max_mb})")
         if self.policy not in POLICIES:
             raise MuxArgError(f"--mux-policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
-        if self.contention_table != "auto" and not os.path.isdir(self.contention_table):
-            raise MuxArgError(
-                f"--mux-contention-table {self.contention_table!r} is not a directory; pass a "
-                "contention_tables/<model>__<gpu>/ dir, or 'auto' to pick by model and GPU"
-            )
+        if self.contention_table != "auto":
+            from sglang_mux.tables import TableError, resolve_table
+
+            try:
+                resolve_table(self.contention_table)
+            except TableError as e:
+                raise MuxArgError(f"--mux-contention-table: {e} (or 'auto' to pick by model, GPU and "
+                                  f"attention backend)") from None
         try:
             validate_granularity(total_sms or 132, self.sm_granularity)
         except ValueError as e:

@@ -56,6 +56,11 @@ def _get_or_create(cls, name: str, doc: str, labelnames, registry: CollectorRegi
             return existing
 
 
+def replica_path(path: str, dp_rank: int | None) -> str:
+    """A data-parallel replica's own file: ``path.dp<N>`` (``path`` itself without DP)."""
+    return path if dp_rank is None else f"{path}.dp{int(dp_rank)}"
+
+
 class MuxMetrics:
     """The mux's Prometheus collectors. `labels`: constant labels (e.g. model_name, tp_rank)."""
 

@@ -107,7 +107,7 @@ class MuxLoop:
         from sglang_mux.green_ctx import GreenPartitionSet, install_stream_groups
         from sglang_mux.mux_args import attention_backend
         from sglang_mux.probe import safe_probe
-        from sglang_mux.tables import tables_root
+        from sglang_mux.tables import resolve_table, tables_root
 
         args = MuxArgs.from_env()
         backend = attention_backend(sched.server_args)
@@ -122,7 +122,7 @@ class MuxLoop:
         sched.real_sm_group_num = len(cfgs)
         sched.split_prefill_batch = None
 
-        tables = None if args.contention_table == "auto" else args.contention_table
+        tables = None if args.contention_table == "auto" else resolve_table(args.contention_table)
         estimator = Estimator.for_model(
             _model_config(sched),
             gpu_name=torch.cuda.get_device_name(gpu_id),
@@ -145,9 +145,13 @@ class MuxLoop:
         try:
             from sglang_mux import mux_metrics
 
-            loop.metrics = mux_metrics.MuxMetrics()
+            # Data-parallel replicas (each its own scheduler and GPU): metrics labelled and a
+            # timeline file each, so that no two replicas write one series or one file.
+            dp = getattr(getattr(sched, "ps", None), "dp_rank", None)
+            loop.metrics = mux_metrics.MuxMetrics(labels={"dp_rank": str(dp)} if dp is not None else None)
             if args.timeline:
-                loop.timeline = mux_metrics.TimelineWriter(args.timeline, max_bytes=int(args.timeline_max_mb * 2**20))
+                loop.timeline = mux_metrics.TimelineWriter(mux_metrics.replica_path(args.timeline, dp),
+                                                           max_bytes=int(args.timeline_max_mb * 2**20))
         except Exception as e:  # metrics must never stop serving
             logger.warning("sglang_mux metrics disabled: %s", e)
         logger.info(

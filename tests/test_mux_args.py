@@ -39,7 +39,7 @@ def test_env_round_trip(monkeypatch):
     (dict(ttft_slo_ms=-1), "--mux-ttft-slo-ms"),
     (dict(policy="magic"), "--mux-policy"),
     (dict(sm_granularity=12), "granularity"),
-    (dict(contention_table="/nonexistent/x"), "not a directory"),
+    (dict(contention_table="/nonexistent/x"), "no such table directory, nor a table of that name"),
     (dict(policy="fixed", fixed_decode_sms=40), "multiple"),
     (dict(timeline_max_mb=0), "--mux-timeline-max-mb"),
     (dict(tbt_host_quantile=1.5), "--mux-tbt-host-quantile"),
@@ -154,3 +154,8 @@ def test_readme_flag_table_is_the_generated_one():
     block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
     assert block == markdown_table(), ("README's flag table differs from the code's; regenerate it: "
                                        "python -m sglang_mux.mux_args --markdown")
+
+
+def test_a_contention_table_is_a_shipped_name_or_a_directory(good):
+    MuxArgs(contention_table="llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3").validate()
+    MuxArgs(contention_table=str(good)).validate()

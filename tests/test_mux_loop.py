@@ -332,7 +332,7 @@ SCHEDULER_ATTRIBUTES = {
     "_mux", "gpu_id", "server_args", "stream_groups", "sm_counts", "real_sm_group_num", "split_prefill_batch",
     "gracefully_exit", "process_input_requests", "request_receiver", "running_batch", "waiting_queue",
     "get_new_batch_prefill", "update_running_batch", "run_batch", "process_batch_result", "on_idle",
-    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req", "tp_group",
+    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req", "tp_group", "ps",
 }
 
 # One decode batch of two requests; a 100-token prompt arrives. Iteration 1: the whole prefill

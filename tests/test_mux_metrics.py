@@ -118,3 +118,10 @@ def test_memory_gauges_are_throttled():
     assert m.on_memory({**stats, "num_alloc_retries": 2}, now=15.0)
     assert _val(reg, "sglang_mux:cuda_reserved_bytes") == 300
     assert _val(reg, "sglang_mux:cuda_alloc_retries") == 2
+
+
+def test_each_data_parallel_replica_has_its_own_timeline_file():
+    from sglang_mux.mux_metrics import replica_path
+
+    assert replica_path("/tmp/t.jsonl", None) == "/tmp/t.jsonl"
+    assert [replica_path("/tmp/t.jsonl", r) for r in (0, 1)] == ["/tmp/t.jsonl.dp0", "/tmp/t.jsonl.dp1"]
