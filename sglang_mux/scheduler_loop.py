@@ -147,7 +147,8 @@ class MuxLoop:
 
             # Data-parallel replicas (each its own scheduler and GPU): metrics labelled and a
             # timeline file each, so that no two replicas write one series or one file.
-            dp = getattr(getattr(sched, "ps", None), "dp_rank", None)
+            ps = getattr(sched, "ps", None)
+            dp = getattr(ps, "dp_rank", None) if getattr(ps, "dp_size", 1) > 1 else None
             loop.metrics = mux_metrics.MuxMetrics(labels={"dp_rank": str(dp)} if dp is not None else None)
             if args.timeline:
                 loop.timeline = mux_metrics.TimelineWriter(mux_metrics.replica_path(args.timeline, dp),

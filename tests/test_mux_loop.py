@@ -292,7 +292,7 @@ def plan(d, p, layers, rids=(), reason="test", preempt=False):
 
 
 def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=(),
-          wants_decode_contexts=False, event_ms=1.0, consensus=None):
+          wants_decode_contexts=False, event_ms=1.0, consensus=None, ps=None):
     """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them;
     ``consensus(sched)``: the TP consensus to use instead of a single rank's."""
     from sglang_mux import estimator as est_mod
@@ -313,6 +313,8 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
 
     monkeypatch.setenv(ENV_VAR, json.dumps(asdict(args)))
     sched = Scheduler(w, waiting, running(w), arrivals)
+    if ps is not None:
+        object.__setattr__(sched, "ps", ps)
     scheduler_loop.init_mux(sched)
     script = Script(sched, plans)
     script.wants_decode_contexts = wants_decode_contexts  # as the hybrid policy asks
@@ -323,7 +325,10 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
             sched.untracked("_mux").policy = NS(plan=lambda snap: pytest.fail("a TP follower never plans"))
     w("--- loop")
     scheduler_loop.mux_event_loop(sched)
-    rows = [json.loads(line) for line in open(tmp_path / "timeline.jsonl")]
+    from sglang_mux.mux_metrics import replica_path
+
+    dp = ps.dp_rank if ps is not None and ps.dp_size > 1 else None
+    rows = [json.loads(line) for line in open(replica_path(str(tmp_path / "timeline.jsonl"), dp))]
     return w.log, sched, rows, script
 
 
@@ -629,3 +634,16 @@ def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(
     if scenario == "preempt_resume":  # the leader waited for ev7 before its preemption; so did the follower
         assert "event_synchronize ev7" in log and "event_synchronize ev7" in flog
         assert decisions[2].retired == 1 and not decisions[0].retired
+
+
+def test_a_data_parallel_replica_writes_its_own_timeline_and_labels_its_metrics(monkeypatch, tmp_path, good):
+    from prometheus_client import CollectorRegistry
+
+    from sglang_mux import mux_metrics
+
+    monkeypatch.setattr(mux_metrics, "REGISTRY", CollectorRegistry())  # a replica is a process of its own
+    log, sched, rows, _ = serve(monkeypatch, tmp_path, good, [plan(132, 0, 0, reason="decode-only")], waiting=[],
+                                running=lambda w: Batch(w, "decode", [req("d1", 1000, 3)]),
+                                ps=NS(dp_rank=1, dp_size=2, gpu_id=1))
+    assert (tmp_path / "timeline.jsonl.dp1").exists() and not (tmp_path / "timeline.jsonl").exists()
+    assert len(rows) == 1 and sched.untracked("_mux").metrics.labels == {"dp_rank": "1"}
