@@ -2,10 +2,12 @@
 
 `init_mux` (patched in as `Scheduler.init_pdmux`) builds one MuxLoop; `mux_event_loop` (as
 `Scheduler.event_loop_pdmux`) runs it. One iteration (`MuxLoop.step`), phase by phase:
-  receive         new requests; poll the in-flight prefill's completion events (never block on
-                  them); a finished prefill is processed and merged into the running decode batch
-  plan            Snapshot -> policy.plan -> preemption / new prefill batch (SGLang's own batch
-                  formation); then the partition switch: new streams wait on the old ones' events
+  receive         new requests
+  plan            poll the in-flight prefill's completion events (never block on them; a finished
+                  prefill is processed and merged into the running decode batch), Snapshot ->
+                  policy.plan, one Decision for every TP rank (tp_consensus) -> preemption / new
+                  prefill batch (SGLang's own batch formation); then the partition switch: new
+                  streams wait on the old ones' events
   (fused)         a fused plan instead runs SGLang's own mixed iteration on the whole GPU: a prompt
                   chunk and every decode row in one extend batch (`run_fused`), and the step ends
   launch_decode   one decode iteration (a CUDA graph captured on this partition's decode stream)
@@ -31,8 +33,8 @@ from typing import TYPE_CHECKING
 from sglang_mux.loop_clock import LoopClock
 from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, Iteration, PrefillRun, chunked_view,
                                    decode_contexts, decode_shape, fused_rows, guard_record, prefill_state)
-from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus
 from sglang_mux.mux_args import MuxArgs
+from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus
 
 if TYPE_CHECKING:
     import torch
@@ -533,8 +535,8 @@ class MuxLoop:
         """A fused plan: SGLang's own mixed iteration on the whole GPU, synchronously, as its
         normal loop runs one with ``--enable-mixed-chunk``: form it (`form_fused`), run it between
         two timing events on the full-GPU decode stream, process its result, and merge what goes
-        on decoding into the running batch (`merge_fused`). Its GPU time is a token's gap: it goes
-        to the TBT host budget, the estimator's fused price and the timeline like a decode's."""
+        on decoding into the running batch (`merge_fused`). Its time is a token's gap: it goes to
+        the TBT host budget, the estimator's served fused price and the timeline like a decode's."""
         import torch
         from sglang.srt.distributed.parallel_state import set_pdmux_status
 
@@ -614,7 +616,7 @@ class MuxLoop:
 
     def observe_fused(self, it: Iteration, rows, ms: float) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows; None for a
-        decode alone): the TBT host budget, the estimator's fused correction, metrics, timeline."""
+        decode alone): the TBT host budget, the estimator's served fused price, metrics, timeline."""
         done = time.perf_counter()
         host_ms = self.clock.take()
         if self.host_time is not None and self.last_decode_done is not None:

@@ -381,8 +381,6 @@ def _take_chunk(chunk, chunked: WaitingReq | None, waiting: deque) -> tuple[list
             rest = WaitingReq(rid, w.arrival_s, w.n - take, w.r + take)
         else:
             complete.append(rid)
-    if chunked is not None:
-        raise ValueError(f"Plan.chunk {chunk} does not continue the chunked request {chunked.rid}")
     return pieces, complete, rest
 
 
