@@ -1,11 +1,12 @@
 """The scheduler loop's records and the pure functions on them (no torch, no sglang at run time).
 
 `PrefillRun`: one layer-wise prefill batch in flight (its chunks' CUDA events, its result);
-`DecodeLaunch`: one launched decode iteration; `Decision`: what every TP rank does this
-iteration (tp_consensus); `Iteration`: what one loop iteration decided and
-launched, handed from phase to phase (scheduler_loop.MuxLoop). `decode_shape`, `decode_contexts`,
-`prefill_state`, `chunked_view` and `fused_rows` turn SGLang's batches and requests into the
-policy's and estimator's inputs; `guard_record` is the timeline's view of the contention guard. Token counts are tokens, times ms unless named `_s`.
+`DecodeLaunch`: one launched decode iteration; `Decision`: what every TP rank does this iteration
+(tp_consensus); `Iteration`: what one loop iteration decided and launched, handed from phase to
+phase (scheduler_loop.MuxLoop). `decode_shape`, `decode_contexts`, `prefill_state`, `chunked_view`
+and `fused_rows` turn SGLang's batches and requests into the policy's and estimator's inputs;
+`guard_record` is the timeline's view of the contention guard. Token counts are tokens, times ms
+unless named `_s`.
 """
 
 from __future__ import annotations
