@@ -175,7 +175,8 @@ class Estimator:
             hint += f" (looked for tables in {tables_root}: no such directory)"
         if callable(probe):  # probe lazily: the GPU is measured only when no table matched
             probe = probe()
-        return cls.cold_start(shape, probe, total_sms, granularity, hint=hint)
+        # At TP each GPU computes one rank's share (the all-reduces are not in the roofline).
+        return cls.cold_start(shape.per_rank(tp_size), probe, total_sms, granularity, hint=hint)
 
     # ------------------------------------------------------------------ predictions (hot path)
 

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -175,6 +175,20 @@ class ModelShape:
         """``"<field> <mine> != <theirs>"`` for each shape field that differs (empty: same shape)."""
         return [f"{k} {getattr(self, k)!r} != {getattr(other, k)!r}"
                 for k in MODEL_KEYS if getattr(self, k) != getattr(other, k)]
+
+    def per_rank(self, tp: int) -> "ModelShape":
+        """One tensor-parallel rank's share of the work, as SGLang splits it: attention heads, KV
+        heads (at least one: below ``tp`` they are replicated), the MLP's intermediate size and the
+        vocabulary divided by ``tp``; layers, hidden size and head size whole. ``tp`` 1: itself.
+        ValueError where the heads or the MLP do not divide (SGLang refuses that TP too)."""
+        tp = int(tp)
+        if tp == 1:
+            return self
+        if tp < 1 or self.num_heads % tp or self.intermediate_size % tp:
+            raise ValueError(f"--tp-size {tp} does not divide {self.num_heads} attention heads and an "
+                             f"MLP of {self.intermediate_size}")
+        return replace(self, num_heads=self.num_heads // tp, num_kv_heads=max(1, self.num_kv_heads // tp),
+                       intermediate_size=self.intermediate_size // tp, vocab_size=-(-self.vocab_size // tp))
 
     # Sizes for planning (bf16 weights and KV cache).
     @property

@@ -245,6 +245,10 @@ def test_a_table_serves_only_its_tensor_parallel_degree(good, tmp_path):
                                          r"triton, TP=1: .*; triton, TP=2: "):
         e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton", tp_size=4)
     assert e.source == "cold-start"
+    # without a table, the roofline prices one rank's share: about a quarter of the weights to read
+    with pytest.warns(UserWarning):
+        one = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, tmp_path / "none", "triton")
+    assert 0.2 < e.decode_solo_ms(132, 1, 1000) / one.decode_solo_ms(132, 1, 1000) < 0.35
     with pytest.raises(TableError, match=r"table was made at --tp-size 2 and this server runs --tp-size 1"):
         Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton", table_dir=tp2)
     (tp2 / "meta.json").write_text(json.dumps({**meta, "tp_size": 0}))

@@ -196,3 +196,15 @@ def test_corun_cells_of_a_shipped_table_and_their_errors(tmp_path):
     (tmp_path / "cells.jsonl").write_text(json.dumps({"kind": "solo_decode", "cell": {}}) + "\n")
     with pytest.raises(TableError, match="timed its prefill launches"):
         corun_cells(tmp_path)
+
+
+def test_a_tensor_parallel_rank_computes_its_share_of_the_model():
+    m = ModelShape.from_meta(LLAMA_8B)
+    assert m.per_rank(1) is m
+    r = m.per_rank(2)
+    assert (r.num_heads, r.num_kv_heads, r.intermediate_size, r.vocab_size) == (16, 4, 7168, 64128)
+    assert (r.num_layers, r.hidden_size, r.head_dim) == (m.num_layers, m.hidden_size, m.head_dim)
+    assert m.per_rank(16).num_kv_heads == 1  # 8 KV heads over 16 ranks: replicated, one each
+    assert r.layer_params * 2 == pytest.approx(m.layer_params, rel=0.02)
+    with pytest.raises(ValueError, match="--tp-size 3 does not divide 32 attention heads"):
+        m.per_rank(3)
