@@ -616,7 +616,7 @@ def make_policy(name: str, estimator: EstimatorLike, *, tbt_slo_ms: float = 50.0
     """The one policy factory (simulator, CLI and server): 'dispatcher' | 'hybrid' | 'batch-size' |
     'fixed:<decode SMs>' (bare 'fixed' = 64 decode SMs). The SLO settings go to the dispatcher
     and the hybrid only; ``kw`` to the policy's constructor. Raises ValueError for an unknown
-    name. (The server offers only mux_args.POLICIES: the hybrid's fused plans need engine glue.)"""
+    name."""
     if name == "dispatcher":
         return MuxDispatcher(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
                              ttft_ms_per_token=ttft_ms_per_token, **kw)
