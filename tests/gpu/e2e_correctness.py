@@ -68,23 +68,27 @@ def burst(vocab: int, start_s: float, seed: int = 1):
 LOGPROBS = True  # --no-logprobs: SGLang mixes a chunk with the decode rows only when no request asks them
 
 
-def generate(url, ids, max_new):
-    lp = {"return_logprob": True, "top_logprobs_num": 2, "logprob_start_len": -1} if LOGPROBS else {}
+def generate(url, ids, max_new, logprobs=None):
+    """``logprobs``: ask the top 2 at each output position (None: as --no-logprobs says)."""
+    want = LOGPROBS if logprobs is None else logprobs
+    lp = {"return_logprob": True, "top_logprobs_num": 2, "logprob_start_len": -1} if want else {}
     return post(url + "/generate", {
         "input_ids": ids,
         "sampling_params": {"temperature": 0, "max_new_tokens": max_new, "ignore_eos": True}, **lp,
     })
 
 
-def run_workload(url, singles, sessions):
+def run_workload(url, singles, sessions, prompts=None):
+    """Every request's response by name (and, into ``prompts``, the prompt it was sent)."""
     out = {}
+    prompts = {} if prompts is None else prompts
     lock = threading.Lock()
 
     def one(spec):
         time.sleep(spec["delay"])
         r = generate(url, spec["ids"], spec["max_new"])
         with lock:
-            out[spec["name"]] = r
+            out[spec["name"]], prompts[spec["name"]] = r, spec["ids"]
 
     def session(spec):
         time.sleep(spec["delay"])
@@ -93,7 +97,7 @@ def run_workload(url, singles, sessions):
             prompt = prompt + t
             r = generate(url, prompt, 32)
             with lock:
-                out[f'{spec["name"]}_turn{k}'] = r
+                out[f'{spec["name"]}_turn{k}'], prompts[f'{spec["name"]}_turn{k}'] = r, list(prompt)
             if "output_ids" in r:
                 prompt = prompt + r["output_ids"]
 
@@ -105,6 +109,19 @@ def run_workload(url, singles, sessions):
     for t in threads:
         t.join()
     return out, time.time() - t0
+
+
+def probe_gaps(url, prompts, outs, ref) -> dict:
+    """Without logprobs in the workload (--no-logprobs), the top-2 gap at each divergence from the
+    reference, asked afterwards of the reference server alone: its prompt and its output up to the
+    divergence, one token, logprobs on. {name: gap}."""
+    gaps = {}
+    for name, r in ref.items():
+        ia, ib = (outs.get(name) or {}).get("output_ids"), r.get("output_ids")
+        div = next((i for i, (x, y) in enumerate(zip(ia or [], ib or [])) if x != y), None)
+        if div is not None and name in prompts:
+            gaps[name] = top2_gap(generate(url, prompts[name] + ib[:div], 1, logprobs=True), 0)
+    return gaps
 
 
 def top2_gap(resp, pos):
@@ -131,6 +148,15 @@ def compare(a: dict, b: dict):
                 row["top2_gap_mux"] = top2_gap(ra, div)
                 row["top2_gap_ref"] = top2_gap(rb, div)
         rows.append(row)
+    return rows
+
+
+def with_probed_gaps(rows, gaps: dict):
+    """Fill the reference's top-2 gap at each divergence from ``probe_gaps`` where the workload
+    itself asked no logprobs."""
+    for r in rows:
+        if r.get("top2_gap_ref") is None and r["name"] in gaps:
+            r["top2_gap_ref"] = gaps[r["name"]]
     return rows
 
 
@@ -239,16 +265,21 @@ def main():
                         "--enable-mixed-chunk", "--chunked-prefill-size", "512"], capture_output=True, text=True, timeout=120)
     result["incompatible_sglang_arg"] = {"returncode": p.returncode, "stderr_tail": p.stderr.strip()[-300:]}
 
-    outs = {}
-    servers = [("mux", True, mux_extra), ("ref", False, [])]
+    outs, prompts, gaps = {}, {}, {}
+    servers = [("mux", True, mux_extra)]
     if args.control_args is not None:
         servers.append(("control", False, args.control_args.split()))
+    servers.append(("ref", False, []))  # last: divergences are probed on it while it is up
     for label, mux, extra in servers:
         srv = Server(base + extra, args.port,
                      os.path.join(args.logdir, f"server_{label}.log"), mux=mux)
         try:
             result[f"{label}_start_s"] = round(srv.start(), 1)
-            outs[label], result[f"{label}_wall_s"] = run_workload(srv.url, singles, sessions)
+            prompts[label] = {}
+            outs[label], result[f"{label}_wall_s"] = run_workload(srv.url, singles, sessions, prompts[label])
+            if label == "ref" and not LOGPROBS:
+                gaps = {other: probe_gaps(srv.url, prompts["ref"], outs[other], outs["ref"])
+                        for other in ("mux", "control") if other in outs}
             if mux:
                 result["mux_metrics"] = scrape_mux_metrics(srv.url)
                 result["bad_input"] = bad_input_checks(srv.url, vocab, cfg.get("max_position_embeddings", 40960))
@@ -262,7 +293,7 @@ def main():
         finally:
             srv.stop()
     if "mux" in outs and "ref" in outs:
-        rows = compare(outs["mux"], outs["ref"])
+        rows = with_probed_gaps(compare(outs["mux"], outs["ref"]), gaps.get("mux", {}))
         result["rows"] = rows
         a = agreement(rows)
         result.update(n_requests=a["n_requests"], n_identical=a["n_identical"], n_failed_mux=a["n_failed"],
@@ -274,7 +305,8 @@ def main():
         if burst_rows:
             result["burst"] = {"n": len(burst_rows), "identical": sum(1 for r in burst_rows if r.get("identical"))}
     if "control" in outs and "ref" in outs:
-        rows = compare(outs["control"], outs["ref"])  # (its "mux" columns are the control's)
+        rows = with_probed_gaps(compare(outs["control"], outs["ref"]),  # (its "mux" columns are the control's)
+                                gaps.get("control", {}))
         result["control"] = {"args": args.control_args, **agreement(rows),
                              "divergent": [r for r in rows if r.get("identical") is False]}
     json.dump(result, open(args.out, "w"), indent=1)

@@ -1,0 +1,32 @@
+"""The greedy-output check's divergence probe (tests/gpu/e2e_correctness.py), on the CPU."""
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "gpu"))
+e2e = importlib.import_module("e2e_correctness")
+
+
+def test_a_divergence_without_logprobs_is_probed_on_the_reference_alone(monkeypatch):
+    """--no-logprobs: after the workload, the reference server is asked once more for the diverging
+    request, its prompt and output up to the divergence with logprobs on; the top-2 gap there
+    fills the row, and identical requests are not asked again."""
+    sent = []
+
+    def generate(url, ids, max_new, logprobs=None):
+        sent.append((url, list(ids), max_new, logprobs))
+        return {"output_ids": [9], "meta_info": {"output_top_logprobs": [[(-0.50, 9), (-0.52, 8)]]}}
+
+    monkeypatch.setattr(e2e, "generate", generate)
+    prompts = {"a": [1, 2], "b": [3]}
+    mux = {"a": {"output_ids": [5, 6, 7]}, "b": {"output_ids": [4, 4]}}
+    ref = {"a": {"output_ids": [5, 6, 8]}, "b": {"output_ids": [4, 4]}}
+    gaps = e2e.probe_gaps("http://ref", prompts, mux, ref)
+    assert sent == [("http://ref", [1, 2, 5, 6], 1, True)]
+    assert gaps == {"a": pytest.approx(0.02)}
+    rows = e2e.with_probed_gaps(e2e.compare(mux, ref), gaps)
+    assert [(r["name"], r.get("first_divergence"), r.get("top2_gap_ref")) for r in rows] == [
+        ("a", 2, gaps["a"]), ("b", None, None)]
+    assert e2e.agreement(rows)["max_top2_gap_at_divergence"] == gaps["a"]
