@@ -190,11 +190,11 @@ class Estimator:
         """One fused (mixed) iteration on the whole GPU, as SGLang runs a chunk with
         ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
         before it as reused context) and one new token per decoding request on its context
-        (``decode_contexts``, tokens). Priced by the prefill model on ``total_sms`` (``prefill_ms``),
-        so the policy and both simulators use one price; 0.0 for an empty batch. The solo fit over
-        those rows, mapped to served time by ``fused_price`` (learned by ``observe_fused``; the
-        identity until then)."""
-        rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+        (``decode_contexts``, tokens): the solo prefill fit on ``total_sms`` over those rows
+        (`fused_batch`), mapped to served time by ``fused_price`` (learned by ``observe_fused``; the
+        identity until then). The policy and both simulators use this one price; 0.0 for an empty
+        batch."""
+        rows = fused_batch(pieces, decode_contexts)
         return self.fused_price.price(self._solo.prefill_ms(self.total_sms, rows)) if rows else 0.0
 
     def host_prefill_ms(self) -> float:
@@ -327,10 +327,16 @@ class Estimator:
         return self._solo
 
 
+def fused_batch(pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> list[PrefillReq]:
+    """A fused iteration's extend rows: the prompt pieces, then a one-token row per decode on its
+    context."""
+    return list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+
+
 def fused_iteration_ms(est, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
-    """``Estimator.fused_ms`` for any estimator with ``prefill_ms`` and ``total_sms`` (the
-    policy's stand-ins too): the prompt pieces plus a one-token row per decode, on the whole GPU."""
-    rows = list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+    """A fused iteration's price for an estimator without ``fused_ms`` (the policy's stand-ins):
+    its ``prefill_ms`` on ``total_sms`` over `fused_batch`, with no served mapping."""
+    rows = fused_batch(pieces, decode_contexts)
     return est.prefill_ms(est.total_sms, rows) if rows else 0.0
 
 
