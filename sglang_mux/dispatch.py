@@ -421,8 +421,10 @@ class HybridPolicy(MuxDispatcher):
 
     Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
     0. A request part-way through a fused prefill (``snap.chunked``): fused, its rest first, the
-       largest chunk that fits (none fits: its rest alone, up to the smallest size; it holds KV
-       and must move on, but no other request is cut into a chunk the budget cannot hold).
+       largest chunk that fits, filled only with waiting requests that fit whole (none fits: its
+       rest alone, up to the smallest size; it holds KV and must move on). Rule 0 never cuts a new
+       request: cutting one is a choice that rule 3 rates, else each forced chunk would cut the
+       next prompt and the chain would run fused for as long as a queue lasts.
     1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill
        is finished where it started, never dropped or turned into chunks (preemption as rule 4).
     2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -470,15 +472,16 @@ class HybridPolicy(MuxDispatcher):
         sl = self.prefill_slowdown
         return sl.get(decode_sms) or sl[min(sl, key=lambda k: (abs(k - decode_sms), k))]
 
-    def _chunks(self, snap: Snapshot) -> list[list[tuple[WaitingReq, int]]]:
+    def _chunks(self, snap: Snapshot, cut_new: bool = True) -> list[list[tuple[WaitingReq, int]]]:
         """The distinct FCFS chunks of the sizes, ascending, the chunked request's rest first
-        (reads the queue only that far)."""
+        (reads the queue only that far); without ``cut_new`` a waiting request that does not fit
+        whole ends the chunk."""
         head = (snap.chunked,) if snap.chunked is not None else ()
         out: list[list[tuple[WaitingReq, int]]] = []
         for c in self.chunk_sizes:
             ch, room = [], c
-            for w in itertools.chain(head, snap.waiting):
-                if room <= 0 or len(ch) >= self.max_prefill_bs:
+            for i, w in enumerate(itertools.chain(head, snap.waiting)):
+                if room <= 0 or len(ch) >= self.max_prefill_bs or (not cut_new and i >= len(head) and w.n > room):
                     break
                 take = min(room, w.n)
                 ch.append((w, take))
@@ -490,10 +493,11 @@ class HybridPolicy(MuxDispatcher):
 
     def fused_candidate(self, snap: Snapshot, force: bool = False) -> tuple[Plan, float] | None:
         """The largest fused chunk that meets the TBT budget and its rate over what it commits to
-        (`commitment`); None if none does (``force``: the smallest chunk then, rated alone)."""
+        (`commitment`); None if none does. ``force`` (rule 0): no new request cut, and the
+        smallest chunk if none fits, rated alone."""
         budget = self.tbt_budget_ms(snap)
         ctx = decode_contexts(snap)
-        chunks = self._chunks(snap)
+        chunks = self._chunks(snap, cut_new=not force)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
             chunks = [[(w, min(w.n, self.chunk_sizes[0]))]] + chunks

@@ -653,6 +653,13 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
     # its rest is short: the chunk goes on into the waiting queue, FCFS
     p = pol.plan(replace(heavy, chunked=WaitingReq("long", 99.0, 200, 300)))
     assert p.chunk == (("long", 200), ("b", 100))  # 512 fits: the queue head whole
+    # a waiting prompt that does not fit whole is not cut: cutting it is rule 3's choice, rated
+    # against a partition (else each forced chunk cuts the next prompt and fusing never ends)
+    light = _hyb_snap(4, 1000, [WaitingReq("b", 99.5, 100, 0), WaitingReq("c", 99.6, 3000, 0)])
+    p = pol.plan(replace(light, chunked=WaitingReq("long", 99.0, 200, 300)))
+    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 200), ("b", 100))
+    cut = pol.fused_candidate(light)[0]  # with no chunked request, rule 3's candidate does cut c
+    assert cut.chunk[-1][0] == "c" and cut.chunk[-1][1] < 3000
     # nothing fits (a 64-row decode of 30K costs 41.6 ms + the host's 10): the smallest chunk of
     # its rest anyway, and no waiting request is cut into it
     over = replace(_hyb_snap(64, 30000, [WaitingReq("b", 99.5, 100, 0)], host=10.0), chunked=rest)
