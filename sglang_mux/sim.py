@@ -39,6 +39,8 @@ from sglang_mux import cli
 from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, fused_ms,
                                  make_policy)
 from sglang_mux.drift import drift, queue_drift
+from sglang_mux.estimator import fused_batch
+from sglang_mux.fused_price import FusedPrice
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
 # ---- simulation -----------------------------------------------------------------------------
@@ -244,7 +246,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             if runs_prefill:
                 raise RuntimeError(f"policy fused a chunk beside a layer-wise prefill: {plan}")
             pieces, first_rids, chunked = _take_chunk(plan.chunk, chunked, waiting)
-            gpu = fused_ms(est, pieces, ctxs if ctxs is not None else decode_contexts())
+            fctx = ctxs if ctxs is not None else decode_contexts()
+            gpu = fused_ms(est, pieces, fctx)
+            if planner is not None and hasattr(planner, "observe_fused"):
+                planner.observe_fused(fused_batch(pieces, fctx), gpu)
             h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
             if host_budget is not None and runs_decode:
                 host_budget.observe(gpu + h, gpu)
@@ -415,12 +420,15 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
                  fused_host_ms: float | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
-    refines online; False: it plans with `estimator` itself. The rest: ``simulate``'s."""
+    refines online and whose fused price starts from the server's prior and learns each fused
+    iteration's true time; False: it plans with `estimator` itself. The rest: ``simulate``'s."""
     out = []
     for nm in policy_names(spec, estimator):
         planner = None
         if online_guard:
             planner = copy.deepcopy(estimator)
+            if hasattr(planner, "fused_price"):  # as a server starts: the prior, learned from what runs
+                planner.fused_price = FusedPrice()
         # The hybrid weighs spatial prefill at its co-run speed, as the server's online prefill
         # correction learns it; the simulator tells it the truth it plays.
         kw = {"prefill_slowdown": prefill_slowdown} if nm == "hybrid" else {}
@@ -528,8 +536,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                     help="prefill beside a decode runs X times its table estimate, or per decode partition as the "
                          "table's co-run cells measured it ('table'); 1 is the paper's model")
     ap.add_argument("--online-guard", action="store_true",
-                    help="the policy plans with a guard raised online to what serving measures, as the server's "
-                         "is (default: the table's guard, unrefined)")
+                    help="the policy plans with a guard raised online to what serving measures, and a fused price "
+                         "learned from the solo price up, as the server's are (default: the table's guard and the "
+                         "true fused price)")
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)

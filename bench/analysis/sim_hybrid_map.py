@@ -13,8 +13,9 @@ earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``
 sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=0)``): no prefix reuse, chunked
 prefill 2 ms host per iteration as the capped conversation, and the mux's prefill beside decode at
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
-The hybrid prices a fused iteration as an H100 served it (SERVED_FUSED_PRICE); "hybrid, SGLang
-host" as the solo fit with SGLang's host time. Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate
+In "hybrid" a fused iteration takes what an H100 served (SERVED_FUSED_PRICE), which the policy
+learns from the solo price up as the server does (the map.json in MAP_JSON was made before that,
+the price known from the start); "hybrid, SGLang host" the solo fit with SGLang's host time. Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate
 passed before the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
 cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT
 drift (the simulators' own drift test). For code and chat-1k the walk also goes on past the first
