@@ -475,7 +475,7 @@ def test_cli_runs_the_hybrid_and_all_includes_it(capsys):
     assert "hybrid" in capsys.readouterr().out
 
 
-def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does():
+def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(monkeypatch):
     """With ``online_guard`` the planner starts from the server's prior (the solo price) and
     learns each fused iteration's true time: here the truth is 10 ms + 1.0 x solo, and after a
     run where the hybrid fuses (the H100 table, prefill beside decode 1.4x slower) the planner's
@@ -485,17 +485,14 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does():
     truth = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
     truth.fused_price.fixed, truth.fused_price.slope = 10.0, 1.0
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
-    learned = []
+    learned, real = [], sim.simulate
 
     def spy(reqs_, est_, pol, **kw):
         learned.append(kw["planner"])
         return real(reqs_, est_, pol, **kw)
 
-    real, sim.simulate = sim.simulate, spy
-    try:
-        (hy,) = sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4)
-    finally:
-        sim.simulate = real
+    monkeypatch.setattr(sim, "simulate", spy)
+    (hy,) = sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4)
     price = learned[0].fused_price
     # it fused, more than a planner told the truth from the start does (3 here): the prior is cheaper
     (told,) = sim.run_policies(reqs, truth, "hybrid", online_guard=False, host_ms=2.0, prefill_slowdown=1.4)
