@@ -109,6 +109,9 @@ class Snapshot:
     # A request part-way through a fused prefill (SGLang's chunked request; not in ``waiting``):
     # n = its prompt tokens still to run, r = those done. Only a fused plan can continue it.
     chunked: WaitingReq | None = None
+    # Host time a fused iteration adds (its own DecodeHostTime: forming and finishing SGLang's
+    # batch, not launching layer-wise prefill); None: decode_host_ms.
+    fused_host_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -379,10 +382,12 @@ class MuxDispatcher(_BasePolicy):
         reason = PREEMPT_PREFIX + OVERLOAD_MAX_DECODE if preempt else OVERLOAD_MAX_DECODE
         return Plan(d, self.total - d, t, t_p, self._n_pl(t, t_p, b), b.new_rids, preempt, reason)
 
-    def tbt_budget_ms(self, snap: Snapshot) -> float:
-        """GPU time a decode iteration may take: the TBT SLO less the loop's host time, which
-        never takes more than half of it (a host that slow is a stall, not a cost to plan for)."""
-        return self.tbt_slo_ms - min(max(snap.decode_host_ms, 0.0), 0.5 * self.tbt_slo_ms)
+    def tbt_budget_ms(self, snap: Snapshot, host_ms: float | None = None) -> float:
+        """GPU time a decode iteration may take: the TBT SLO less the loop's host time
+        (``host_ms``, default ``snap.decode_host_ms``), which never takes more than half of it (a
+        host that slow is a stall, not a cost to plan for)."""
+        host = snap.decode_host_ms if host_ms is None else host_ms
+        return self.tbt_slo_ms - min(max(host, 0.0), 0.5 * self.tbt_slo_ms)
 
     def plan(self, snap: Snapshot) -> Plan:
         plan = super().plan(snap)
@@ -432,10 +437,11 @@ class HybridPolicy(MuxDispatcher):
        fused: for each size c in ``chunk_sizes``, the chunk is the waiting requests' remaining
          prompt tokens first come, first served (the last one cut, at most ``max_prefill_bs``
          requests), up to c; its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
-         largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less the host time) is the
-         candidate, rate = chunk tokens / (t_f + host ms) (a fused iteration's prefill stops while
-         the host works; a spatial one's runs on) over what it commits to (`commitment`: the rest
-         of a prompt it cuts, which rule 0 will finish fused). None fits: no fused candidate.
+         largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's host
+         time, ``snap.fused_host_ms``, else ``decode_host_ms``) is the candidate, rate = chunk
+         tokens / (t_f + that host time) (a fused iteration's prefill stops while the host works;
+         a spatial one's runs on) over what it commits to (`commitment`: the rest of a prompt it
+         cuts, which rule 0 will finish fused). None fits: no fused candidate.
        spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s), T_P its
          estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1 alone); 0
          when it holds prefill back (overload-decode-first).
@@ -472,21 +478,25 @@ class HybridPolicy(MuxDispatcher):
         sl = self.prefill_slowdown
         return sl.get(decode_sms) or sl[min(sl, key=lambda k: (abs(k - decode_sms), k))]
 
-    def _chunks(self, snap: Snapshot, cut_new: bool = True) -> list[list[tuple[WaitingReq, int]]]:
+    def _chunks(self, snap: Snapshot, rest_chunks: int | None = None) -> list[list[tuple[WaitingReq, int]]]:
         """The distinct FCFS chunks of the sizes, ascending, the chunked request's rest first
-        (reads the queue only that far); without ``cut_new`` a waiting request that does not fit
-        whole ends the chunk."""
+        (reads the queue only that far). ``rest_chunks``: a waiting request is cut only if what
+        it leaves fits that many more chunks of the size (None: any; 0: it must fit whole),
+        else it ends the chunk."""
         head = (snap.chunked,) if snap.chunked is not None else ()
         out: list[list[tuple[WaitingReq, int]]] = []
         for c in self.chunk_sizes:
             ch, room = [], c
             for i, w in enumerate(itertools.chain(head, snap.waiting)):
-                if room <= 0 or len(ch) >= self.max_prefill_bs or (not cut_new and i >= len(head) and w.n > room):
+                if room <= 0 or len(ch) >= self.max_prefill_bs or (
+                        rest_chunks is not None and i >= len(head) and w.n - room > rest_chunks * c):
                     break
                 take = min(room, w.n)
                 ch.append((w, take))
                 room -= take
-            if not ch or (out and sum(t for _, t in ch) == sum(t for _, t in out[-1])):
+            if not ch:
+                continue  # the head leaves too much (``rest_chunks``): a larger size may hold it
+            if out and sum(t for _, t in ch) == sum(t for _, t in out[-1]):
                 break  # the whole queue head fits a smaller size already
             out.append(ch)
         return out
@@ -495,13 +505,17 @@ class HybridPolicy(MuxDispatcher):
         """The largest fused chunk that meets the TBT budget and its rate over what it commits to
         (`commitment`); None if none does. ``force`` (rule 0): no new request cut, and the
         smallest chunk if none fits, rated alone."""
-        budget = self.tbt_budget_ms(snap)
+        host = max(snap.decode_host_ms if snap.fused_host_ms is None else snap.fused_host_ms, 0.0)
+        budget = self.tbt_budget_ms(snap, host)
         ctx = decode_contexts(snap)
-        chunks = self._chunks(snap, cut_new=not force)
+        # Rule 0 cuts no new prompt. On an unlearned price (the prior: the solo price) a cut commits
+        # to one more chunk at most: cutting a long prompt on it held the loop fused for its every
+        # chunk once the true price was known.
+        learned = getattr(getattr(self.est, "fused_price", None), "learned", True)
+        chunks = self._chunks(snap, rest_chunks=0 if force else None if learned else 1)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
             chunks = [[(w, min(w.n, self.chunk_sizes[0]))]] + chunks
-        host = max(snap.decode_host_ms, 0.0)
         for i, ch in reversed(list(enumerate(chunks))):
             t_f = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in ch], ctx)
             if t_f <= budget or (force and i == 0):

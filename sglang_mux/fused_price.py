@@ -25,7 +25,8 @@ class FusedPrice:
     """``price(solo_ms)``: the served time planned for; ``observe(solo_ms, measured_ms)`` after
     each fused iteration. Not thread-safe (the scheduler's thread only)."""
 
-    def __init__(self, window: int = 256, refit: int = 32, warmup: int = 8, quantile: float = 0.9):
+    def __init__(self, window: int = 256, refit: int = 32, warmup: int = 8, quantile: float = 0.9,
+                 known: bool = False):
         if window < 2 or refit < 1 or warmup < 0 or not 0.0 <= quantile <= 1.0:
             raise ValueError(f"bad FusedPrice settings: window={window} refit={refit} warmup={warmup} "
                              f"quantile={quantile}")
@@ -33,6 +34,12 @@ class FusedPrice:
         self.refit, self.warmup, self.quantile = refit, warmup, quantile
         self._obs: deque[tuple[float, float]] = deque(maxlen=window)
         self._n = 0
+        self.known = known  # set as the truth (a simulator's), not a prior to learn from
+
+    @property
+    def learned(self) -> bool:
+        """Whether the price is more than the prior: ``known``, or ``warmup`` fused iterations seen."""
+        return self.known or self._n >= self.warmup
 
     def price(self, solo_ms: float) -> float:
         return self.fixed + self.slope * solo_ms + self.margin if solo_ms > 0 else 0.0

@@ -71,10 +71,12 @@ class MuxLoop:
     def __init__(self, sched: Scheduler, args: MuxArgs, parts: GreenPartitionSet, cfgs: list[PartitionConfig],
                  policy: Policy, estimator: Estimator, *, metrics: MuxMetrics | None = None,
                  timeline: TimelineWriter | None = None, host_time: DecodeHostTime | None = None,
+                 fused_host_time: DecodeHostTime | None = None,
                  clock: LoopClock | None = None, consensus: Consensus | None = None):
         """``cfgs``: the partitions in SGLang's stream-group order (index = stream index);
-        ``host_time``: None leaves the loop's host time out of the TBT budget; ``consensus``: how
-        TP ranks agree on each iteration (None: a single rank)."""
+        ``host_time``: None leaves the loop's host time out of the TBT budget; ``fused_host_time``:
+        a fused iteration's own (None: it counts in ``host_time``); ``consensus``: how TP ranks
+        agree on each iteration (None: a single rank)."""
         self.sched = sched
         self.args = args
         self.parts = parts
@@ -85,6 +87,7 @@ class MuxLoop:
         self.metrics = metrics
         self.timeline = timeline
         self.host_time = host_time
+        self.fused_host_time = fused_host_time
         self.clock = clock if clock is not None else LoopClock(os_stats=False)
         self.consensus = consensus if consensus is not None else SingleRank()
         self.idx = 0  # the current stream group
@@ -141,6 +144,7 @@ class MuxLoop:
         consensus = TpConsensus.of(sched)
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
+                   fused_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's
             return loop
@@ -406,6 +410,7 @@ class MuxLoop:
             decode_host_ms=self.host_time.value_ms if self.host_time is not None else 0.0,
             decode_contexts=decode_contexts(sched.running_batch) if wants_ctx else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
+            fused_host_ms=self.fused_host_time.value_ms if self.fused_host_time is not None else None,
         )
 
     def forget_gone(self) -> None:
@@ -616,11 +621,13 @@ class MuxLoop:
 
     def observe_fused(self, it: Iteration, rows, ms: float) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows; None for a
-        decode alone): the TBT host budget, the estimator's served fused price, metrics, timeline."""
+        decode alone): the TBT host budget (a fused iteration's own where there is one), the
+        estimator's served fused price, metrics, timeline."""
         done = time.perf_counter()
         host_ms = self.clock.take()
-        if self.host_time is not None and self.last_decode_done is not None:
-            self.host_time.observe((done - self.last_decode_done) * 1e3, ms)
+        budget = self.fused_host_time if rows and self.fused_host_time is not None else self.host_time
+        if budget is not None and self.last_decode_done is not None:
+            budget.observe((done - self.last_decode_done) * 1e3, ms)
         self.last_decode_done = done
         ratio = self.estimator.observe_fused(rows, ms) if rows else None
         if self.metrics:
@@ -631,7 +638,7 @@ class MuxLoop:
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
                                 fused_price=self.estimator.fused_price.to_dict(),
                                 decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
-                                host_ms=host_ms, os_ms=self.clock.last_os)
+                                fused_host_ms=it.snap.fused_host_ms, host_ms=host_ms, os_ms=self.clock.last_os)
 
     # ---- launch prefill ---------------------------------------------------------------------
 

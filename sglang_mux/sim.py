@@ -135,9 +135,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
     draws from, budgeted as served. ``fused_host_ms``: a fused iteration's host time (None: as a
-    co-run decode iteration's, ``host_ms`` or a co-run draw).
+    co-run decode iteration's, ``host_ms`` or a co-run draw); the policy is told it, or with
+    ``host_draws`` budgets it apart from the decode's, as served (``Snapshot.fused_host_ms``).
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
-    the estimator `policy` plans with, refined online by every co-run decode (None: nothing is)."""
+    the estimator `policy` plans with, refined online by every co-run decode and fused iteration
+    (None: nothing is)."""
     if host_ms < 0 or (fused_host_ms is not None and fused_host_ms < 0):
         raise ValueError(f"host_ms and fused_host_ms must be >= 0, got {host_ms}, {fused_host_ms}")
     if slowdown not in ("uniform", "worst", "none"):
@@ -147,12 +149,15 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         raise ValueError(f"prefill_slowdown must be >= 1 (co-running never speeds prefill up), got {prefill_slowdown}")
     if planner is estimator:
         raise ValueError("planner must be a copy of the estimator: refining the truth would change the GPU")
+    if planner is None and getattr(estimator, "fused_price", None) is not None:
+        estimator.fused_price.known = True  # the policy plans with the truth: its price is no prior
     rng = random.Random(seed)
     jit = None if jitter is None else list(jitter)
     hosts = None if host_draws is None else [list(h) for h in host_draws]
     if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
         raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
     host_budget = DecodeHostTime() if hosts is not None else None
+    fused_budget = DecodeHostTime() if hosts is not None else None  # a fused iteration's own, as served
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
@@ -218,7 +223,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         plan = policy.plan(Snapshot(t, dec_bs, dec_ctx, decode_max_reused=dec_max, active_prefill=active,
                                     paused_prefill=paused, waiting=waiting,
                                     decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
-                                    decode_contexts=ctxs, chunked=chunked))
+                                    decode_contexts=ctxs, chunked=chunked,
+                                    fused_host_ms=fused_host_ms if fused_budget is None else fused_budget.value_ms))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -251,8 +257,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             if planner is not None and hasattr(planner, "observe_fused"):
                 planner.observe_fused(fused_batch(pieces, fctx), gpu)
             h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
-            if host_budget is not None and runs_decode:
-                host_budget.observe(gpu + h, gpu)
+            if fused_budget is not None:
+                fused_budget.observe(gpu + h, gpu)
             tau = gpu + h
             prefill_busy_ms += gpu
         elif runs_decode:

@@ -603,6 +603,46 @@ def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(hos
     assert c == {0.0: 512, 5.0: 512, 15.0: 512, 25.0: 256, 40.0: 256}[host]
 
 
+def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
+    """``snap.fused_host_ms`` (measured on fused iterations) replaces the decode's host time in
+    the fused candidate's budget and rate; the spatial plan keeps the decode's."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    base = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)], host=25.0)
+    for fused_host, size in ((None, 256), (25.0, 256), (0.0, 512)):
+        s = replace(base, fused_host_ms=fused_host)
+        plan, rate = pol.fused_candidate(s)
+        assert plan.chunk == (("a", size),)
+        h = 25.0 if fused_host is None else fused_host
+        k = math.ceil((8000 - size) / size)
+        rows = [PrefillReq(1, 1000)] * 4
+        first, last = (est.prefill_ms(132, [PrefillReq(size, r)] + rows) for r in (size, size + (k - 1) * size))
+        assert rate == pytest.approx(8000 / (plan.t_decode_worst_ms + h + k * ((first + last) / 2 + h)))
+        assert MuxDispatcher(est).plan(s) == MuxDispatcher(est).plan(base)  # the partition's budget: decode's
+    # two short prompts beside a decode whose loop costs 25 ms of host: fused only when a fused
+    # iteration's own host time is known to be small
+    short = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 300, 0), WaitingReq("b", 99.5, 300, 0)], host=25.0)
+    kinds = [pol.plan(replace(short, fused_host_ms=h)).kind for h in (None, 5.0, 0.0)]
+    assert kinds == [D.KIND_SPATIAL, D.KIND_SPATIAL, D.KIND_FUSED]
+
+
+def test_hybrid_cuts_no_prompt_on_a_price_it_has_not_learned():
+    """Before its fused price is learned (``est.fused_price.learned``) a fused candidate holds
+    only prompts that fit whole, in the smallest size that holds them: a cut commits to the
+    prompt's rest, and on the optimistic prior a long prompt held the loop fused."""
+    from types import SimpleNamespace
+
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 300, 0), WaitingReq("b", 99.5, 3000, 0)])
+    est.fused_price = SimpleNamespace(learned=True)
+    assert pol.fused_candidate(s)[0].chunk == (("a", 300), ("b", 212))  # learned: 512, cutting b
+    est.fused_price.learned = False
+    plan, _ = pol.fused_candidate(s)
+    assert plan.chunk == (("a", 300),)  # 256 cannot hold a whole, 512 does; b is not cut
+    assert pol.fused_candidate(_hyb_snap(4, 1000, [WaitingReq("b", 99.5, 9000, 0)])) is None
+
+
 def test_hybrid_without_a_fitting_chunk_or_with_nothing_waiting_is_the_dispatcher():
     est = HybridFake()
     pol = D.HybridPolicy(est)

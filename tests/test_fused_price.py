@@ -42,3 +42,12 @@ def test_refits_only_every_refit_after_the_warm_up_and_glitches_are_dropped():
     assert fp.observe(10.0, 500.0) is None and fp.observe(10.0, 1.0) is None and fp.observe(0.0, 5.0) is None
     with pytest.raises(ValueError, match="bad FusedPrice settings"):
         FusedPrice(window=1)
+
+
+def test_learned_after_the_warm_up_or_when_known():
+    fp = FusedPrice(warmup=3)
+    for i in range(3):
+        assert not fp.learned
+        fp.observe(10.0 + i, 20.0 + i)
+    assert fp.learned and not fp.known
+    assert FusedPrice(known=True).learned

@@ -568,6 +568,12 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     assert rows[1]["fused_price"]["slope"] == 0.5
     assert est.fused_ms([PrefillReq(200, 400)], [1002, 1199]) == pytest.approx(est.fused_price.price(solo[1]))
     assert est.fused_price.price(solo[1]) > solo[1]
+    # a fused iteration's host time is budgeted apart from a decode's (the first of each loop has
+    # no gap before it): the second fused one went to the fused budget, the decode to its own
+    mux = sched.untracked("_mux")
+    assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 1)
+    assert [s.fused_host_ms for s in script.snaps] == [0.0, 0.0, mux.fused_host_time.value_ms]
+    assert "fused_host_ms" in rows[0] and "fused_host_ms" not in rows[2]
 
 
 # ---- tensor parallelism: every rank runs the leader's decisions -----------------------------

@@ -1,6 +1,6 @@
 """Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
 
-    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_served_2026-11-27/map.md   (repository root)
+    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_learned_2026-11-27/map.md   (repository root)
 
 What it simulates (issue 43 item 3), seed 0, on the H100 FA3 table (TABLE), the mux with host
 times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
@@ -14,8 +14,8 @@ sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=0)``): no prefix re
 prefill 2 ms host per iteration as the capped conversation, and the mux's prefill beside decode at
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
 In "hybrid" a fused iteration takes what an H100 served (SERVED_FUSED_PRICE), which the policy
-learns from the solo price up as the server does (the map.json in MAP_JSON was made before that,
-the price known from the start); "hybrid, SGLang host" the solo fit with SGLang's host time. Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate
+learns from the solo price up as the server does, with a fused iteration's host time budgeted apart
+from a decode's; "hybrid, SGLang host" the solo fit with SGLang's host time. Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate
 passed before the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
 cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT
 drift (the simulators' own drift test). For code and chat-1k the walk also goes on past the first
@@ -44,7 +44,7 @@ from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
-MAP_JSON = "bench/results/sim_hybrid_served_2026-11-27/map.json"
+MAP_JSON = "bench/results/sim_hybrid_learned_2026-11-27/map.json"
 # A fused iteration as the server served it on an H100 (eager forward, synchronous loop; the learned
 # fused_price of bench/results/hybrid_code_h100_2026-11-27/hybrid_v2): FIXED ms + SLOPE x solo.
 SERVED_FUSED_PRICE = (15.1, 0.854)
