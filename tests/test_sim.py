@@ -378,6 +378,26 @@ def test_fused_iterations_replay_chunked_prefill_exactly():
         assert a.summary["partition_share"]["fused"] > 0.2 and a.summary["reasons"]["fused"] > 0
 
 
+def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
+    """With host draws, the policy sees a fused iteration's host time (``fused_host_ms``, here
+    2 ms a fused iteration) apart from a decode's (drawn 9 ms co-run, 1 ms alone); told a fixed
+    host time instead, it is told ``fused_host_ms`` as given (None: the decode's)."""
+    seen = []
+
+    class Recording(FusedEvery512):
+        def plan(self, snap):
+            seen.append((snap.decode_host_ms, snap.fused_host_ms))
+            return super().plan(snap)
+
+    reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
+    sim.simulate(reqs, FakeEstimator(), Recording(), host_draws=([9.0], [1.0]), fused_host_ms=2.0)
+    assert seen[0] == (0.0, 0.0) and {f for _, f in seen[1:]} == {2.0}  # nothing seen yet: 0
+    assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
+    seen.clear()
+    sim.simulate(reqs, FakeEstimator(), Recording(), host_ms=3.0)
+    assert set(seen) == {(3.0, None)}
+
+
 def test_fused_chunk_must_be_the_head_of_the_queue():
     from sglang_mux.dispatch import Plan
 
