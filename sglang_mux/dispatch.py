@@ -436,7 +436,8 @@ class HybridPolicy(MuxDispatcher):
     3. Else two candidates, both priced by the estimator:
        fused: for each size c in ``chunk_sizes``, the chunk is the waiting requests' remaining
          prompt tokens first come, first served (the last one cut, at most ``max_prefill_bs``
-         requests), up to c; its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
+         requests; while ``est.fused_price.learned`` is false, cut only if its rest fits one
+         more chunk of c), up to c; its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
          largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's host
          time, ``snap.fused_host_ms``, else ``decode_host_ms``) is the candidate, rate = chunk
          tokens / (t_f + that host time) (a fused iteration's prefill stops while the host works;
