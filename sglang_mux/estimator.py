@@ -43,7 +43,7 @@ from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
-                     find_table, other_backends, read_table, resolve_table, slug, table_dirname, write_json)
+                     find_table, other_tables, read_table, resolve_table, slug, table_dirname, write_json)
 
 __all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
 
@@ -166,7 +166,7 @@ class Estimator:
                 f"--out {Path(tables_root) / table_dirname(name, gpu_name, attention_backend, tp_size)}")
         if tp_size > 1:
             hint += f" (profiling.run does not profile at --tp-size {tp_size} yet)"
-        others = other_backends(tables_root, shape, gpu_name, attention_backend, tp_size)
+        others = other_tables(tables_root, shape, gpu_name, attention_backend, tp_size)
         if others:
             tp = any(", TP=" in o for o in others)
             hint += (f" (not used, made with another attention backend{' or --tp-size' if tp else ''}: "

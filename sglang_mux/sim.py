@@ -39,7 +39,7 @@ from sglang_mux import cli
 from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, fused_ms,
                                  make_policy)
 from sglang_mux.drift import drift, queue_drift
-from sglang_mux.estimator import fused_batch
+from sglang_mux.estimator import PrefillReq, fused_batch
 from sglang_mux.fused_price import FusedPrice
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
@@ -98,8 +98,6 @@ def served_host_ms(timeline_path) -> tuple[np.ndarray, np.ndarray]:
 def cell_prefill_solo_ms(estimator, cell: Mapping, prefill_sms: int) -> float:
     """The solo fit's time, on `prefill_sms` SMs, for the layers one prefill launch of a
     ``tables.corun_cells`` cell ran (its launch time is the co-run one to compare with)."""
-    from sglang_mux.estimator import PrefillReq
-
     return estimator.prefill_ms(prefill_sms, [PrefillReq(cell["n"], cell["r"])]) \
         * cell["layers_per_launch"] / estimator.num_layers
 
@@ -377,8 +375,6 @@ def _take_chunk(chunk, chunked: WaitingReq | None, waiting: deque) -> tuple[list
     each piece is priced with the tokens before it as reused context.
     -> (pieces, rids whose prompt is now complete, the request cut short with its rest or None).
     ValueError if the chunk does not start there."""
-    from sglang_mux.estimator import PrefillReq
-
     pieces, complete, rest = [], [], None
     for rid, take in chunk:
         if chunked is not None:

@@ -510,7 +510,7 @@ def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: 
     with the same shape is reused. Several matches: the newest ``date`` wins (logged).
     """
     hits = [(str(meta.get("date", "")), d) for d, meta in _tables_of(root, model_shape, gpu_name)
-            if meta["attention_backend"] == attention_backend and tp_of(meta) == int(tp_size)]
+            if _serves(meta, attention_backend, tp_size)]
     if not hits:
         return None
     hits.sort(key=lambda h: h[0])
@@ -519,13 +519,19 @@ def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: 
     return hits[-1][1]
 
 
-def other_backends(root: str | Path, model_shape, gpu_name: str, attention_backend: str,
-                   tp_size: int = 1) -> list[str]:
-    """Tables for this model and GPU made with another attention backend or at another TP
-    (``backend[, TP=N]: dir``), for the message that says why none was used."""
+def other_tables(root: str | Path, model_shape, gpu_name: str, attention_backend: str,
+                 tp_size: int = 1) -> list[str]:
+    """The tables for this model and GPU that `find_table` passes over, made with another
+    attention backend or at another TP (``backend[, TP=N]: dir``), for the message that says why
+    none was used."""
     return [f"{meta['attention_backend']}" + (f", TP={tp_of(meta)}" if tp_of(meta) != int(tp_size) else "")
             + f": {d}" for d, meta in _tables_of(root, model_shape, gpu_name)
-            if meta["attention_backend"] != attention_backend or tp_of(meta) != int(tp_size)]
+            if not _serves(meta, attention_backend, tp_size)]
+
+
+def _serves(meta: Mapping[str, Any], attention_backend: str, tp_size: int) -> bool:
+    """Whether a table of this model and GPU serves this attention backend at this TP."""
+    return meta["attention_backend"] == attention_backend and tp_of(meta) == int(tp_size)
 
 
 def _tables_of(root: str | Path, model_shape, gpu_name: str) -> list[tuple[Path, dict]]:

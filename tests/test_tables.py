@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from synth_tables import LLAMA_8B, TABLE_NAME as NAME, write_synthetic_table  # noqa: E402
 
-from sglang_mux.tables import (ModelShape, TableError, find_table, other_backends, read_table,  # noqa: E402
+from sglang_mux.tables import (ModelShape, TableError, find_table, other_tables, read_table,  # noqa: E402
                                slug, table_dirname, write_table)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,8 +150,8 @@ def test_find_table(good, tmp_path):
     assert find_table(tmp_path / "nowhere", LLAMA_8B, "NVIDIA H200", "triton") is None
     # A table of another attention backend is never picked, but is named for the message.
     assert find_table(root, LLAMA_8B, "NVIDIA H200", "fa3") is None
-    assert other_backends(root, LLAMA_8B, "NVIDIA H200", "fa3") == [f"triton: {good}"]
-    assert other_backends(root, LLAMA_8B, "NVIDIA H200", "triton") == []
+    assert other_tables(root, LLAMA_8B, "NVIDIA H200", "fa3") == [f"triton: {good}"]
+    assert other_tables(root, LLAMA_8B, "NVIDIA H200", "triton") == []
     # A broken neighbour is skipped, not fatal.
     (root / "broken__nvidia-h200").mkdir(exist_ok=True)
     (root / "broken__nvidia-h200" / "meta.json").write_text("{")
