@@ -13,11 +13,8 @@ name                     server
 ``mux-defer``            ``... --mux-policy dispatcher --mux-defer-prefill-start`` (a new prefill
                          batch is formed after the decode launch, off the token's path)
 ``mux-hybrid``           ``... --mux-policy hybrid`` (per iteration a fused mixed chunk on the whole
-                         GPU or the dispatcher's partition)
-``mux-hybrid-graph``     ``... --mux-policy hybrid --cuda-graph-max-bs-prefill 4608``: the fused
-                         chunk through SGLang's prefill CUDA graph (SGLang captures it up to the
-                         chunk size when chunked prefill is on; the mux's ``--chunked-prefill-size
-                         -1`` leaves it off, so a fused iteration runs eagerly)
+                         GPU or the dispatcher's partition; the launcher adds SGLang's prefill CUDA
+                         graph for the fused chunks)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
                          ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
                          scheduling through the mux launcher; its overhead vs ``sglang``)
@@ -65,7 +62,6 @@ from pathlib import Path
 from typing import Sequence
 
 CHUNKED_BUDGETS = (256, 512, 1024, 2048)
-FUSED_GRAPH_MAX_TOKENS = 4608  # the hybrid's largest chunk (4096) and up to 512 decode rows
 CHUNKED = tuple(f"sglang-chunked-{b}{v}" for b in CHUNKED_BUDGETS for v in ("", "-nomix"))
 ALL = ("mux", "mux-fixed-64", "sglang", *CHUNKED, "sglang-pdmux")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
@@ -95,7 +91,7 @@ def expand(names: str | Sequence[str]) -> list[str]:
 def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
-    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid", "mux-hybrid-graph") or \
+    if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid") or \
             re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
@@ -104,7 +100,7 @@ def kind(system: str) -> str:
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
-                     "mux-hybrid, mux-hybrid-graph, "
+                     "mux-hybrid, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -179,8 +175,6 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         m = re.fullmatch(r"mux-fixed-(\d+)", system)
         cmd += ["--mux-policy", "fixed", "--mux-fixed-decode-sms", m.group(1)] if m else \
             ["--mux-policy", "hybrid" if system.startswith("mux-hybrid") else "dispatcher"]
-        if system == "mux-hybrid-graph":
-            cmd += ["--cuda-graph-max-bs-prefill", str(FUSED_GRAPH_MAX_TOKENS)]
         if system == "mux-nopreempt":
             cmd += ["--no-mux-preemption"]
         if system == "mux-nohost":

@@ -1,10 +1,11 @@
 """The scheduler loop's records and the pure functions on them (no torch, no sglang at run time).
 
 `PrefillRun`: one layer-wise prefill batch in flight (its chunks' CUDA events, its result);
-`DecodeLaunch`: one launched decode iteration; `Decision`: what every TP rank does this iteration
-(tp_consensus); `Iteration`: what one loop iteration decided and launched, handed from phase to
-phase (scheduler_loop.MuxLoop). `decode_shape`, `decode_contexts`, `prefill_state`, `chunked_view`
-and `fused_rows` turn SGLang's batches and requests into the policy's and estimator's inputs;
+`DecodeLaunch`: one launched decode iteration; `FusedLaunch`: a fused iteration launched, its result
+not yet processed; `Decision`: what every TP rank does this iteration (tp_consensus); `Iteration`:
+what one loop iteration decided and launched, handed from phase to phase (scheduler_loop.MuxLoop).
+`decoding_view`, `decode_shape`, `decode_contexts`, `prefill_state`, `chunked_view` and
+`fused_rows` turn SGLang's batches and requests into the policy's and estimator's inputs;
 `guard_record` is the timeline's view of the contention guard. Token counts are tokens, times ms
 unless named `_s`.
 """
@@ -52,6 +53,31 @@ class DecodeLaunch:
     end: torch.cuda.Event
 
 
+@dataclass
+class FusedLaunch:
+    """A fused iteration on the GPU whose result is processed once the next one is launched (as
+    SGLang's overlap loop runs its batches)."""
+    batch: ScheduleBatch  # as launched (SGLang's ``copy``): what its result is processed against
+    live: ScheduleBatch  # the batch SGLang goes on with: merged into the running batch by the next formation
+    result: GenerationBatchResult
+    start: torch.cuda.Event
+    end: torch.cuda.Event
+    rows: list[PrefillReq] | None  # its extend rows; None: the decode batch alone
+    it: Iteration
+    merged: bool = False  # a later formation has merged ``live`` into the running batch
+
+
+class ReqsView(NamedTuple):
+    """Requests seen as a decode batch (``decode_shape`` / ``decode_contexts`` read no more)."""
+    reqs: list
+
+    def batch_size(self) -> int:
+        return len(self.reqs)
+
+    def is_empty(self) -> bool:
+        return not self.reqs
+
+
 class Decision(NamedTuple):
     """What every TP rank does this iteration, as the leader decided it (tp_consensus)."""
     retired: int  # the active prefill's chunks retired before planning
@@ -77,6 +103,23 @@ class Iteration:
     @property
     def has_work(self) -> bool:
         return self.has_decode or self.has_prefill
+
+
+def decoding_view(running: ScheduleBatch | None, pending: FusedLaunch | None, chunked: Req | None):
+    """The requests that decode next. While a fused batch is in flight (``pending``) SGLang has
+    mixed the running batch into it, so they are its rows but the chunked request's and those
+    already finished (a row finishing in it is known only when its result is processed)."""
+    if pending is None or pending.rows is None or pending.merged:
+        return running
+    reqs = [r for r in pending.live.reqs if r is not chunked and not _finished(r)]
+    if running is not None and not running.is_empty() and running is not pending.live:
+        reqs = list(running.reqs) + reqs
+    return ReqsView(reqs)
+
+
+def _finished(req) -> bool:
+    f = getattr(req, "finished", None)
+    return bool(f()) if callable(f) else False
 
 
 def decode_shape(batch: ScheduleBatch | None) -> tuple[int, int, int | None]:

@@ -9,7 +9,9 @@
                   prefill batch (SGLang's own batch formation); then the partition switch: new
                   streams wait on the old ones' events
   (fused)         a fused plan instead runs SGLang's own mixed iteration on the whole GPU: a prompt
-                  chunk and every decode row in one extend batch (`run_fused`), and the step ends
+                  chunk and every decode row in one extend batch (`run_fused`), launched before the
+                  last fused iteration's result is processed, as SGLang's overlap loop does; the
+                  first other plan ends the streak (`drain_fused`) and is made again
   launch_decode   one decode iteration (a CUDA graph captured on this partition's decode stream)
   launch_prefill  N_PL prefill layers on the prefill stream (at most two chunks in flight, so a
                   preemption or partition change takes effect within about one decode iteration)
@@ -24,6 +26,7 @@ can be built and tested on the CPU with stand-ins).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -31,8 +34,9 @@ import time
 from typing import TYPE_CHECKING
 
 from sglang_mux.loop_clock import LoopClock
-from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, Iteration, PrefillRun, chunked_view,
-                                   decode_contexts, decode_shape, fused_rows, guard_record, prefill_state)
+from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, FusedLaunch, Iteration, PrefillRun, chunked_view,
+                                   decode_contexts, decode_shape, decoding_view, fused_rows, guard_record,
+                                   prefill_state)
 from sglang_mux.mux_args import MuxArgs
 from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus
 
@@ -97,6 +101,7 @@ class MuxLoop:
         self.idle_unmeasurable = False  # elapsed_time across prefill streams failed once: stop trying
         self.last_decode_done: float | None = None  # perf_counter after the last decode's result (None: gap broken)
         self.defer_failed = False  # the last new prefill batch formed after a decode launch could not start
+        self.pending: FusedLaunch | None = None  # a fused iteration launched, its result not processed yet
 
     @classmethod
     def build(cls, sched: Scheduler) -> MuxLoop:
@@ -172,15 +177,20 @@ class MuxLoop:
 
     def run(self) -> None:
         """Until the Scheduler's ``gracefully_exit``: first the prompt-length limit (the KV pool
-        and decode graphs are allocated by now), then `step` after `step`."""
+        and decode graphs are allocated by now) and whether the fused price's prior holds, then
+        `step` after `step`, then the last fused iteration's result."""
         import torch
 
         self.clock.hook_gc()
         torch.cuda.empty_cache()
         self.limit_prompts(*torch.cuda.mem_get_info())
+        # Through SGLang's prefill CUDA graph (captured after init_mux) a fused iteration costs about
+        # its solo price (fused_price.FusedPrice.prior_holds); eagerly, 15 ms more.
+        self.estimator.fused_price.prior_holds = _prefill_graph(self.sched)
         with torch.inference_mode():
             while not self.sched.gracefully_exit:
                 self.step()
+            self.drain_fused()  # its requests' tokens are still to be sent
 
     def step(self) -> None:
         """One iteration: receive, plan, switch, launch decode, launch prefill, finish. With
@@ -243,6 +253,11 @@ class MuxLoop:
         (`Iteration.deferred`)."""
         sched = self.sched
         d, snap, decide_us = self.decide(now)
+        if self.pending is not None and not d.plan.chunk:
+            # The fused streak ends: its last batch's tokens and requests are needed (the running
+            # batch catches up), and the plan is made again on that state.
+            self.drain_fused()
+            d, snap, decide_us = self.decide(now)
         plan = d.plan
         decoding = sched.running_batch is not None and not sched.running_batch.is_empty()
         deferred = self.apply_plan(plan, now, defer_start=self.may_defer_start(decoding))
@@ -393,7 +408,8 @@ class MuxLoop:
         from sglang_mux.dispatch import Snapshot, WaitingReq
 
         sched = self.sched
-        bs, sum_reused, max_reused = decode_shape(sched.running_batch)
+        decoding = decoding_view(sched.running_batch, self.pending, getattr(sched, "chunked_req", None))
+        bs, sum_reused, max_reused = decode_shape(decoding)
         if len(self.arrival) > 4 * WAITING_VIEW + len(sched.waiting_queue):
             self.forget_gone()  # requests aborted while waiting never reach a prefill batch
         waiting = []
@@ -408,7 +424,7 @@ class MuxLoop:
             now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, decode_max_reused=max_reused,
             active_prefill=act, paused_prefill=self.paused.state if self.paused else None, waiting=waiting,
             decode_host_ms=self.host_time.value_ms if self.host_time is not None else 0.0,
-            decode_contexts=decode_contexts(sched.running_batch) if wants_ctx else None,
+            decode_contexts=decode_contexts(decoding) if wants_ctx else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
             fused_host_ms=self.fused_host_time.value_ms if self.fused_host_time is not None else None,
         )
@@ -537,77 +553,128 @@ class MuxLoop:
     # ---- fused ------------------------------------------------------------------------------
 
     def run_fused(self, it: Iteration) -> None:
-        """A fused plan: SGLang's own mixed iteration on the whole GPU, synchronously, as its
-        normal loop runs one with ``--enable-mixed-chunk``: form it (`form_fused`), run it between
-        two timing events on the full-GPU decode stream, process its result, and merge what goes
-        on decoding into the running batch (`merge_fused`). Its time is a token's gap: it goes to
-        the TBT host budget, the estimator's served fused price and the timeline like a decode's."""
+        """A fused plan: SGLang's own mixed iteration on the whole GPU, as its overlap loop runs one
+        with ``--enable-mixed-chunk``: form it (`form_fused`; the last fused batch joins the running
+        batch), launch it on SGLang's forward stream between two timing events, and only then
+        process the last fused iteration's result (`finish_fused`), so that forming, launching and
+        processing overlap the GPU's work instead of adding to it (on an H100 ~4.5 ms of ~34 ms per
+        1,000-token chunk, synchronously). This one stays ``pending`` until the next is launched or
+        the streak ends (`drain_fused`). Its time is a token's gap: it goes to the TBT host budget,
+        the estimator's served fused price and the timeline like a decode's."""
         import torch
         from sglang.srt.distributed.parallel_state import set_pdmux_status
 
-        sched, clock = self.sched, self.clock
+        sched, clock, prev = self.sched, self.clock, self.pending
         it.cfg = self.parts.full_decode
-        it.streams = self.switch(it.cfg)
+        it.streams = self.switch(it.cfg)  # a decode alone in the streak replays the full GPU's graph
+        fwd = sched.forward_stream
+        if prev is None:  # a streak starts: after what the partitions' streams have queued
+            for s in dict.fromkeys(it.streams):
+                fwd.wait_stream(s)
         clock.lap("switch")
-        stream = it.streams[1]
-        with torch.cuda.stream(stream):
-            set_pdmux_status(False)
-            batch = self.form_fused(it.plan)
-            clock.lap("fused_form")
-            if batch is None:  # nothing could be formed (no KV for the chunk): try again next step
-                self.last_decode_done = None
-                clock.reset()
-                sched.last_batch = None
-                return
-            decode_only = batch is sched.running_batch
-            rows = None if decode_only else fused_rows(batch)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            result = sched.run_batch(batch)
-            end.record(stream)
-            clock.lap("fused_launch")
-            stream.synchronize()
-            clock.lap("sync")
-            sched.process_batch_result(batch, result)
-            if not decode_only:
-                self.merge_fused(batch)
-        clock.lap("result")
-        self.observe_fused(it, rows, start.elapsed_time(end))
+        set_pdmux_status(False)
+        batch = self.form_fused(it.plan, prev)
+        clock.lap("fused_form")
+        if batch is None:  # nothing could be formed (no KV for the chunk): try again next step
+            self.drain_fused()
+            self.last_decode_done = None
+            clock.reset()
+            sched.last_batch = None
+            return
+        rows = None if batch is sched.running_batch else fused_rows(batch)
+        self.set_overlap(True)  # after forming: the first batch of a streak was formed with nothing in flight
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(fwd)  # fires when the last fused batch is done: the gap includes any idle GPU
+        result = sched.run_batch(batch)
+        sched._apply_war_barrier()  # later formations' writes wait for this forward's reads, as in SGLang
+        end.record(fwd)
+        clock.lap("fused_launch")
+        launched = batch.copy()  # its result is processed against the batch as launched
+        sched.result_queue.append((launched, result))  # SGLang's record of what is in flight
+        self.pending = FusedLaunch(launched, batch, result, start, end, rows, it)
         sched.last_batch = batch
+        if prev is not None:
+            self.finish_fused(prev)
 
-    def form_fused(self, plan: Plan):
-        """SGLang's next batch (``get_next_batch_to_run``: the chunked request's last chunk cached,
-        a pending abort carried out, a new extend batch mixed with the running decodes) with its
-        chunk budget set to the plan's chunk plus the decode rows (SGLang counts both) and mixing
-        on, for this call only; waiting requests outside the chunk are not looked at. Returns the
-        batch to run (the running batch itself when no chunk could be formed) or None."""
+    def form_fused(self, plan: Plan, prev: FusedLaunch | None):
+        """SGLang's next batch (``get_next_batch_to_run``: the last fused batch ``prev`` merged into
+        the running batch, the chunked request's last chunk cached, a pending abort carried out, a
+        new extend batch mixed with the running decodes) with its chunk budget set to the plan's
+        chunk plus the decode rows (SGLang counts both) and mixing on, for this call only; waiting
+        requests outside the chunk are not looked at. Returns the batch to run (the running batch
+        itself when no chunk could be formed) or None."""
         sched = self.sched
         running = sched.running_batch
-        bs = running.batch_size() if running is not None and not running.is_empty() else 0
-        tokens = sum(t for _, t in plan.chunk)
         chunked = getattr(sched, "chunked_req", None)
+        decoding = decoding_view(running, prev, chunked)
+        bs = decoding.batch_size() if decoding is not None else 0
+        tokens = sum(t for _, t in plan.chunk)
         rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
         saved = sched.chunked_prefill_size, sched.is_mixed_chunk
         sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + bs, True
         try:
             with self.only_waiting(rids):
-                nxt = sched.get_next_batch_to_run(running, None)
+                nxt = sched.get_next_batch_to_run(running, prev.live if prev is not None else None)
         finally:
             sched.chunked_prefill_size, sched.is_mixed_chunk = saved
+        if prev is not None:
+            prev.merged = True
         sched.running_batch = nxt.running_batch
         batch = nxt.batch_to_run
         return batch if batch is not None and not batch.is_empty() else None
 
-    def merge_fused(self, batch) -> None:
-        """After a fused batch's result: its requests still decoding join the running batch, all
-        but the chunked request (whose next chunk is still to run), as SGLang merges its last
-        batch at the start of the next iteration; finished prompts leave ``arrival``."""
+    def finish_fused(self, f: FusedLaunch) -> None:
+        """Process a fused iteration's result (SGLang waits for its tokens' copy) and book it;
+        the prompts it finished leave ``arrival``."""
         sched = self.sched
+        sched.result_queue.popleft()
+        sched.process_batch_result(f.batch, f.result)
         chunked = getattr(sched, "chunked_req", None)
-        for r in batch.reqs:
+        for r in f.batch.reqs:
             if r is not chunked:
                 self.arrival.pop(r.rid, None)
+        self.clock.lap("result")
+        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end))
+
+    def drain_fused(self) -> None:
+        """End a fused streak: process the last fused iteration's result, merge what goes on
+        decoding into the running batch (as SGLang's next formation would), leave overlap mode,
+        and order the partitions' streams after the forward stream. No-op without one."""
+        f, self.pending = self.pending, None
+        if f is None:
+            return
+        self.finish_fused(f)
+        if f.rows is not None and not f.merged:
+            self.merge_fused(f.live)
+        self.set_overlap(False)
+        sched = self.sched
+        for s in dict.fromkeys(sched.stream_groups[self.idx]):
+            s.wait_stream(sched.forward_stream)
+
+    def set_overlap(self, on: bool) -> None:
+        """SGLang's overlap mode on or off where 0.5.16 reads it at run time: ``run_batch`` (forward
+        stream, future map) and the result processor (a row that finished one batch earlier is
+        skipped); a batch takes it from ``get_new_batch_prefill`` (a mixed batch's decode rows'
+        prefix lengths). pdmux starts SGLang with it off, so the buffers it keeps then are made
+        here."""
+        sched = self.sched
+        if getattr(sched, "result_queue", None) is None:
+            sched.result_queue = collections.deque()
+        if bool(sched.enable_overlap) == on:
+            return
+        sched.enable_overlap = on
+        # A frozen dataclass in 0.5.16, read at each result: set in place so every holder sees it.
+        object.__setattr__(sched.batch_result_processor, "enable_overlap", on)
+        if on and getattr(sched, "batch_record_buf", None) is None:
+            sched.batch_record_buf, sched.batch_record_ct = [None] * 2, 0
+
+    def merge_fused(self, batch) -> None:
+        """After a fused streak's last result: its requests still decoding join the running batch,
+        all but the chunked request (whose next chunk is still to run), as SGLang merges its last
+        batch at the start of the next iteration."""
+        sched = self.sched
+        chunked = getattr(sched, "chunked_req", None)
         n = batch.batch_size()
         batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked is not None else [])
         running = sched.running_batch
@@ -736,6 +803,13 @@ class MuxLoop:
         # Every TP rank must accept the same prompts (a prompt refused on one rank alone would
         # leave the others waiting in its collectives): the smallest limit of any rank.
         sched.max_req_input_len = self.consensus.min(lim.max_input_len)
+
+
+def _prefill_graph(sched: Scheduler) -> bool:
+    """Whether SGLang captured a prefill CUDA graph (else an extend batch runs eagerly)."""
+    runner = getattr(getattr(sched, "tp_worker", None), "model_runner", None)
+    graph = getattr(runner, "prefill_cuda_graph_runner", None)
+    return graph is not None and type(graph).__name__ != "EagerRunner"
 
 
 def _model_config(sched: Scheduler) -> str:

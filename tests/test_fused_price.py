@@ -30,6 +30,18 @@ def test_one_chunk_size_gives_its_excess_with_slope_one_and_noise_a_margin():
     assert fp.price(7.0) == pytest.approx(24.9)
 
 
+def test_no_margin_from_fewer_residuals_than_the_warm_up():
+    """An H100's first three fused iterations (a warm-up extend among them) made a 12 ms P90
+    margin, and no chunk fitted a TBT budget again: the margin waits for ``warmup`` of them."""
+    fp = FusedPrice(warmup=8, quantile=0.9)
+    for m in (28.0, 9.9, 12.9):
+        fp.observe(7.0, m)
+    assert fp.margin == 0.0 and fp.fixed == pytest.approx(5.9)  # the median excess alone
+    for m in (13.0, 12.5, 13.5, 12.0, 14.0):
+        fp.observe(7.0, m)
+    assert fp.margin > 0.0
+
+
 def test_refits_only_every_refit_after_the_warm_up_and_glitches_are_dropped():
     fp = FusedPrice(warmup=2, refit=4)
     fp.observe(10.0, 20.0)
@@ -51,3 +63,7 @@ def test_learned_after_the_warm_up_or_when_known():
         fp.observe(10.0 + i, 20.0 + i)
     assert fp.learned and not fp.known
     assert FusedPrice(known=True).learned
+    held = FusedPrice(prior_holds=True)
+    assert held.learned and not held.known  # acted on in full from the start, and still learned
+    held.observe(10.0, 30.0)
+    assert held.price(10.0) == pytest.approx(30.0)

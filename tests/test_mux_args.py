@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_mux.launch_server import explicit_flags
+from sglang_mux.launch_server import HYBRID_PREFILL_GRAPH, explicit_flags, forced_flags
 from sglang_mux.mux_args import (ENV_VAR, MuxArgError, MuxArgs, add_mux_args, flag_name, markdown_table,
                                  reconcile_sglang_args, split_argv)
 
@@ -159,3 +159,17 @@ def test_readme_flag_table_is_the_generated_one():
 def test_a_contention_table_is_a_shipped_name_or_a_directory(good):
     MuxArgs(contention_table="llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3").validate()
     MuxArgs(contention_table=str(good)).validate()
+
+
+def test_the_hybrid_gets_sglangs_prefill_graph_unless_the_user_chose():
+    """The flags added before SGLang parses: the mux's own, and for the hybrid the prefill CUDA
+    graph its fused chunks run through; a flag the user gave is theirs, --disable-mux adds none."""
+    base = [f for f, _ in forced_flags(split_argv([])[0], set())]
+    assert base == ["--chunked-prefill-size", "--disable-overlap-schedule", "--enable-pdmux"]
+    hybrid = split_argv(["--mux-policy", "hybrid"])[0]
+    assert forced_flags(hybrid, set())[-1] == HYBRID_PREFILL_GRAPH == ("--cuda-graph-max-bs-prefill", ["4608"])
+    for chosen in ({"--cuda-graph-max-bs-prefill"}, {"--disable-cuda-graph"}):
+        assert HYBRID_PREFILL_GRAPH not in forced_flags(hybrid, chosen)
+    assert [f for f, _ in forced_flags(hybrid, {"--disable-overlap-schedule"})][:2] == [
+        "--chunked-prefill-size", "--enable-pdmux"]
+    assert forced_flags(split_argv(["--mux-policy", "hybrid", "--disable-mux"])[0], set()) == []

@@ -178,6 +178,12 @@ class Batch:
         self.w("merge_batch", self.name, other.name)
         self.reqs += other.reqs
 
+    def copy(self):
+        """SGLang's copy of a launched batch: what its result is processed against."""
+        c = Batch(self.w, self.name, self.reqs)
+        c.forward_mode, c.extend_lens = self.forward_mode, getattr(self, "extend_lens", None)
+        return c
+
 
 class Scheduler:
     """SGLang's Scheduler as far as the loop uses it; `touched` collects every attribute the
@@ -200,7 +206,9 @@ class Scheduler:
         runner = NS(update_decode_attn_backend=lambda i: w("update_decode_attn_backend", i),
                     attn_backend=NS(init_forward_metadata=lambda fb: w("init_forward_metadata", fb)))
         self.tp_worker = NS(model_runner=runner)
-        self.prefill_names = iter(["prefill1", "prefill2", "prefill3"])
+        self.forward_stream = Stream(w, "fwd")  # SGLang's own, full GPU (overlap mode launches there)
+        self.enable_overlap, self.batch_result_processor = False, NS(enable_overlap=False)
+        self.prefill_names = iter(["prefill1", "prefill2", "prefill3", "prefill4"])
         object.__setattr__(self, "tracking", True)
 
     def __getattribute__(self, name):
@@ -235,7 +243,14 @@ class Scheduler:
         u = self.untracked
         w, chunked, waiting = u("w"), u("chunked_req"), list(u("waiting_queue"))
         w("get_next_batch_to_run", u("chunked_prefill_size"), u("is_mixed_chunk"), chunked.rid if chunked else None,
-          [r.rid for r in waiting], last_batch)
+          [r.rid for r in waiting], last_batch.name if last_batch is not None else None, u("enable_overlap"))
+        if last_batch is not None and getattr(last_batch, "extend_lens", None) is not None:
+            # the last extend batch joins the running batch, the chunked request kept out
+            last_batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked else [])
+            if running is None or running.is_empty():
+                running = last_batch
+            else:
+                running.merge_batch(last_batch)
         decoding = running.reqs if running is not None else []
         room, rows, new_chunked = u("chunked_prefill_size") - len(decoding), [], None
         for r in ([chunked] if chunked else []) + waiting:
@@ -268,6 +283,9 @@ class Scheduler:
 
     def process_batch_result(self, batch, result):
         self.untracked("w")("process_batch_result", batch.name, result)
+
+    def _apply_war_barrier(self):
+        self.untracked("w")("war_barrier")
 
     def on_idle(self):
         self.untracked("w")("on_idle")
@@ -507,26 +525,33 @@ def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, goo
     assert [r["prefill_new"] for r in rows] == [4000, 50, 4000]
 
 
-# The hybrid policy's fused plans: SGLang's own mixed chunk on the whole GPU. A 600-token prompt
-# runs as a 400-token chunk with the two decode rows, then its last 200 with them; in between it
-# is SGLang's chunked request, kept out of the running batch. Then the three decode alone.
+# The hybrid policy's fused plans: SGLang's own mixed chunk on the whole GPU, run as SGLang's
+# overlap loop runs it. A 600-token prompt runs as a 400-token chunk with the two decode rows, then
+# its last 200 with them; in between it is SGLang's chunked request, kept out of the running batch.
+# Each fused batch is launched before the last one's result is processed; a decode plan ends the
+# streak (the last result processed and merged) and is made again. Then the three decode alone.
 FUSED = [
     "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
-    # iteration 1: chunk budget 400 + 2 decode rows, mixing on, only the chunk's request shown
+    # iteration 1: the full GPU; SGLang's forward stream after the partitions' work; chunk budget
+    # 400 + 2 decode rows, mixing on, only the chunk's request shown, formed with nothing in flight
+    # (overlap off), then launched in overlap mode; nothing to process yet
     "recv_requests", "process_input_requests 0",
     "record ev1 Dfull", "wait_event Pfull ev1", "set_current_stream_idx 8", "update_decode_attn_backend 8",
-    "enter_stream Dfull", "set_pdmux_status False",
-    "get_next_batch_to_run 402 True None ['p1'] None",
-    "record ev2 Dfull", "run_batch prefill1 3", "record ev3 Dfull", "synchronize Dfull",
-    "process_batch_result prefill1 result:prefill1", "filter_batch prefill1 excluding p1", "exit_stream Dfull",
-    # iteration 2: the chunked request's last 200 tokens; it then decodes with the others
+    "wait_stream fwd Pfull", "wait_stream fwd Dfull", "set_pdmux_status False",
+    "get_next_batch_to_run 402 True None ['p1'] None False",
+    "record ev2 fwd", "run_batch prefill1 3", "war_barrier", "record ev3 fwd",
+    # iteration 2: the chunked request's last 200 tokens; SGLang merges the first batch into the
+    # running batch (the chunked request kept out), the budget counts its two decode rows; only
+    # once this one is launched is the first one's result processed
+    "recv_requests", "process_input_requests 0", "set_pdmux_status False",
+    "get_next_batch_to_run 202 True p1 [] prefill1 True", "filter_batch prefill1 excluding p1",
+    "record ev4 fwd", "run_batch prefill2 3", "war_barrier", "record ev5 fwd",
+    "process_batch_result prefill1 result:prefill1",
+    # iteration 3: a decode plan ends the streak: the second result, its rows into the running
+    # batch, the partitions' streams after the forward stream; planned again, decode alone
     "recv_requests", "process_input_requests 0",
-    "enter_stream Dfull", "set_pdmux_status False",
-    "get_next_batch_to_run 202 True p1 [] None",
-    "record ev4 Dfull", "run_batch prefill2 3", "record ev5 Dfull", "synchronize Dfull",
-    "process_batch_result prefill2 result:prefill2", "filter_batch prefill2", "exit_stream Dfull",
-    # iteration 3: decode alone, the three requests
-    "recv_requests", "process_input_requests 0",
+    "process_batch_result prefill2 result:prefill2", "filter_batch prefill2",
+    "wait_stream Pfull fwd", "wait_stream Dfull fwd",
     "enter_stream Dfull", "set_pdmux_status False", "update_running_batch prefill2 3",
     "record ev6 Dfull", "run_batch prefill2 3", "record ev7 Dfull", "exit_stream Dfull",
     "enter_stream Dfull", "synchronize Dfull", "process_batch_result prefill2 result:prefill2", "exit_stream Dfull",
@@ -541,12 +566,18 @@ def fused(chunk):
 def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_path, good):
     log, sched, rows, script = serve(
         monkeypatch, tmp_path, good,
-        [fused([("p1", 400)]), fused([("p1", 200)]), plan(132, 0, 0, reason="decode-only")],
+        [fused([("p1", 400)]), fused([("p1", 200)]), plan(132, 0, 0, reason="decode-only"),
+         plan(132, 0, 0, reason="decode-only")],
         mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 600)], wants_decode_contexts=True, event_ms=15.0,
         running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
     assert log == FUSED
     assert sched.untracked("touched") == SCHEDULER_ATTRIBUTES - {"get_new_batch_prefill", "on_idle", "model_config"} | {
-        "get_next_batch_to_run", "chunked_prefill_size", "is_mixed_chunk"}
+        "get_next_batch_to_run", "chunked_prefill_size", "is_mixed_chunk", "forward_stream", "_apply_war_barrier",
+        "enable_overlap", "batch_result_processor", "result_queue", "batch_record_buf", "batch_record_ct"}
+    # overlap mode only during the streak: off again, nothing left in flight, its buffers made
+    assert sched.untracked("enable_overlap") is False and sched.untracked("batch_result_processor").enable_overlap is False
+    assert not sched.untracked("result_queue") and sched.untracked("batch_record_buf") == [None, None]
+    assert sched.untracked("_mux").pending is None
     # SGLang's settings are restored after each fused batch is formed (spatial prefills stay whole)
     assert sched.untracked("chunked_prefill_size") is None and sched.untracked("is_mixed_chunk") is False
     assert sched.untracked("chunked_req") is None
@@ -572,7 +603,11 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     # no gap before it): the second fused one went to the fused budget, the decode to its own
     mux = sched.untracked("_mux")
     assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 1)
-    assert [s.fused_host_ms for s in script.snaps] == [0.0, 0.0, mux.fused_host_time.value_ms]
+    assert [s.fused_host_ms for s in script.snaps] == [0.0, 0.0, 0.0, mux.fused_host_time.value_ms]
+    # while a fused batch is in flight the decode batch is its rows (SGLang mixed the running batch
+    # into it), less the chunked request: the plan made before the drain saw the three as after it
+    assert [(s.decode_bs, s.decode_contexts) for s in script.snaps] == [
+        (2, [1002, 1199]), (2, [1002, 1199]), (3, [599, 1002, 1199]), (3, [599, 1002, 1199])]
     assert "fused_host_ms" in rows[0] and "fused_host_ms" not in rows[2]
 
 
@@ -653,3 +688,17 @@ def test_a_data_parallel_replica_writes_its_own_timeline_and_labels_its_metrics(
                                 ps=NS(dp_rank=1, dp_size=2, gpu_id=1))
     assert (tmp_path / "timeline.jsonl.dp1").exists() and not (tmp_path / "timeline.jsonl").exists()
     assert len(rows) == 1 and sched.untracked("_mux").metrics.labels == {"dp_rank": "1"}
+
+
+def test_the_fused_price_prior_holds_only_through_sglangs_prefill_graph():
+    class EagerRunner:  # SGLang's stand-in when no prefill graph was captured
+        pass
+
+    class BreakableCudaGraphRunner:
+        pass
+
+    def sched(runner):
+        return NS(tp_worker=NS(model_runner=NS(prefill_cuda_graph_runner=runner)))
+
+    assert scheduler_loop._prefill_graph(sched(BreakableCudaGraphRunner()))
+    assert not scheduler_loop._prefill_graph(sched(EagerRunner())) and not scheduler_loop._prefill_graph(sched(None))
