@@ -521,3 +521,26 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
     assert hy.summary["reasons"]["fused"] >= price.warmup
     assert (price.fixed, price.slope) == pytest.approx((10.0, 1.0), abs=1e-6)
     assert truth.fused_price.margin == 0.0 and price.margin == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_prior_that_holds_lets_the_hybrid_cut_long_prompts_from_the_start(monkeypatch):
+    """``fused_prior_holds``: the planner acts on the solo price in full before any fused iteration
+    (a server with SGLang's prefill CUDA graph does). On a conversation whose prompts reach 8,000
+    tokens, where the solo price is the truth, the learning hybrid otherwise cannot cut a long
+    prompt (its rest must fit one more chunk) and stays on partitions: 69 fused decisions of ~1,500
+    against 299."""
+    from sglang_mux.tables import resolve_table
+
+    truth = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
+    reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
+    planners, real = [], sim.simulate
+
+    def spy(reqs_, est_, pol, **kw):
+        planners.append(kw["planner"])
+        return real(reqs_, est_, pol, **kw)
+
+    monkeypatch.setattr(sim, "simulate", spy)
+    fused = [sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
+                              fused_prior_holds=h)[0].summary["reasons"]["fused"] for h in (False, True)]
+    assert [p.fused_price.prior_holds for p in planners] == [False, True]
+    assert fused == [69, 299]

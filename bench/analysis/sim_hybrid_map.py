@@ -1,6 +1,6 @@
 """Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
 
-    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_learned_2026-11-27/map.md   (repository root)
+    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_overlap_2026-11-27/map.md   (repository root)
 
 What it simulates (issue 43 item 3), seed 0, on the H100 FA3 table (TABLE), the mux with host
 times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
@@ -13,9 +13,12 @@ earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``
 sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=0)``): no prefix reuse, chunked
 prefill 2 ms host per iteration as the capped conversation, and the mux's prefill beside decode at
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
-In "hybrid" a fused iteration takes what an H100 served (SERVED_FUSED_PRICE), which the policy
-learns from the solo price up as the server does, with a fused iteration's host time budgeted apart
-from a decode's; "hybrid, SGLang host" the solo fit with SGLang's host time. Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate
+The hybrid runs as the server now does: fused chunks through SGLang's prefill CUDA graph, launched
+before the last one's result is processed, so a fused iteration's host time is the chunked
+baseline's (2 ms; 0 on the uncapped and synthetic traces), and its price's prior (the solo price)
+is acted on from the start and learned. "hybrid": the price an H100 served
+(SERVED_FUSED_PRICE); "hybrid, solo price": the solo price itself. Rate steps of about 10 % per
+system from the lowest rate up; goodput = the last rate
 passed before the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
 cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT
 drift (the simulators' own drift test). For code and chat-1k the walk also goes on past the first
@@ -44,10 +47,11 @@ from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
-MAP_JSON = "bench/results/sim_hybrid_learned_2026-11-27/map.json"
-# A fused iteration as the server served it on an H100 (eager forward, synchronous loop; the learned
-# fused_price of bench/results/hybrid_code_h100_2026-11-27/hybrid_v2): FIXED ms + SLOPE x solo.
-SERVED_FUSED_PRICE = (15.1, 0.854)
+MAP_JSON = "bench/results/sim_hybrid_overlap_2026-11-27/map.json"
+# A fused iteration as an H100 served it through the overlapped path with the prefill graph: FIXED
+# ms + SLOPE x solo, the price learned over ~1,100 fused iterations of chat-1k at 22 req/s
+# (bench/results/overlap_fused_h100_2026-11-27/chat*/: 0 + 1.16-1.18 x solo).
+SERVED_FUSED_PRICE = (0.0, 1.16)
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), chunked host ms, mux prefill slowdown,
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
@@ -70,16 +74,11 @@ WORKLOADS = {
     "chat-1k": dict(generator="chat-1k", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow="table",
                     ttft=("flat", 5.0), walk_on=True, rates=(10, 11, 12, 13, 14.5, 16, 17.5, 19, 20, 22, 24, 26, 29, 32)),
 }
-# The points H100 runs measured (bench.run; hybrid on code, the dispatcher on chat-1k; chunked 1024 /
-# 512 + mixed), TBT 50.
-H100_POINTS = (("code", 18), ("code", 20), ("code", 22), ("chat-1k", 16), ("chat-1k", 20))
+# The points H100 runs measured (bench.run; hybrid on code and chat-1k, the dispatcher on chat-1k 16
+# and 20; chunked 1024 / 512 + mixed), TBT 50.
+H100_POINTS = (("code", 18), ("code", 20), ("code", 22), ("chat-1k", 16), ("chat-1k", 20), ("chat-1k", 22))
 H100_TBT = 50.0
-# "hybrid": a fused iteration priced as served (SERVED_FUSED_PRICE), its host time drawn as a co-run
-# mux iteration's (the served mux timeline: its prefill formation and launches); "hybrid, SGLang
-# host": the solo price and the chunked baseline's calibrated host time (2 ms capped conversation,
-# code, chat-1k; 0 uncapped / synthetic), what a fused iteration through SGLang's prefill CUDA graph
-# and overlap scheduler would approach.
-SYSTEMS = ("hybrid", "hybrid, SGLang host", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
+SYSTEMS = ("hybrid", "hybrid, solo price", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
 MUX = SYSTEMS[:3]
 
 
@@ -113,7 +112,7 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path) -> dict:
         fp.fixed, fp.slope, fp.margin = SERVED_FUSED_PRICE + (0.0,) if name == "hybrid" else (0.0, 1.0, 0.0)
         r = sim.run_policies(reqs, est, name.split(",")[0], tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
-                             fused_host_ms=w["chunk_host"] if "SGLang" in name else None)[0]
+                             fused_host_ms=w["chunk_host"], fused_prior_holds=True)[0]
     else:
         r = simulate_chunked(reqs, est, budget=int(name.split()[1]), host_ms=w["chunk_host"], tbt_slo_ms=tbt,
                              ttft_slo_ms=w["ttft"][1] * 1e3)
