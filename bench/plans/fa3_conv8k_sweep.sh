@@ -37,6 +37,10 @@
 # WORKLOAD=code or chat-1k (issue 43's short traffic; their prompts are under the 8000 cap) runs that
 # generator instead of the conversation, e.g. on one H100 (bench/results/code_chat_h100_2026-11-27/):
 #   WORKLOAD=code SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/code 14,18 1500
+# CLIENT_PROCS=12 streams from 12 client processes (bench.run's default is 4 on 16 cores): at
+# chat-1k's ~5,000 tokens/s four of them stalled ~30 streams at once, 41 times in 45 s, and
+# that alone made the hybrid's P99 TBT 70.6 ms, 51.3 with twelve
+# (bench/results/overlap_fused_h100_2026-11-27/).
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
@@ -46,7 +50,7 @@ one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}" --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
-        --startup-estimate-s 90)
+        --startup-estimate-s 90 ${CLIENT_PROCS:+--client-procs "$CLIENT_PROCS"})
 TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
      sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix sglang-chunked-256-nomix sglang"
 for sys in ${SYSTEMS:-$TEN}; do
