@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .fused_price import FusedPrice
+from .fused_price import DECODE_ROW_MS, FusedPrice
 from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
                             decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model.fit import heldout_errors, prefill_domain
@@ -191,11 +191,16 @@ class Estimator:
         ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
         before it as reused context) and one new token per decoding request on its context
         (``decode_contexts``, tokens): the solo prefill fit on ``total_sms`` over those rows
-        (`fused_batch`), mapped to served time by ``fused_price`` (learned by ``observe_fused``; the
-        identity until then). The policy and both simulators use this one price; 0.0 for an empty
-        batch."""
+        (`fused_batch`) plus ``DECODE_ROW_MS`` per one-token row (`fused_base_ms`), mapped to served
+        time by ``fused_price`` (learned by ``observe_fused``; the identity until then). The policy
+        and both simulators use this one price; 0.0 for an empty batch."""
         rows = fused_batch(pieces, decode_contexts)
-        return self.fused_price.price(self._solo.prefill_ms(self.total_sms, rows)) if rows else 0.0
+        return self.fused_price.price(self.fused_base_ms(rows)) if rows else 0.0
+
+    def fused_base_ms(self, rows: Sequence[PrefillReq]) -> float:
+        """A fused batch's price before the served mapping: the solo prefill fit on ``total_sms``
+        over its extend rows, plus what its one-token rows cost beyond one-token queries."""
+        return self._solo.prefill_ms(self.total_sms, rows) + DECODE_ROW_MS * sum(1 for r in rows if r.n == 1)
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""
@@ -280,7 +285,7 @@ class Estimator:
         """A served fused iteration of ``measured_ms`` (its wall time in ``run_batch``): ``rows`` =
         its extend rows (prompt pieces and one-token decode rows, each with its cached context).
         Returns measured / the price in use before (None: not taken, fused_price.RATIO_BOUNDS)."""
-        return self.fused_price.observe(self._solo.prefill_ms(self.total_sms, rows), measured_ms) if rows else None
+        return self.fused_price.observe(self.fused_base_ms(rows), measured_ms) if rows else None
 
     def decode_correction(self, decode_sms: int) -> float:
         """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""

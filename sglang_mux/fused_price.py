@@ -16,6 +16,13 @@ from collections import deque
 
 import numpy as np
 
+# What a one-token row (a decoding request) costs in an extend batch beyond the prefill fit's
+# one-token query over its context: 0.027 ms each, fitted on 165 fused iterations of 1-128 decode
+# rows profiled on H100s with FA3 (solo + this: 18 % max / 3.9 % mean error, against 27.5 % / 5 %;
+# bench/results/fused_price_h100_2026-11-27/). It is ~1.14 x of the 1.16 x the solo fit that
+# chat-1k's served fused iterations (~150 rows) cost. Other GPUs and backends: the online fit
+# takes up the difference.
+DECODE_ROW_MS = 0.027
 SLOPE_BOUNDS = (0.5, 2.0)  # outside this a fit is chasing noise (a narrow spread of chunk prices)
 RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a stall, not a price
 MIN_SPREAD_MS = 1.0  # the solo prices' standard deviation a slope needs

@@ -591,8 +591,8 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     assert [(r["reason"], r["decode_bs"], r.get("extend_tokens")) for r in rows] == [
         ("fused", 2, 402), ("fused", 2, 202), ("decode-only", 3, None)]
     est = sched.untracked("_mux").estimator.real
-    solo = [est.solo.prefill_ms(132, [PrefillReq(400, 0), PrefillReq(1, 1002), PrefillReq(1, 1199)]),
-            est.solo.prefill_ms(132, [PrefillReq(200, 400), PrefillReq(1, 1002), PrefillReq(1, 1199)])]
+    solo = [est.fused_base_ms([PrefillReq(400, 0), PrefillReq(1, 1002), PrefillReq(1, 1199)]),
+            est.fused_base_ms([PrefillReq(200, 400), PrefillReq(1, 1002), PrefillReq(1, 1199)])]
     assert rows[0]["fused_ratio"] == pytest.approx(15.0 / solo[0], abs=1e-4)  # priced solo before any
     assert rows[0]["prefill_sms"] == 0 and "fused_form" in rows[0]["host_ms"]
     # the served price learned from both: 15 ms at two solo prices is flat, the slope's lower bound

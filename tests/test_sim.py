@@ -11,6 +11,7 @@ import pytest
 from sglang_mux import sim
 from sglang_mux.dispatch import MuxDispatcher
 from sglang_mux.estimator import Estimator, PrefillReq
+from sglang_mux.fused_price import DECODE_ROW_MS
 from sglang_mux.mux_metrics import load_timeline
 
 
@@ -454,12 +455,13 @@ def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
     assert shares[1.4][0] > 10 * shares[1.4][1]  # mostly fused (19x: rule 0 cuts no new prompt)
 
 
-def test_the_estimators_fused_price_is_its_solo_price_as_served(good):
+def test_the_estimators_fused_price_is_its_solo_price_and_decode_rows_as_served(good):
     est = Estimator.from_table(good)  # its own: the served price is state
     pieces, ctx = [PrefillReq(300, 0)], [5000] * 8
     rows = pieces + [PrefillReq(1, 5000)] * 8
-    solo = est.solo.prefill_ms(132, rows)
-    assert est.fused_ms(pieces, ctx) == pytest.approx(solo)  # nothing served yet: the solo price
+    solo = est.solo.prefill_ms(132, rows) + 8 * DECODE_ROW_MS  # a decode row costs more than a 1-token query
+    assert est.fused_base_ms(rows) == pytest.approx(solo)
+    assert est.fused_ms(pieces, ctx) == pytest.approx(solo)  # nothing served yet: that price
     assert est.observe_fused(rows, solo + 12.0) == pytest.approx((solo + 12.0) / solo)
     assert est.fused_ms(pieces, ctx) == pytest.approx(solo + 12.0)  # one size seen: its excess, slope 1
     assert est.observe_fused([], 5.0) is None
@@ -467,7 +469,7 @@ def test_the_estimators_fused_price_is_its_solo_price_as_served(good):
 
 def test_estimator_fused_ms_is_the_prefill_model_on_the_whole_gpu(est):
     pieces, ctx = [PrefillReq(700, 1000), PrefillReq(300, 0)], [5000, 12000, 800]
-    want = est.prefill_ms(est.total_sms, pieces + [PrefillReq(1, c) for c in ctx])
+    want = est.prefill_ms(est.total_sms, pieces + [PrefillReq(1, c) for c in ctx]) + 3 * DECODE_ROW_MS
     assert est.fused_ms(pieces, ctx) == pytest.approx(want) and est.fused_ms([], []) == 0.0
     assert est.fused_ms(pieces, ctx) > est.fused_ms(pieces, ctx[:1]) > est.prefill_ms(est.total_sms, pieces) * 0.999
 

@@ -13,11 +13,15 @@ earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``
 sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=0)``): no prefix reuse, chunked
 prefill 2 ms host per iteration as the capped conversation, and the mux's prefill beside decode at
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
-The hybrid runs as the server now does: fused chunks through SGLang's prefill CUDA graph, launched
+A mixed batch on the whole GPU is priced alike whichever loop forms it, hybrid or SGLang's chunked
+prefill: ``Estimator.fused_ms``, the solo prefill fit plus 0.027 ms per decode row
+(``fused_price.DECODE_ROW_MS``; the solo fit alone underprices decode rows in an extend batch). The
+hybrid runs as the server now does: fused chunks through SGLang's prefill CUDA graph, launched
 before the last one's result is processed, so a fused iteration's host time is the chunked
-baseline's (2 ms; 0 on the uncapped and synthetic traces), and its price's prior (the solo price)
-is acted on from the start and learned. "hybrid": the price an H100 served
-(SERVED_FUSED_PRICE); "hybrid, solo price": the solo price itself. Rate steps of about 10 % per
+baseline's (2 ms; 0 on the uncapped and synthetic traces), and its price's prior is acted on from
+the start and learned. On an H100 chat-1k's fused iterations (~150 decode rows) served at 1.16x
+the solo fit, of which the row term gives ~1.14x (bench/results/overlap_fused_h100_2026-11-27/).
+Rate steps of about 10 % per
 system from the lowest rate up; goodput = the last rate
 passed before the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
 cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT
@@ -48,10 +52,6 @@ from sglang_mux.sim_chunked import simulate_chunked
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
 MAP_JSON = "bench/results/sim_hybrid_overlap_2026-11-27/map.json"
-# A fused iteration as an H100 served it through the overlapped path with the prefill graph: FIXED
-# ms + SLOPE x solo, the price learned over ~1,100 fused iterations of chat-1k at 22 req/s
-# (bench/results/overlap_fused_h100_2026-11-27/chat*/: 0 + 1.16-1.18 x solo).
-SERVED_FUSED_PRICE = (0.0, 1.16)
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), chunked host ms, mux prefill slowdown,
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
@@ -78,8 +78,8 @@ WORKLOADS = {
 # and 20; chunked 1024 / 512 + mixed), TBT 50.
 H100_POINTS = (("code", 18), ("code", 20), ("code", 22), ("chat-1k", 16), ("chat-1k", 20), ("chat-1k", 22))
 H100_TBT = 50.0
-SYSTEMS = ("hybrid", "hybrid, solo price", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
-MUX = SYSTEMS[:3]
+SYSTEMS = ("hybrid", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
+MUX = SYSTEMS[:2]
 
 
 def ttft_p99(res, reqs, rule) -> float:
@@ -108,9 +108,7 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path) -> dict:
     pool = w["pools"][0 if name in MUX else 1]
     reqs = requests(w, rate, pool, tmp)
     if name in MUX:
-        fp = est.fused_price
-        fp.fixed, fp.slope, fp.margin = SERVED_FUSED_PRICE + (0.0,) if name == "hybrid" else (0.0, 1.0, 0.0)
-        r = sim.run_policies(reqs, est, name.split(",")[0], tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
+        r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
                              fused_host_ms=w["chunk_host"], fused_prior_holds=True)[0]
     else:
@@ -201,13 +199,13 @@ def build_map(json_path: Path) -> None:
     json_path.write_text(json.dumps(out, indent=1) + "\n")
 
     fmt = lambda g, lo: f"< {lo:g}" if g is None else f"{g:g}"  # noqa: E731
-    print("| TBT ms | workload | " + " | ".join(SYSTEMS) + " | hybrid (both) / best chunked |")
+    print("| TBT ms | workload | " + " | ".join(SYSTEMS) + " | hybrid / best chunked |")
     print("|---|---|" + "---:|" * (len(SYSTEMS) + 1))
     for c in out["cells"]:
         lo = WORKLOADS[c["workload"]]["rates"][0]
         g = c["goodput"]
-        best = max((g[s] or 0) for s in SYSTEMS[3:])
-        ratio = " / ".join("-" if not best else f"{(g[h] or 0) / best:.2f}" for h in SYSTEMS[:2])
+        best = max((g[s] or 0) for s in SYSTEMS[2:])
+        ratio = "-" if not best else f"{(g['hybrid'] or 0) / best:.2f}"
         print(f"| {c['tbt_slo_ms']:g} | {c['workload']} | " + " | ".join(fmt(g[s], lo) for s in SYSTEMS) + f" | {ratio} |")
 
     print(f"\n## The H100 points (TBT {H100_TBT:g} ms, P99 TTFT <= 5 s): P99 TTFT s, P99 TBT ms, pass\n")
@@ -235,11 +233,11 @@ def build_map(json_path: Path) -> None:
         print(f"| {c['tbt_slo_ms']:g} | {c['workload']} | " + " | ".join(cols) + " |")
 
     print("\n## Plan shares of busy time, fused / spatial / decode alone, at the goodput and the first failure\n")
-    print("| TBT ms | workload | " + " | ".join(SYSTEMS[:3]) + " |")
-    print("|---|---|" + "---|" * 3)
+    print("| TBT ms | workload | " + " | ".join(MUX) + " |")
+    print("|---|---|" + "---|" * len(MUX))
     for c in out["cells"]:
         cols = []
-        for s in SYSTEMS[:3]:
+        for s in MUX:
             pts = c["points"][s]
             last = [p for p in pts if p["ok"]][-1:]
             fail = [p for p in pts if not p["ok"]]
