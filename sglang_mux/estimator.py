@@ -282,7 +282,8 @@ class Estimator:
         self._decode_corr_max = max(self._decode_corr.values())
 
     def observe_fused(self, rows: Sequence[PrefillReq], measured_ms: float) -> float | None:
-        """A served fused iteration of ``measured_ms`` (its wall time in ``run_batch``): ``rows`` =
+        """A served fused iteration of ``measured_ms`` (its time on the forward stream, from the
+        batch before it to its own end): ``rows`` =
         its extend rows (prompt pieces and one-token decode rows, each with its cached context).
         Returns measured / the price in use before (None: not taken, fused_price.RATIO_BOUNDS)."""
         return self.fused_price.observe(self.fused_base_ms(rows), measured_ms) if rows else None

@@ -1,13 +1,14 @@
-"""What a fused iteration costs in serving, learned online from its solo GPU price.
+"""What a fused iteration costs in serving, learned online from its base GPU price.
 
-A fused iteration (SGLang's mixed chunk, run synchronously by the mux loop) takes longer than the
-solo prefill fit says, and not by a constant factor: on an H100 a 258-token chunk with two decode
-rows took 23 ms where its solo price was ~7 ms, a 2,049-token one 53 ms for ~43 ms. The eager
-forward's kernel launches (32 layers, no CUDA graph) and ``run_batch``'s own host work bound the
-small ones; the GPU bounds the large ones. So served ms = ``fixed`` + ``slope`` x solo ms, fitted
-by least squares on the last ``window`` iterations (refitted every ``refit``, and at each of the
-first ``warmup``), plus ``margin``: the ``quantile`` of the residuals, as a token's gap is judged
-at P99. Until a spread of solo prices is seen the slope stays 1 and ``fixed`` is the median excess.
+The base price is the solo prefill fit over the fused batch's rows plus ``DECODE_ROW_MS`` per
+decode row (`Estimator.fused_base_ms`). What is served can differ, and not by a constant factor:
+eagerly, on an H100, a 258-token chunk with two decode rows took 23 ms where its solo price was
+~7 ms, a 2,049-token one 53 ms for ~43 ms (the 32 layers' kernel launches bound the small ones);
+through SGLang's prefill CUDA graph the base price is near the truth (``prior_holds``). So
+served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
+iterations (refitted every ``refit``, and at each of the first ``warmup``), plus ``margin``: the
+``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is judged at P99. Until a
+spread of base prices is seen the slope stays 1 and ``fixed`` is the median excess.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ class FusedPrice:
         self._obs: deque[tuple[float, float]] = deque(maxlen=window)
         self._n = 0
         self.known = known  # set as the truth (a simulator's), not a prior to learn from
-        # The prior (the solo price) is near the truth, so it may be acted on in full before any
-        # fused iteration is seen: with SGLang's prefill CUDA graph an H100 served 5.3 ms + 0.937 x
-        # solo (eager: 15.1 + 0.854). It is still learned.
+        # The prior (the base price: the solo fit and the row term) is near the truth, so it may
+        # be acted on in full before any fused iteration is seen: through SGLang's prefill CUDA
+        # graph an H100 served 5.3 ms + 0.937 x solo on code, 1.16 x solo on chat-1k's ~150-row
+        # batches (~1.14 x is the row term); eagerly 15.1 ms + 0.854 x solo. It is still learned.
         self.prior_holds = prior_holds
 
     @property
