@@ -541,14 +541,16 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                          "table's co-run cells measured it ('table'); 1 is the paper's model")
     ap.add_argument("--online-guard", action="store_true",
                     help="the policy plans with a guard raised online to what serving measures, and a fused price "
-                         "learned from the solo price up, as the server's are (default: the table's guard and the "
+                         "learned from the base price up, as the server's are (default: the table's guard and the "
                          "true fused price)")
     ap.add_argument("--fused-prior-holds", action="store_true",
-                    help="with --online-guard: the fused price's prior (the solo price) is acted on in full from "
+                    help="with --online-guard: the fused price's prior (the base price) is acted on in full from "
                          "the start, as a server running SGLang's prefill CUDA graph does")
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
+    if a.fused_prior_holds and not a.online_guard:
+        ap.error("--fused-prior-holds needs --online-guard (without it the policy plans with the true fused price)")
     if a.prefill_slowdown != "table":
         try:
             a.prefill_slowdown = float(a.prefill_slowdown)

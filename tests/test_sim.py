@@ -546,3 +546,10 @@ def test_a_prior_that_holds_lets_the_hybrid_cut_long_prompts_from_the_start(monk
                               fused_prior_holds=h)[0].summary["reasons"]["fused"] for h in (False, True)]
     assert [p.fused_price.prior_holds for p in planners] == [False, True]
     assert fused == [69, 299]
+
+
+def test_cli_fused_prior_holds_needs_the_online_guard(capsys):
+    with pytest.raises(SystemExit) as e:
+        sim.main(["--trace", "conversation", "--limit", "5", "--policy", "hybrid", "--fused-prior-holds"],
+                 estimator=FakeEstimator())
+    assert e.value.code == 2 and "--fused-prior-holds needs --online-guard" in capsys.readouterr().err

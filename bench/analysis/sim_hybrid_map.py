@@ -21,9 +21,8 @@ before the last one's result is processed, so a fused iteration's host time is t
 baseline's (2 ms; 0 on the uncapped and synthetic traces), and its price's prior is acted on from
 the start and learned. On an H100 chat-1k's fused iterations (~150 decode rows) served at 1.16x
 the solo fit, of which the row term gives ~1.14x (bench/results/overlap_fused_h100_2026-11-27/).
-Rate steps of about 10 % per
-system from the lowest rate up; goodput = the last rate
-passed before the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
+Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate passed before
+the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
 cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT
 drift (the simulators' own drift test). For code and chat-1k the walk also goes on past the first
 failure until two rates fail in a row (is that failure an edge, and the highest rate passed).
