@@ -646,14 +646,21 @@ class Follower:
         return value
 
 
-@pytest.mark.parametrize("scenario", ["mux_then_merge", "preempt_resume"])
+@pytest.mark.parametrize("scenario", ["mux_then_merge", "preempt_resume", "fused_streak"])
 def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(monkeypatch, tmp_path, good,
                                                                                   scenario):
     """A follower never plans: it retires the chunks the leader retired, waiting on its own event
     where its GPU is behind (its chunk ev7 / ev11 has not finished when the leader's had), and
-    then makes exactly the leader's calls into SGLang, in the same order, on the same streams."""
+    then makes exactly the leader's calls into SGLang, in the same order, on the same streams. A
+    fused streak's end takes two decisions on every rank (the plan made again after the drain)."""
     decode = lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)])  # noqa: E731
-    if scenario == "mux_then_merge":
+    if scenario == "fused_streak":
+        kw = dict(plans=[fused([("p1", 400)]), fused([("p1", 200)]), plan(132, 0, 0, reason="decode-only"),
+                         plan(132, 0, 0, reason="decode-only")],
+                  waiting=[req("p1", 600)], running=decode, mux_flags=["--mux-policy", "hybrid"],
+                  wants_decode_contexts=True)
+        behind = None
+    elif scenario == "mux_then_merge":
         kw = dict(plans=[plan(48, 84, LAYERS, ["p1"]), plan(132, 0, 0, reason="decode-only")],
                   waiting=[req("p1", 100)], running=decode)
         behind = "ev7"
@@ -667,11 +674,14 @@ def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(
     assert [d.plan for d in decisions] == kw["plans"]
     follower_dir = tmp_path / "follower"
     follower_dir.mkdir()
-    kw = dict(kw, slow=[*kw.get("slow", ()), behind])
+    kw = dict(kw, slow=[*kw.get("slow", ()), *([behind] if behind else [])])
     flog, fsched, _, _ = serve(monkeypatch, follower_dir, good, consensus=lambda s: Follower(s, decisions), **kw)
     sglang = lambda lines: [x for x in lines if not x.startswith(("est.", "event_synchronize"))]  # noqa: E731
     assert sglang(flog) == sglang(log)
-    assert f"event_synchronize {behind}" in flog and f"event_synchronize {behind}" not in log
+    if behind:
+        assert f"event_synchronize {behind}" in flog and f"event_synchronize {behind}" not in log
+    else:
+        assert "process_batch_result prefill2 result:prefill2" in flog and fsched.untracked("_mux").pending is None
     if scenario == "preempt_resume":  # the leader waited for ev7 before its preemption; so did the follower
         assert "event_synchronize ev7" in log and "event_synchronize ev7" in flog
         assert decisions[2].retired == 1 and not decisions[0].retired
@@ -702,3 +712,48 @@ def test_the_fused_price_prior_holds_only_through_sglangs_prefill_graph():
 
     assert scheduler_loop._prefill_graph(sched(BreakableCudaGraphRunner()))
     assert not scheduler_loop._prefill_graph(sched(EagerRunner())) and not scheduler_loop._prefill_graph(sched(None))
+
+
+def test_the_servers_exit_drains_the_last_fused_batch(monkeypatch, tmp_path, good):
+    """A fused batch still in flight when the scheduler exits is processed and merged, overlap off:
+    its requests' tokens are sent."""
+    log, sched, rows, _ = serve(
+        monkeypatch, tmp_path, good, [fused([("p1", 400)]), fused([("p1", 200)])],
+        mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 600)], wants_decode_contexts=True, event_ms=15.0,
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log[-8:] == ["run_batch prefill2 3", "war_barrier", "record ev5 fwd",
+                        "process_batch_result prefill1 result:prefill1",
+                        "process_batch_result prefill2 result:prefill2", "filter_batch prefill2",
+                        "wait_stream Pfull fwd", "wait_stream Dfull fwd"]
+    assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p1", "d1", "d2"]
+    assert not sched.untracked("result_queue") and sched.untracked("enable_overlap") is False
+    assert [r["extend_tokens"] for r in rows] == [402, 202]  # both booked
+
+
+def test_a_formation_that_gives_nothing_ends_the_streak_without_merging_twice(monkeypatch, tmp_path, good):
+    """When SGLang forms no batch for a fused plan (no KV for the chunk), it has already merged the
+    last fused batch into the running batch: the streak ends with that batch's result processed,
+    not merged again, and the next plan runs on the running batch."""
+    calls, real = [], Scheduler.get_next_batch_to_run
+
+    def formed(self, running, last_batch):
+        calls.append(last_batch)
+        if len(calls) < 2:
+            return real(self, running, last_batch)
+        self.untracked("w")("get_next_batch_to_run (no KV)", last_batch.name)
+        last_batch.filter_batch()
+        return NS(batch_to_run=None, running_batch=last_batch)  # merged, nothing to run
+
+    monkeypatch.setattr(Scheduler, "get_next_batch_to_run", formed)
+    log, sched, rows, _ = serve(
+        monkeypatch, tmp_path, good,
+        [fused([("p1", 600)]), fused([("p2", 100)]), plan(132, 0, 0, reason="decode-only")],
+        mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 600), req("p2", 100)],
+        wants_decode_contexts=True, event_ms=15.0,
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3)]))
+    i = log.index("get_next_batch_to_run (no KV) prefill1")
+    assert log[i + 1:i + 3] == ["filter_batch prefill1", "process_batch_result prefill1 result:prefill1"]
+    assert "merge_batch" not in " ".join(log) and log.count("filter_batch prefill1") == 1
+    assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p1", "d1"]
+    assert sched.untracked("enable_overlap") is False and sched.untracked("_mux").pending is None
+    assert "update_running_batch prefill1 2" in log  # the decode plan ran on them
