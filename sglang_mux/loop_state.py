@@ -56,10 +56,9 @@ class DecodeLaunch:
 @dataclass
 class FusedLaunch:
     """A fused iteration on the GPU whose result is processed once the next one is launched (as
-    SGLang's overlap loop runs its batches)."""
-    batch: ScheduleBatch  # as launched (SGLang's ``copy``): what its result is processed against
+    SGLang's overlap loop runs its batches). The batch as launched and its result wait in SGLang's
+    ``result_queue``."""
     live: ScheduleBatch  # the batch SGLang goes on with: merged into the running batch by the next formation
-    result: GenerationBatchResult
     start: torch.cuda.Event
     end: torch.cuda.Event
     rows: list[PrefillReq] | None  # its extend rows; None: the decode batch alone

@@ -573,7 +573,7 @@ class MuxLoop:
                 fwd.wait_stream(s)
         clock.lap("switch")
         set_pdmux_status(False)
-        batch = self.form_fused(it.plan, prev)
+        batch = self.form_fused(it.plan, prev, it.snap.decode_bs)
         clock.lap("fused_form")
         if batch is None:  # nothing could be formed (no KV for the chunk): try again next step
             self.drain_fused()
@@ -590,29 +590,27 @@ class MuxLoop:
         sched._apply_war_barrier()  # later formations' writes wait for this forward's reads, as in SGLang
         end.record(fwd)
         clock.lap("fused_launch")
-        launched = batch.copy()  # its result is processed against the batch as launched
-        sched.result_queue.append((launched, result))  # SGLang's record of what is in flight
-        self.pending = FusedLaunch(launched, batch, result, start, end, rows, it)
+        # SGLang's record of what is in flight: its result is processed against the batch as launched
+        sched.result_queue.append((batch.copy(), result))
+        self.pending = FusedLaunch(batch, start, end, rows, it)
         sched.last_batch = batch
         if prev is not None:
             self.finish_fused(prev)
 
-    def form_fused(self, plan: Plan, prev: FusedLaunch | None):
+    def form_fused(self, plan: Plan, prev: FusedLaunch | None, decode_bs: int):
         """SGLang's next batch (``get_next_batch_to_run``: the last fused batch ``prev`` merged into
         the running batch, the chunked request's last chunk cached, a pending abort carried out, a
         new extend batch mixed with the running decodes) with its chunk budget set to the plan's
-        chunk plus the decode rows (SGLang counts both) and mixing on, for this call only; waiting
-        requests outside the chunk are not looked at. Returns the batch to run (the running batch
-        itself when no chunk could be formed) or None."""
+        chunk plus the ``decode_bs`` decode rows (the plan's Snapshot's; SGLang counts both) and
+        mixing on, for this call only; waiting requests outside the chunk are not looked at.
+        Returns the batch to run (the running batch itself when no chunk could be formed) or None."""
         sched = self.sched
         running = sched.running_batch
         chunked = getattr(sched, "chunked_req", None)
-        decoding = decoding_view(running, prev, chunked)
-        bs = decoding.batch_size() if decoding is not None else 0
         tokens = sum(t for _, t in plan.chunk)
         rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
         saved = sched.chunked_prefill_size, sched.is_mixed_chunk
-        sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + bs, True
+        sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + decode_bs, True
         try:
             with self.only_waiting(rids):
                 nxt = sched.get_next_batch_to_run(running, prev.live if prev is not None else None)
@@ -628,10 +626,10 @@ class MuxLoop:
         """Process a fused iteration's result (SGLang waits for its tokens' copy) and book it;
         the prompts it finished leave ``arrival``."""
         sched = self.sched
-        sched.result_queue.popleft()
-        sched.process_batch_result(f.batch, f.result)
+        batch, result = sched.result_queue.popleft()
+        sched.process_batch_result(batch, result)
         chunked = getattr(sched, "chunked_req", None)
-        for r in f.batch.reqs:
+        for r in batch.reqs:
             if r is not chunked:
                 self.arrival.pop(r.rid, None)
         self.clock.lap("result")

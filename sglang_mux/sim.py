@@ -531,7 +531,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                     help="host time of a fused iteration (--policy hybrid; default: a co-run decode iteration's, "
                          "--host-ms or a --host-from draw)")
     ap.add_argument("--fused-price", metavar="FIXED_MS,SLOPE",
-                    help="a fused iteration's GPU time as served: FIXED_MS + SLOPE x its solo price (the server's "
+                    help="a fused iteration's GPU time as served: FIXED_MS + SLOPE x its base price (the server's "
                          "learned fused_price, a --mux-timeline's fused rows; default: the solo price)")
     ap.add_argument("--decode-jitter", metavar="TIMELINE",
                     help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
