@@ -45,7 +45,7 @@ runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
 ``--server-args`` to bench the same configuration). The backend each system ran with is read
 back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
 recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
-``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``, ``mux-hybrid[-graph]``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
+``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``, ``mux-hybrid``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
 ``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
 prompt tokens`` that preemption decides on; the server's default 0 means preemption never
 fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .fused_price import DECODE_ROW_MS, FusedPrice
+from .fused_price import DECODE_ROW_MS, FusedPrice, graph_padding
 from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
                             decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model.fit import heldout_errors, prefill_domain
@@ -86,6 +86,9 @@ class Estimator:
         self._decode_corr: dict[int, float] = {}
         self._decode_corr_max = 1.0
         self.fused_price = FusedPrice()  # served fused iterations vs their solo price (online)
+        # The token counts SGLang's prefill CUDA graph was captured at (ascending; the server sets
+        # them at start, a simulator as it plays one): a fused batch runs padded to the next one.
+        self.graph_tokens: tuple[int, ...] = ()
 
     # ------------------------------------------------------------------ construction
 
@@ -199,8 +202,12 @@ class Estimator:
 
     def fused_base_ms(self, rows: Sequence[PrefillReq]) -> float:
         """A fused batch's price before the served mapping: the solo prefill fit on ``total_sms``
-        over its extend rows, plus what its one-token rows cost beyond one-token queries."""
-        return self._solo.prefill_ms(self.total_sms, rows) + DECODE_ROW_MS * sum(1 for r in rows if r.n == 1)
+        over its extend rows and the prefill graph's padding (`graph_padding` over
+        ``graph_tokens``, priced as one more prompt), plus what its one-token rows cost beyond
+        one-token queries."""
+        pad = graph_padding(sum(r.n for r in rows), self.graph_tokens)
+        solo = self._solo.prefill_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows)
+        return solo + DECODE_ROW_MS * sum(1 for r in rows if r.n == 1)
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""

@@ -13,7 +13,9 @@ spread of base prices is seen the slope stays 1 and ``fixed`` is the median exce
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
+from typing import Sequence
 
 import numpy as np
 
@@ -24,9 +26,36 @@ import numpy as np
 # chat-1k's served fused iterations (~150 rows) cost. Other GPUs and backends: the online fit
 # takes up the difference.
 DECODE_ROW_MS = 0.027
+# SGLang 0.5.16's prefill CUDA graph runs an extend batch at the next token count it captured,
+# the padding rows through every GEMM, unless that is over this factor of the batch or past the
+# largest captured: then eagerly, unpadded (PrefillCudaGraphRunner.can_run). A fused batch of
+# 1,031 tokens (a 1,024-token chunk with its decode rows) ran as 1,280 on an H100; priced at the
+# padded size, served / base fell from 1.10 to 1.05 (bench/results/overlap_fused_h100_2026-11-27/).
+GRAPH_PAD_FACTOR = 2
+# The launcher captures the hybrid's prefill graph up to its largest fused batch: the largest of
+# dispatch.CHUNK_SIZES, which count the decode rows.
+HYBRID_GRAPH_MAX_TOKENS = 4096
 SLOPE_BOUNDS = (0.5, 2.0)  # outside this a fit is chasing noise (a narrow spread of chunk prices)
 RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a stall, not a price
 MIN_SPREAD_MS = 1.0  # the solo prices' standard deviation a slope needs
+
+
+def sglang_graph_tokens(max_tokens: int) -> tuple[int, ...]:
+    """The token counts SGLang 0.5.16 captures its prefill graph at, up to ``max_tokens`` (its
+    ServerArgs._generate_prefill_cuda_graph_batch_sizes): for the simulator; a server reads them
+    from its graph runner."""
+    sizes = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512))
+    return tuple(s for s in sizes if s <= max_tokens)
+
+
+def graph_padding(tokens: int, captured: Sequence[int]) -> int:
+    """The rows SGLang's prefill graph adds to an extend batch of ``tokens`` (0: nothing
+    captured, or the batch runs eagerly); ``captured`` ascending."""
+    i = bisect.bisect_left(captured, tokens)
+    if tokens <= 0 or i == len(captured) or captured[i] > GRAPH_PAD_FACTOR * tokens:
+        return 0
+    return captured[i] - tokens
 
 
 class FusedPrice:

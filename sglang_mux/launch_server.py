@@ -15,6 +15,7 @@ import os
 import sys
 
 from sglang_mux import cli
+from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS
 from sglang_mux.mux_args import ENV_VAR, MuxArgError, add_mux_args, reconcile_sglang_args, split_argv
 
 logger = logging.getLogger("sglang_mux")
@@ -23,10 +24,10 @@ logger = logging.getLogger("sglang_mux")
 # (e.g. prefill token budgets) are consistent; an explicit conflicting value is rejected later.
 _FORCED = (("--chunked-prefill-size", ["-1"]), ("--disable-overlap-schedule", []), ("--enable-pdmux", []))
 # The hybrid's fused chunks run through SGLang's breakable prefill CUDA graph, captured up to the
-# largest chunk (4096) and its decode rows; SGLang leaves it off without chunked prefill. On an
-# H100 it costs ~66 s of start-up and ~1 GB, and an eager fused iteration cost 15 ms more
-# (bench/results/hybrid_graph_code_h100_2026-11-27/).
-HYBRID_PREFILL_GRAPH = ("--cuda-graph-max-bs-prefill", ["4608"])
+# largest fused batch (its chunk sizes count the decode rows); SGLang leaves it off without chunked
+# prefill. On an H100 it costs ~66 s of start-up and ~1 GB, and an eager fused iteration cost 15 ms
+# more (bench/results/hybrid_graph_code_h100_2026-11-27/).
+HYBRID_PREFILL_GRAPH = ("--cuda-graph-max-bs-prefill", [str(HYBRID_GRAPH_MAX_TOKENS)])
 
 
 def forced_flags(mux, explicit: set[str]) -> list[tuple[str, list[str]]]:

@@ -185,8 +185,10 @@ class MuxLoop:
         torch.cuda.empty_cache()
         self.limit_prompts(*torch.cuda.mem_get_info())
         # Through SGLang's prefill CUDA graph (captured after init_mux) a fused iteration costs about
-        # its solo price (fused_price.FusedPrice.prior_holds); eagerly, 15 ms more.
-        self.estimator.fused_price.prior_holds = _prefill_graph(self.sched)
+        # its base price (fused_price.FusedPrice.prior_holds), padded to a captured size; eagerly,
+        # 15 ms more.
+        self.estimator.graph_tokens = _prefill_graph_tokens(self.sched)
+        self.estimator.fused_price.prior_holds = bool(self.estimator.graph_tokens)
         with torch.inference_mode():
             while not self.sched.gracefully_exit:
                 self.step()
@@ -803,11 +805,14 @@ class MuxLoop:
         sched.max_req_input_len = self.consensus.min(lim.max_input_len)
 
 
-def _prefill_graph(sched: Scheduler) -> bool:
-    """Whether SGLang captured a prefill CUDA graph (else an extend batch runs eagerly)."""
+def _prefill_graph_tokens(sched: Scheduler) -> tuple[int, ...]:
+    """The token counts SGLang captured its prefill CUDA graph at, ascending (empty: none, an
+    extend batch runs eagerly)."""
     runner = getattr(getattr(sched, "tp_worker", None), "model_runner", None)
     graph = getattr(runner, "prefill_cuda_graph_runner", None)
-    return graph is not None and type(graph).__name__ != "EagerRunner"
+    if graph is None or type(graph).__name__ == "EagerRunner":
+        return ()
+    return tuple(sorted(int(n) for n in getattr(graph, "capture_num_tokens", ())))
 
 
 def _model_config(sched: Scheduler) -> str:

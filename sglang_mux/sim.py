@@ -40,7 +40,7 @@ from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_pla
                                  make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
-from sglang_mux.fused_price import FusedPrice
+from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, sglang_graph_tokens
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
 # ---- simulation -----------------------------------------------------------------------------
@@ -420,19 +420,23 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
-                 fused_host_ms: float | None = None, fused_prior_holds: bool = False) -> list[SimResult]:
+                 fused_host_ms: float | None = None, prefill_graph: bool = False) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
-    iteration's true time; False: it plans with `estimator` itself. ``fused_prior_holds``: that
-    prior is acted on in full from the start, as a server with SGLang's prefill CUDA graph does
-    (`FusedPrice.prior_holds`). The rest: ``simulate``'s."""
+    iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
+    batches run through SGLang's prefill CUDA graph, as the server's hybrid runs them: padded to
+    its captured sizes (``graph_tokens``, for the truth and the planner), and the price's prior
+    acted on in full from the start (`FusedPrice.prior_holds`). The rest: ``simulate``'s."""
     out = []
+    if prefill_graph and hasattr(estimator, "graph_tokens"):
+        estimator = copy.copy(estimator)
+        estimator.graph_tokens = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
     for nm in policy_names(spec, estimator):
         planner = None
         if online_guard:
             planner = copy.deepcopy(estimator)
             if hasattr(planner, "fused_price"):  # as a server starts: the prior, learned from what runs
-                planner.fused_price = FusedPrice(prior_holds=fused_prior_holds)
+                planner.fused_price = FusedPrice(prior_holds=prefill_graph)
         # The hybrid weighs spatial prefill at its co-run speed, as the server's online prefill
         # correction learns it; the simulator tells it the truth it plays.
         kw = {"prefill_slowdown": prefill_slowdown} if nm == "hybrid" else {}
@@ -543,14 +547,13 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                     help="the policy plans with a guard raised online to what serving measures, and a fused price "
                          "learned from the base price up, as the server's are (default: the table's guard and the "
                          "true fused price)")
-    ap.add_argument("--fused-prior-holds", action="store_true",
-                    help="with --online-guard: the fused price's prior (the base price) is acted on in full from "
-                         "the start, as a server running SGLang's prefill CUDA graph does")
+    ap.add_argument("--prefill-graph", action="store_true",
+                    help="fused batches run through SGLang's prefill CUDA graph, as the server's hybrid runs them: "
+                         "padded to its captured sizes, and with --online-guard the fused price's prior (the base "
+                         "price) acted on in full from the start")
     ap.add_argument("--timeline", help="append every decision to this JSONL file")
     ap.add_argument("--json", action="store_true", help="print the summaries as JSON")
     a = ap.parse_args(argv)
-    if a.fused_prior_holds and not a.online_guard:
-        ap.error("--fused-prior-holds needs --online-guard (without it the policy plans with the true fused price)")
     if a.prefill_slowdown != "table":
         try:
             a.prefill_slowdown = float(a.prefill_slowdown)
@@ -601,14 +604,14 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                            ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
                            seed=a.seed, timeline=tl, host_ms=a.host_ms, jitter=jitter, online_guard=a.online_guard,
                            prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=a.fused_host_ms,
-                           fused_prior_holds=a.fused_prior_holds)
+                           prefill_graph=a.prefill_graph)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
              "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
              "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown, "fused_host_ms": a.fused_host_ms,
-             "fused_price": a.fused_price, "fused_prior_holds": a.fused_prior_holds,
+             "fused_price": a.fused_price, "prefill_graph": a.prefill_graph,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption,
              "slowdown": a.slowdown, "seed": a.seed,

@@ -8,8 +8,10 @@ Every iteration runs on the whole GPU. Prompt tokens are taken first come, first
 ``budget`` per iteration: the rest of the request being chunked first, then the next ones, whole
 or cut. With mixed chunks (SGLang's ``--enable-mixed-chunk``) the running decode batch rides in
 the same iteration, as SGLang runs it: one extend batch, each piece with the prompt tokens before it
-as reused context and each decoding request one new token on its context, timed by
-``Estimator.fused_ms``, the table's prefill model (docs/sim.md compares it with served points). Without mixing a
+as reused context and each decoding request one new token on its context, the decode rows counted
+in ``budget`` (SGLang's PrefillAdder does: no prompt token runs while the rows fill it), timed by
+``Estimator.fused_ms``, the table's prefill model, padded as SGLang's default prefill CUDA graph
+(captured up to ``budget``) pads it (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
 step (the table's decode model). ``host_ms`` is added to every iteration: 2 ms reproduces the
 served points (default 0, the GPU alone). A request's first token comes at the end of the
@@ -19,6 +21,7 @@ as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import deque
 from typing import Sequence
@@ -27,6 +30,7 @@ import numpy as np
 
 from sglang_mux import cli
 from sglang_mux.dispatch import fused_ms
+from sglang_mux.fused_price import sglang_graph_tokens
 from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, estimator_from_args, trace_from_args
 
 
@@ -37,7 +41,9 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
 
     if budget <= 0 or host_ms < 0:
         raise ValueError(f"budget must be > 0 and host_ms >= 0, got {budget}, {host_ms}")
-    est, total = estimator, estimator.total_sms
+    est, total = copy.copy(estimator), estimator.total_sms
+    if hasattr(est, "graph_tokens"):  # SGLang captures its prefill graph up to the chunk size
+        est.graph_tokens = sglang_graph_tokens(budget)
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
     n = len(reqs)
     arrival = np.array([q.arrival_s for q in reqs])
@@ -55,7 +61,7 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
         if not waiting and not decoding:
             t = reqs[nxt].arrival_s
             continue
-        pieces, finished, room = [], [], budget
+        pieces, finished, room = [], [], budget - (len(decoding) if mixed else 0)
         for w in waiting:  # first come, first served, the one being chunked first
             if room <= 0:
                 break

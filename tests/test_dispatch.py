@@ -567,15 +567,16 @@ def test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_deco
     pol = D.HybridPolicy(est)
     s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
     f_plan, f_rate = pol.fused_candidate(s)
-    # 32 rows of 30K context cost 20.8 ms: 512 prompt tokens fit within 50 ms, 1024 do not
-    assert f_plan.chunk == (("long", 512),)
-    assert est.prefill_ms(132, [PrefillReq(1024, 0)] + [PrefillReq(1, 30000)] * 32) > 50
+    # 32 rows of 30K context cost 20.8 ms: a 512-token batch (480 prompt tokens and the rows) fits
+    # within 50 ms, a 1024-token one does not
+    assert f_plan.chunk == (("long", 480),)
+    assert est.prefill_ms(132, [PrefillReq(992, 0)] + [PrefillReq(1, 30000)] * 32) > 50
     p = pol.plan(s)
     assert p == MuxDispatcher(est).plan(s) and p.kind == D.KIND_SPATIAL and p.chunk == ()
     assert (p.decode_sms, p.new_prefill_rids) == (48, ("long",))
     assert 8000 / p.t_prefill_ms > f_rate
     # Told that prefill beside decode runs 3x slower, it fuses (1.5x is not enough: fusing the first
-    # 512 tokens commits to the other 7,488 in chunks over an ever longer prefix)
+    # 480 tokens commits to the other 7,520 in chunks over an ever longer prefix)
     for x, kind in ((1.5, D.KIND_SPATIAL), (3.0, D.KIND_FUSED)):
         slow = D.HybridPolicy(est, prefill_slowdown={16: 1.0, 48: x})
         assert slow.corun_slowdown(48) == x and slow.corun_slowdown(40) == x and slow.corun_slowdown(30) == 1.0
@@ -593,14 +594,14 @@ def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(hos
     rows = [PrefillReq(1, 1000)] * 4
     assert plan.t_decode_worst_ms == pytest.approx(est.prefill_ms(132, [PrefillReq(c, 0)] + rows))
     assert plan.t_decode_worst_ms <= budget
-    bigger = [x for x in D.CHUNK_SIZES if x > c]
+    bigger = [x - 4 for x in D.CHUNK_SIZES if x - 4 > c]  # a size counts the 4 decode rows
     assert not bigger or est.prefill_ms(132, [PrefillReq(bigger[0], 0)] + rows) > budget
     # the rate is over what fusing commits to: the whole 8000-token prompt in chunks of c, each
     # later chunk over a longer prefix (priced at the first and last, linear between)
     k = math.ceil((8000 - c) / c)
     first, last = (est.prefill_ms(132, [PrefillReq(c, r)] + rows) for r in (c, c + (k - 1) * c))
     assert rate == pytest.approx(8000 / (plan.t_decode_worst_ms + host + k * ((first + last) / 2 + host)))
-    assert c == {0.0: 512, 5.0: 512, 15.0: 512, 25.0: 256, 40.0: 256}[host]
+    assert c == {0.0: 508, 5.0: 508, 15.0: 508, 25.0: 252, 40.0: 252}[host]
 
 
 def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
@@ -609,7 +610,7 @@ def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
     est = HybridFake()
     pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
     base = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)], host=25.0)
-    for fused_host, size in ((None, 256), (25.0, 256), (0.0, 512)):
+    for fused_host, size in ((None, 252), (25.0, 252), (0.0, 508)):  # sizes less the 4 decode rows
         s = replace(base, fused_host_ms=fused_host)
         plan, rate = pol.fused_candidate(s)
         assert plan.chunk == (("a", size),)
@@ -626,6 +627,18 @@ def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
     assert kinds == [D.KIND_SPATIAL, D.KIND_SPATIAL, D.KIND_FUSED]
 
 
+def test_hybrid_chunk_sizes_count_the_decode_rows_as_sglangs_budget_does():
+    """A size is the whole extend batch, prompt tokens and decode rows (a captured graph size: a
+    chunk plus its rows ran padded to the next); a size the rows fill holds no prompt."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, tbt_slo_ms=1000.0, chunk_sizes=(256, 512))
+    rows300 = _hyb_snap(300, 10, [WaitingReq("a", 99.0, 8000, 0)])
+    assert [(room, [(w.rid, t) for w, t in ch]) for room, ch in pol._chunks(rows300)] == [(212, [("a", 212)])]
+    assert pol.fused_candidate(rows300)[0].chunk == (("a", 212),)
+    none = _hyb_snap(600, 10, [WaitingReq("a", 99.0, 8000, 0)])
+    assert pol._chunks(none) == [] and pol.fused_candidate(none) is None
+
+
 def test_hybrid_cuts_no_prompt_on_a_price_it_has_not_learned():
     """Before its fused price is learned (``est.fused_price.learned``) a fused candidate holds
     only prompts that fit whole, in the smallest size that holds them: a cut commits to the
@@ -636,7 +649,7 @@ def test_hybrid_cuts_no_prompt_on_a_price_it_has_not_learned():
     pol = D.HybridPolicy(est)
     s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 300, 0), WaitingReq("b", 99.5, 3000, 0)])
     est.fused_price = SimpleNamespace(learned=True)
-    assert pol.fused_candidate(s)[0].chunk == (("a", 300), ("b", 212))  # learned: 512, cutting b
+    assert pol.fused_candidate(s)[0].chunk == (("a", 300), ("b", 208))  # learned: 512 with 4 rows, cutting b
     est.fused_price.learned = False
     plan, _ = pol.fused_candidate(s)
     assert plan.chunk == (("a", 300),)  # 256 cannot hold a whole, 512 does; b is not cut
@@ -687,19 +700,25 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
     assert pol.plan(heavy).kind == D.KIND_SPATIAL  # without a chunked request: spatial
     p = pol.plan(replace(heavy, chunked=rest))
     rows = [PrefillReq(1, 30000)] * 32
-    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 256),)  # 512 after its first 512 would not fit
-    assert est.prefill_ms(132, [PrefillReq(512, 512)] + rows) > 50.0
-    assert p.t_decode_worst_ms == pytest.approx(est.prefill_ms(132, [PrefillReq(256, 512)] + rows))
+    # a 256-token batch: 224 prompt tokens and the 32 rows (a 512-token one would not fit)
+    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 224),)
+    assert est.prefill_ms(132, [PrefillReq(480, 512)] + rows) > 50.0
+    assert p.t_decode_worst_ms == pytest.approx(est.prefill_ms(132, [PrefillReq(224, 512)] + rows))
     # its rest is short: the chunk goes on into the waiting queue, FCFS
     p = pol.plan(replace(heavy, chunked=WaitingReq("long", 99.0, 200, 300)))
     assert p.chunk == (("long", 200), ("b", 100))  # 512 fits: the queue head whole
-    # a waiting prompt that does not fit whole is not cut: cutting it is rule 3's choice, rated
-    # against a partition (else each forced chunk cuts the next prompt and fusing never ends)
+    # the next waiting prompt is cut into the chunk as rule 3 cuts it (a part-empty chunk after a
+    # long prompt's last piece lost goodput); on a price not yet learned only if its rest fits one
+    # more chunk
+    from types import SimpleNamespace
+
     light = _hyb_snap(4, 1000, [WaitingReq("b", 99.5, 100, 0), WaitingReq("c", 99.6, 3000, 0)])
     p = pol.plan(replace(light, chunked=WaitingReq("long", 99.0, 200, 300)))
-    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 200), ("b", 100))
-    cut = pol.fused_candidate(light)[0]  # with no chunked request, rule 3's candidate does cut c
-    assert cut.chunk[-1][0] == "c" and cut.chunk[-1][1] < 3000
+    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 200), ("b", 100), ("c", 208))  # 512 with 4 rows
+    est.fused_price = SimpleNamespace(learned=False)
+    p = pol.plan(replace(light, chunked=WaitingReq("long", 99.0, 200, 300)))
+    assert p.chunk == (("long", 200), ("b", 100))  # c's rest fits no one more chunk
+    del est.fused_price
     # nothing fits (a 64-row decode of 30K costs 41.6 ms + the host's 10): the smallest chunk of
     # its rest anyway, and no waiting request is cut into it
     over = replace(_hyb_snap(64, 30000, [WaitingReq("b", 99.5, 100, 0)], host=10.0), chunked=rest)

@@ -700,18 +700,19 @@ def test_a_data_parallel_replica_writes_its_own_timeline_and_labels_its_metrics(
     assert len(rows) == 1 and sched.untracked("_mux").metrics.labels == {"dp_rank": "1"}
 
 
-def test_the_fused_price_prior_holds_only_through_sglangs_prefill_graph():
+def test_the_fused_price_pads_to_sglangs_prefill_graph_sizes_and_eager_has_none():
     class EagerRunner:  # SGLang's stand-in when no prefill graph was captured
-        pass
+        capture_num_tokens = [1024]
 
     class BreakableCudaGraphRunner:
-        pass
+        capture_num_tokens = [1280, 1024]
 
     def sched(runner):
         return NS(tp_worker=NS(model_runner=NS(prefill_cuda_graph_runner=runner)))
 
-    assert scheduler_loop._prefill_graph(sched(BreakableCudaGraphRunner()))
-    assert not scheduler_loop._prefill_graph(sched(EagerRunner())) and not scheduler_loop._prefill_graph(sched(None))
+    assert scheduler_loop._prefill_graph_tokens(sched(BreakableCudaGraphRunner())) == (1024, 1280)
+    assert scheduler_loop._prefill_graph_tokens(sched(EagerRunner())) == ()
+    assert scheduler_loop._prefill_graph_tokens(sched(None)) == ()
 
 
 def test_the_servers_exit_drains_the_last_fused_batch(monkeypatch, tmp_path, good):

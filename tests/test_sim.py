@@ -14,6 +14,8 @@ from sglang_mux.estimator import Estimator, PrefillReq
 from sglang_mux.fused_price import DECODE_ROW_MS
 from sglang_mux.mux_metrics import load_timeline
 
+H100_FA3 = "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
+
 
 class FakeEstimator:
     num_layers = 32
@@ -348,12 +350,12 @@ def test_table_prefill_slowdown_is_the_co_run_median_per_partition(tmp_path):
 
 class FusedEvery512:
     """Every iteration fused: the queue head's prompt tokens first come, first served, up to 512
-    (SGLang's chunked prefill 512 + mixed, as a Plan)."""
+    with the decode rows (SGLang's chunked prefill 512 + mixed, as a Plan)."""
 
     def plan(self, snap):
         from sglang_mux.dispatch import Plan
 
-        chunk, room = [], 512
+        chunk, room = [], 512 - snap.decode_bs
         for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting):
             if room <= 0:
                 break
@@ -440,7 +442,7 @@ def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
     time and the guard's worst case, no token gap exceeds the SLO."""
     from sglang_mux.tables import resolve_table
 
-    h100 = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
+    h100 = Estimator.from_table(resolve_table(H100_FA3))
     reqs = sim.load_trace("conversation", limit=120, rate=3, input_cap=8000, arrival="poisson")
     shares = {}
     for slow in (1.0, 1.4):
@@ -505,7 +507,7 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
     itself, the policy knows its price."""
     from sglang_mux.tables import resolve_table
 
-    truth = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
+    truth = Estimator.from_table(resolve_table(H100_FA3))
     truth.fused_price.fixed, truth.fused_price.slope = 10.0, 1.0
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=2000, arrival="poisson")
     (told,) = sim.run_policies(reqs, truth, "hybrid", host_ms=2.0, prefill_slowdown=1.4)
@@ -525,15 +527,16 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
     assert truth.fused_price.margin == 0.0 and price.margin == pytest.approx(0.0, abs=1e-6)
 
 
-def test_a_prior_that_holds_lets_the_hybrid_cut_long_prompts_from_the_start(monkeypatch):
-    """``fused_prior_holds``: the planner acts on the solo price in full before any fused iteration
-    (a server with SGLang's prefill CUDA graph does). On a conversation whose prompts reach 8,000
+def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(monkeypatch):
+    """``prefill_graph``: the planner acts on the base price in full before any fused iteration (a
+    server with SGLang's prefill CUDA graph does), and both it and the truth pad a fused batch to
+    the graph's next captured size. On a conversation whose prompts reach 8,000
     tokens, where the solo price is the truth, the learning hybrid otherwise cannot cut a long
-    prompt (its rest must fit one more chunk) and stays on partitions: 69 fused decisions of ~1,500
-    against 299."""
+    prompt (its rest must fit one more chunk) and stays on partitions: 79 fused decisions of ~1,500
+    against 317."""
     from sglang_mux.tables import resolve_table
 
-    truth = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
+    truth = Estimator.from_table(resolve_table(H100_FA3))
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
     planners, real = [], sim.simulate
 
@@ -543,13 +546,21 @@ def test_a_prior_that_holds_lets_the_hybrid_cut_long_prompts_from_the_start(monk
 
     monkeypatch.setattr(sim, "simulate", spy)
     fused = [sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
-                              fused_prior_holds=h)[0].summary["reasons"]["fused"] for h in (False, True)]
+                              prefill_graph=h)[0].summary["reasons"]["fused"] for h in (False, True)]
     assert [p.fused_price.prior_holds for p in planners] == [False, True]
-    assert fused == [69, 299]
+    assert planners[0].graph_tokens == truth.graph_tokens == () and planners[1].graph_tokens[-2:] == (3840, 4096)
+    assert fused == [79, 317]
 
 
-def test_cli_fused_prior_holds_needs_the_online_guard(capsys):
-    with pytest.raises(SystemExit) as e:
-        sim.main(["--trace", "conversation", "--limit", "5", "--policy", "hybrid", "--fused-prior-holds"],
-                 estimator=FakeEstimator())
-    assert e.value.code == 2 and "--fused-prior-holds needs --online-guard" in capsys.readouterr().err
+def test_cli_prefill_graph_is_recorded_and_changes_the_fused_price(capsys):
+    from sglang_mux.tables import resolve_table
+
+    def run(*extra):
+        sim.main(["--trace", "conversation", "--limit", "30", "--rate", "2", "--input-cap", "3000", "--policy",
+                  "hybrid", "--json", *extra], estimator=Estimator.from_table(resolve_table(H100_FA3)))
+        return json.loads(capsys.readouterr().out)
+
+    plain, graph = run(), run("--prefill-graph")
+    assert (plain["setup"]["prefill_graph"], graph["setup"]["prefill_graph"]) == (False, True)
+    busy = [r["results"][0]["prefill_busy_s"] for r in (plain, graph)]
+    assert busy[1] > busy[0]  # padded fused batches take longer

@@ -32,8 +32,9 @@ def test_mixed_chunks_carry_the_decode_batch_and_unmixed_ones_stall_it():
     est = FakeEstimator()
     reqs = [sim.TraceReq("a", 0.0, 100, 2, 0), sim.TraceReq("b", 0.0005, 3000, 1, 0)]  # one gap: a's
     mixed = sim_chunked.simulate_chunked(reqs, est, budget=1000)
-    # b's first chunk runs as one extend batch with a's decode token (context 101)
-    step = est.prefill_ms(132, [PrefillReq(1000, 0), PrefillReq(1, 101)])
+    # b's first chunk runs as one extend batch with a's decode token (context 101), which counts
+    # in the budget as SGLang counts it
+    step = est.prefill_ms(132, [PrefillReq(999, 0), PrefillReq(1, 101)])
     t_a = est.prefill_ms(132, [PrefillReq(100, 0)])
     assert mixed.summary["tbt_p99_ms"] == pytest.approx(step)
     alone = sim_chunked.simulate_chunked(reqs, est, budget=1000, mixed=False)
@@ -43,6 +44,26 @@ def test_mixed_chunks_carry_the_decode_batch_and_unmixed_ones_stall_it():
     assert alone.ttft_s[1] < mixed.ttft_s[1]  # ... and b's prompt gets there sooner
     assert mixed.ttft_s[0] == alone.ttft_s[0] == pytest.approx(t_a / 1e3)
     assert "ttft_drift" in mixed.summary
+
+
+def test_decode_rows_that_fill_the_budget_hold_prompts_back_and_the_graph_pads():
+    """SGLang's PrefillAdder takes a mixed chunk's decode rows from the chunk budget: three decoding
+    requests leave a 4-token budget one prompt token; unmixed, the budget is the prompt's. Through
+    the prefill graph SGLang captures up to the budget, a batch is priced at its padded size."""
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.tables import resolve_table
+
+    est = FakeEstimator()
+    reqs = [sim.TraceReq(k, 0.0, 1, 3, 0) for k in "abc"] + [sim.TraceReq("d", 0.001, 2, 2, 0)]
+    mixed = sim_chunked.simulate_chunked(reqs, est, budget=4)
+    alone = sim_chunked.simulate_chunked(reqs, est, budget=4, mixed=False)
+    assert mixed.summary["iterations"] == 4 and alone.summary["iterations"] == 4
+    assert mixed.ttft_s[3] > alone.ttft_s[3]  # d waits for room beside the rows
+    real = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
+    r = sim_chunked.simulate_chunked([sim.TraceReq("a", 0.0, 1000, 1, 0)], real, budget=1024)
+    padded = real.solo.prefill_ms(132, [PrefillReq(1000, 0), PrefillReq(24, 0)])  # 1000 tokens run as 1024
+    assert r.ttft_s[0] == pytest.approx(padded / 1e3) and padded != real.fused_ms([PrefillReq(1000, 0)], [])
+    assert real.graph_tokens == ()  # the caller's estimator is left as it was
 
 
 def test_cli_prints_json_and_rejects_bad_budgets(capsys):
@@ -77,5 +98,5 @@ def test_a_mixed_iteration_is_priced_by_the_estimators_fused_ms():
 
     reqs = [sim.TraceReq("a", 0.0, 100, 2, 0), sim.TraceReq("b", 0.0005, 3000, 1, 0)]
     r = sim_chunked.simulate_chunked(reqs, Fused(), budget=1000)
-    assert calls[0] == ([PrefillReq(100, 0)], []) and calls[1] == ([PrefillReq(1000, 0)], [101])
+    assert calls[0] == ([PrefillReq(100, 0)], []) and calls[1] == ([PrefillReq(999, 0)], [101])
     assert r.summary["tbt_p99_ms"] == pytest.approx(7.0) and r.ttft_s[0] == pytest.approx(7e-3)

@@ -109,7 +109,7 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path) -> dict:
     if name in MUX:
         r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
-                             fused_host_ms=w["chunk_host"], fused_prior_holds=True)[0]
+                             fused_host_ms=w["chunk_host"], prefill_graph=True)[0]
     else:
         r = simulate_chunked(reqs, est, budget=int(name.split()[1]), host_ms=w["chunk_host"], tbt_slo_ms=tbt,
                              ttft_slo_ms=w["ttft"][1] * 1e3)
