@@ -65,5 +65,31 @@ def test_learned_after_the_warm_up_or_when_known():
     assert FusedPrice(known=True).learned
     held = FusedPrice(prior_holds=True)
     assert held.learned and not held.known  # acted on in full from the start, and still learned
-    held.observe(10.0, 30.0)
+    for _ in range(held.refit):
+        held.observe(10.0, 30.0)
     assert held.price(10.0) == pytest.approx(30.0)
+
+
+def test_a_prior_that_holds_is_kept_through_a_warm_up_until_refit_iterations():
+    """The served warm-up's tiny batches (an H100: 1 token at 2.2x its price, 64 at 0.5x) do not
+    move a held prior; at ``refit`` iterations the fit takes over."""
+    fp = FusedPrice(warmup=8, refit=32, prior_holds=True)
+    for solo, m in [(7.0, 15.4), (7.2, 3.7), (7.2, 5.0), (8.0, 11.4)] * 2:
+        fp.observe(solo, m)
+    assert fp.price(30.0) == 30.0 and fp.to_dict() == {"fixed_ms": 0.0, "slope": 1.0, "margin_ms": 0.0}
+    for i in range(24):
+        fp.observe(20.0 + i, 1.1 * (20.0 + i))
+    assert fp.slope != 1.0 and fp.price(30.0) > 30.0
+
+
+def test_a_fit_with_a_negative_intercept_is_refitted_through_the_origin():
+    """Served = 1.10 x base with a spread that puts the least-squares intercept below zero: the
+    slope is the one through the origin, not the steeper one beside a clipped intercept."""
+    fp = FusedPrice(warmup=4, refit=100, quantile=0.5)
+    for base, m in ((19.0, 20.2), (30.0, 33.0), (31.0, 34.1), (36.0, 40.0)):
+        fp.observe(base, m)
+    import numpy as np
+
+    x, y = np.array([19.0, 30.0, 31.0, 36.0]), np.array([20.2, 33.0, 34.1, 40.0])
+    assert np.polyfit(x, y, 1)[1] < 0
+    assert fp.slope == pytest.approx(x @ y / (x @ x)) and fp.slope < np.polyfit(x, y, 1)[0]
