@@ -1,6 +1,6 @@
 """Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
 
-    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_overlap_2026-11-27/map.md   (repository root)
+    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_rows_2026-11-27/map.md   (repository root)
 
 What it simulates (issue 43 item 3), seed 0, on the H100 FA3 table (TABLE), the mux with host
 times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
@@ -15,7 +15,9 @@ prefill 2 ms host per iteration as the capped conversation, and the mux's prefil
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
 A mixed batch on the whole GPU is priced alike whichever loop forms it, hybrid or SGLang's chunked
 prefill: ``Estimator.fused_ms``, the solo prefill fit plus 0.027 ms per decode row
-(``fused_price.DECODE_ROW_MS``; the solo fit alone underprices decode rows in an extend batch). The
+(``fused_price.DECODE_ROW_MS``; the solo fit alone underprices decode rows in an extend batch),
+padded to the next size SGLang's prefill CUDA graph captured (up to the chunk size for chunked
+prefill, 4096 for the hybrid), and both count the decode rows in the chunk size, as SGLang does. The
 hybrid runs as the server now does: fused chunks through SGLang's prefill CUDA graph, launched
 before the last one's result is processed, so a fused iteration's host time is the chunked
 baseline's (2 ms; 0 on the uncapped and synthetic traces), and its price's prior is acted on from
@@ -50,7 +52,7 @@ from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
-MAP_JSON = "bench/results/sim_hybrid_overlap_2026-11-27/map.json"
+MAP_JSON = "bench/results/sim_hybrid_rows_2026-11-27/map.json"
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), chunked host ms, mux prefill slowdown,
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
@@ -73,9 +75,11 @@ WORKLOADS = {
     "chat-1k": dict(generator="chat-1k", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow="table",
                     ttft=("flat", 5.0), walk_on=True, rates=(10, 11, 12, 13, 14.5, 16, 17.5, 19, 20, 22, 24, 26, 29, 32)),
 }
-# The points H100 runs measured (bench.run; hybrid on code and chat-1k, the dispatcher on chat-1k 16
-# and 20; chunked 1024 / 512 + mixed), TBT 50.
-H100_POINTS = (("code", 18), ("code", 20), ("code", 22), ("chat-1k", 16), ("chat-1k", 20), ("chat-1k", 22))
+# The points H100 runs measured (bench.run; the hybrid and chunked 1024 / 512 + mixed), TBT 50:
+# bench/results/overlap_fused_h100_2026-11-27/code, chat1k_h100_2026-11-27, capped_tbt50_h100_2026-11-27.
+H100_POINTS = (("code", 18), ("code", 20), ("code", 22), ("chat-1k", 20), ("chat-1k", 22), ("chat-1k", 24),
+               ("capped conversation (<= 8000)", 4), ("capped conversation (<= 8000)", 4.4),
+               ("capped conversation (<= 8000)", 4.8))
 H100_TBT = 50.0
 SYSTEMS = ("hybrid", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
 MUX = SYSTEMS[:2]

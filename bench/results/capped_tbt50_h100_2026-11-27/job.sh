@@ -6,5 +6,5 @@
 # hybrid 4.8, chunked 1024 + mixed 4.8, 512 + mixed 4. Run from a copy of the tree in /tmp/tree.
 source .gpu/env.sh
 SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512 sglang" \
-    bash bench/plans/fa3_conv8k_sweep.sh /tmp/c/conv 4,4.4,4.8,5.2 1320
+    bash bench/plans/fa3_conv8k_sweep.sh /tmp/c/conv 4,4.4,4.8,5.2 1500
 echo $? > /tmp/c/done
