@@ -440,15 +440,19 @@ class HybridPolicy(MuxDispatcher):
        fused: for each size c in ``chunk_sizes``, the chunk is the waiting requests' remaining
          prompt tokens first come, first served (the last one cut, at most ``max_prefill_bs``
          requests; while ``est.fused_price.learned`` is false, cut only if its rest fits one
-         more chunk of c), up to c; its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
+         more such chunk), up to c less the decode rows (``decode_bs``; none if they fill it: the
+         batch is c tokens, as SGLang counts a mixed chunk's budget, a size its prefill graph
+         captured); its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
          largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's host
          time, ``snap.fused_host_ms``, else ``decode_host_ms``) is the candidate, rate = chunk
          tokens / (t_f + that host time) (a fused iteration's prefill stops while the host works;
          a spatial one's runs on) over what it commits to (`commitment`: the rest of a prompt it
          cuts, which rule 0 will finish fused). None fits: no fused candidate.
-       spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s), T_P its
-         estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1 alone); 0
-         when it holds prefill back (overload-decode-first).
+       spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s x w), T_P
+         its estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1
+         alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their GPU
+         estimate; 1 where the estimator has none); 0 when it holds prefill back
+         (overload-decode-first).
        The higher rate wins; ties go to spatial.
     A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,
     prefill_layers = 0, no new batch, ``chunk`` = ((rid, tokens), ...), a prefix of ``waiting``
@@ -491,8 +495,8 @@ class HybridPolicy(MuxDispatcher):
         head = (snap.chunked,) if snap.chunked is not None else ()
         out: list[tuple[int, list[tuple[WaitingReq, int]]]] = []
         for c in self.chunk_sizes:
-            ch, room = [], c - max(snap.decode_bs, 0)
-            size = room
+            size = c - max(snap.decode_bs, 0)
+            ch, room = [], size
             for i, w in enumerate(itertools.chain(head, snap.waiting)):
                 if room <= 0 or len(ch) >= self.max_prefill_bs or (
                         rest_chunks is not None and i >= len(head) and w.n - room > rest_chunks * size):
@@ -557,7 +561,8 @@ class HybridPolicy(MuxDispatcher):
             return 0.0
         k = len(plan.new_prefill_rids)
         slow = self.corun_slowdown(plan.decode_sms) if snap.decode_bs > 0 and plan.decode_sms > 0 else 1.0
-        return sum(w.n for w in itertools.islice(snap.waiting, k)) / (plan.t_prefill_ms * slow)
+        wall = getattr(getattr(self.est, "prefill_wall", None), "factor", 1.0)
+        return sum(w.n for w in itertools.islice(snap.waiting, k)) / (plan.t_prefill_ms * slow * wall)
 
     def plan(self, snap: Snapshot) -> Plan:
         if snap.chunked is not None:  # rule 0

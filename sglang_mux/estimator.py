@@ -15,8 +15,9 @@
   ``observe_fused``): the
   guard's raise and host scale, the serving decode offset (EWMA of measured − solo, >= 0), a
   per-partition prefill EWMA (ratio kept within 0.25..4), the host's per-layer launch time (a
-  prefill takes at least layers x that), the fused iteration's served time (``fused_price``), with
-  a cold start a rise-fast/decay-slow decode correction.
+  prefill takes at least layers x that), the fused iteration's served time (``fused_price``), a
+  layer-wise batch's wall time over its GPU estimate (``prefill_wall``, fed by the server's loop),
+  with a cold start a rise-fast/decay-slow decode correction.
   Observations outside the plausible bounds are dropped, never raise.
 - ``fit_table`` / ``check_table``: (re)write fit.json + guard.json; print held-out accuracy
   (bounds: max 10 %, mean 3 % per partition) and the guard's bound on contention.csv.
@@ -41,6 +42,7 @@ from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLa
                             decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
+from .prefill_wall import PrefillWall
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
 from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
                      find_table, other_tables, read_table, resolve_table, slug, table_dirname, write_json)
@@ -86,6 +88,7 @@ class Estimator:
         self._decode_corr: dict[int, float] = {}
         self._decode_corr_max = 1.0
         self.fused_price = FusedPrice()  # served fused iterations vs their solo price (online)
+        self.prefill_wall = PrefillWall()  # served layer-wise batches' wall time vs their GPU estimate
         # The token counts SGLang's prefill CUDA graph was captured at (ascending; the server sets
         # them at start, a simulator as it plays one): a fused batch runs padded to the next one.
         self.graph_tokens: tuple[int, ...] = ()

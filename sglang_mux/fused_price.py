@@ -7,9 +7,9 @@ eagerly, on an H100, a 258-token chunk with two decode rows took 23 ms where its
 through SGLang's prefill CUDA graph the base price is near the truth (``prior_holds``). So
 served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
-plus ``margin``: the
-``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is judged at P99. Until a
-spread of base prices is seen the slope stays 1 and ``fixed`` is the median excess.
+plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
+judged at P99. Until a spread of base prices is seen the slope stays 1 and ``fixed`` is the median
+excess.
 """
 
 from __future__ import annotations

@@ -42,6 +42,8 @@ class PrefillRun:
     result: GenerationBatchResult | None = None  # the last layer's launch result
     needs_reinit: bool = False  # resumed after preemption: attention metadata must be rebuilt
     last_end: torch.cuda.Event | None = None  # end of the last retired chunk (None: first chunk, or resumed)
+    started_s: float | None = None  # the loop's clock when the batch was formed
+    estimated_ms: float = 0.0  # the estimator's GPU time for its retired chunks (their layers' share)
 
 
 @dataclass

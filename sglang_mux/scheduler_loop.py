@@ -367,6 +367,7 @@ class MuxLoop:
             ms = start.elapsed_time(end)
             ratio = None
             if psms and layers:
+                run.estimated_ms += self.estimator.prefill_ms(psms, run.state.reqs) * layers / n_layers
                 ratio = self.estimator.observe_prefill(psms, run.state.reqs, ms * n_layers / layers)
             if self.metrics:
                 # Prefill-stream idle time between two chunks of one batch: a bubble (or a hold
@@ -384,6 +385,8 @@ class MuxLoop:
             run.last_end = end
         if run.batch.split_prefill_finished and not run.inflight:
             batch = run.batch
+            if run.started_s is not None and not run.state.preempted_by_other:  # a pause is not its rate
+                self.estimator.prefill_wall.observe(run.estimated_ms, (now - run.started_s) * 1e3)
             sched.process_batch_result(batch, run.result)
             for r in batch.reqs:
                 self.arrival.pop(r.rid, None)
@@ -486,7 +489,7 @@ class MuxLoop:
         batch.forward_mode = ForwardMode.SPLIT_PREFILL
         batch.split_index = 0
         batch.split_prefill_finished = False
-        self.active = PrefillRun(batch=batch, state=prefill_state(batch, now, self.arrival))
+        self.active = PrefillRun(batch=batch, state=prefill_state(batch, now, self.arrival), started_s=now)
         return True
 
     @contextlib.contextmanager
@@ -778,7 +781,8 @@ class MuxLoop:
                                 decode_offset_ms=round(est.decode_offset_ms, 4),
                                 decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
                                 decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
-                                **({"guard": guard} if guard else {}))
+                                **({"guard": guard} if guard else {}),
+                                **({"prefill_wall": round(est.prefill_wall.factor, 3)} if run is not None else {}))
 
     # ---- start-up ---------------------------------------------------------------------------
 

@@ -627,6 +627,21 @@ def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
     assert kinds == [D.KIND_SPATIAL, D.KIND_SPATIAL, D.KIND_FUSED]
 
 
+def test_hybrid_rates_a_partition_by_its_served_wall_time():
+    """``est.prefill_wall.factor`` (served batches' wall time over their GPU estimate) divides a
+    partition's rate: at 3x the hybrid fuses where it partitioned before."""
+    from types import SimpleNamespace
+
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
+    spatial = MuxDispatcher(est).plan(s)
+    assert pol.plan(s) == spatial and pol.fused_candidate(s)[1] < pol.spatial_rate(spatial, s)
+    est.prefill_wall = SimpleNamespace(factor=3.0)
+    assert pol.spatial_rate(spatial, s) == pytest.approx(8000 / (spatial.t_prefill_ms * 3.0))
+    assert pol.plan(s).kind == D.KIND_FUSED
+
+
 def test_hybrid_chunk_sizes_count_the_decode_rows_as_sglangs_budget_does():
     """A size is the whole extend batch, prompt tokens and decode rows (a captured graph size: a
     chunk plus its rows ran padded to the next); a size the rows fill holds no prompt."""

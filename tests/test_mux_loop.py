@@ -411,6 +411,11 @@ def test_a_prefill_runs_beside_decode_then_joins_the_decode_batch(monkeypatch, t
     assert set(rows[0]["host_ms"]) >= {"recv", "poll", "plan", "switch", "decode_launch", "prefill_launch",
                                        "sync", "result"}
     assert "book" in rows[1]["host_ms"]
+    # the finished batch's wall time against the estimator's time for its 32 layers on 84 SMs
+    est = sched.untracked("_mux").estimator
+    (booked, wall), = est.prefill_wall._obs
+    assert booked == pytest.approx(est.prefill_ms(84, [PrefillReq(100, 0)])) and wall >= 0.0
+    assert rows[0]["prefill_wall"] == 1.0 and "prefill_wall" not in rows[1]
 
 
 # --mux-defer-prefill-start: the new prefill batch is formed after the decode launch, and the
@@ -523,6 +528,7 @@ def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, goo
     assert log.index("merge_batch decode prefill2") < log.index("init_forward_metadata forward_batch:prefill1")
     assert sched.untracked("_mux").paused is None and sched.untracked("_mux").active.batch.name == "prefill1"
     assert [r["prefill_new"] for r in rows] == [4000, 50, 4000]
+    assert len(sched.untracked("_mux").estimator.prefill_wall._obs) == 1  # the preemptor's; the paused one runs on
 
 
 # The hybrid policy's fused plans: SGLang's own mixed chunk on the whole GPU, run as SGLang's
