@@ -450,8 +450,8 @@ class HybridPolicy(MuxDispatcher):
          cuts, which rule 0 will finish fused). None fits: no fused candidate.
        spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s x w), T_P
          its estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1
-         alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their GPU
-         estimate; 1 where the estimator has none); 0 when it holds prefill back
+         alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their planned
+         T_P; 1 where the estimator has none); 0 when it holds prefill back
          (overload-decode-first).
        The higher rate wins; ties go to spatial.
     A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,

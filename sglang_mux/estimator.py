@@ -16,7 +16,7 @@
   guard's raise and host scale, the serving decode offset (EWMA of measured − solo, >= 0), a
   per-partition prefill EWMA (ratio kept within 0.25..4), the host's per-layer launch time (a
   prefill takes at least layers x that), the fused iteration's served time (``fused_price``), a
-  layer-wise batch's wall time over its GPU estimate (``prefill_wall``, fed by the server's loop),
+  layer-wise batch's wall time over its planned T_P (``prefill_wall``, fed by the server's loop),
   with a cold start a rise-fast/decay-slow decode correction.
   Observations outside the plausible bounds are dropped, never raise.
 - ``fit_table`` / ``check_table``: (re)write fit.json + guard.json; print held-out accuracy
@@ -88,7 +88,7 @@ class Estimator:
         self._decode_corr: dict[int, float] = {}
         self._decode_corr_max = 1.0
         self.fused_price = FusedPrice()  # served fused iterations vs their solo price (online)
-        self.prefill_wall = PrefillWall()  # served layer-wise batches' wall time vs their GPU estimate
+        self.prefill_wall = PrefillWall()  # served layer-wise batches' wall time vs their planned T_P
         # The token counts SGLang's prefill CUDA graph was captured at (ascending; the server sets
         # them at start, a simulator as it plays one): a fused batch runs padded to the next one.
         self.graph_tokens: tuple[int, ...] = ()

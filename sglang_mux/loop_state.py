@@ -43,7 +43,7 @@ class PrefillRun:
     needs_reinit: bool = False  # resumed after preemption: attention metadata must be rebuilt
     last_end: torch.cuda.Event | None = None  # end of the last retired chunk (None: first chunk, or resumed)
     started_s: float | None = None  # the loop's clock when the batch was formed
-    estimated_ms: float = 0.0  # the estimator's GPU time for its retired chunks (their layers' share)
+    planned_ms: float = 0.0  # the policy's T_P for it then (its partition at formation)
 
 
 @dataclass

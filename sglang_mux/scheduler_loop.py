@@ -303,7 +303,7 @@ class MuxLoop:
 
         plan, cfg = it.plan, it.cfg
         if it.deferred:  # the decode is on the GPU: form the new prefill batch meanwhile
-            self.defer_failed = not self.start_prefill(it.now, plan.new_prefill_rids)
+            self.defer_failed = not self.start_prefill(it.now, plan)
             if not self.defer_failed:
                 # Its inputs were just copied on this (non-mux) stream; the first layers follow at
                 # once, where without deferring the decode launch stood in between.
@@ -367,7 +367,6 @@ class MuxLoop:
             ms = start.elapsed_time(end)
             ratio = None
             if psms and layers:
-                run.estimated_ms += self.estimator.prefill_ms(psms, run.state.reqs) * layers / n_layers
                 ratio = self.estimator.observe_prefill(psms, run.state.reqs, ms * n_layers / layers)
             if self.metrics:
                 # Prefill-stream idle time between two chunks of one batch: a bubble (or a hold
@@ -386,7 +385,7 @@ class MuxLoop:
         if run.batch.split_prefill_finished and not run.inflight:
             batch = run.batch
             if run.started_s is not None and not run.state.preempted_by_other:  # a pause is not its rate
-                self.estimator.prefill_wall.observe(run.estimated_ms, (now - run.started_s) * 1e3)
+                self.estimator.prefill_wall.observe(run.planned_ms, (now - run.started_s) * 1e3)
             sched.process_batch_result(batch, run.result)
             for r in batch.reqs:
                 self.arrival.pop(r.rid, None)
@@ -459,37 +458,39 @@ class MuxLoop:
                 # The preempted batch keeps its KV and hidden state (ForwardBatch) and resumes later.
                 self.paused, self.active = self.active, None
                 self.paused.state.preempted_by_other = True
-                if self.start_prefill(now, plan.new_prefill_rids):
+                if self.start_prefill(now, plan):
                     self.active.state.is_preemptor = True
                     if self.metrics:
                         self.metrics.on_preemption()
                 else:  # nothing could be scheduled after all: resume at once
                     self.active, self.paused = self.paused, None
             elif self.active is None and self.paused is None:
-                self.start_prefill(now, plan.new_prefill_rids)
+                self.start_prefill(now, plan)
         elif plan.new_prefill_rids and self.active is None:
             if defer_start:
                 return True
-            self.start_prefill(now, plan.new_prefill_rids)
+            self.start_prefill(now, plan)
         return False
 
-    def start_prefill(self, now: float, rids: tuple[str, ...] = ()) -> bool:
-        """Start the batch the policy chose (it becomes `active`); False if SGLang formed none.
-        SGLang's own batch formation (prefix match, memory checks) does the work, restricted to
-        the chosen requests so that its ordering cannot override ours."""
+    def start_prefill(self, now: float, plan: Plan) -> bool:
+        """Start the batch the policy chose (``plan.new_prefill_rids``; it becomes `active`, its
+        planned time ``plan.t_prefill_ms``); False if SGLang formed none. SGLang's own batch
+        formation (prefix match, memory checks) does the work, restricted to the chosen requests
+        so that its ordering cannot override ours."""
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         sched = self.sched
-        with self.only_waiting(rids or None):
-            plan = sched.get_new_batch_prefill(sched.running_batch)
-        sched.running_batch = plan.running_batch
-        batch = plan.batch_to_run
+        with self.only_waiting(plan.new_prefill_rids or None):
+            formed = sched.get_new_batch_prefill(sched.running_batch)
+        sched.running_batch = formed.running_batch
+        batch = formed.batch_to_run
         if not batch or batch.is_empty():
             return False
         batch.forward_mode = ForwardMode.SPLIT_PREFILL
         batch.split_index = 0
         batch.split_prefill_finished = False
-        self.active = PrefillRun(batch=batch, state=prefill_state(batch, now, self.arrival), started_s=now)
+        self.active = PrefillRun(batch=batch, state=prefill_state(batch, now, self.arrival), started_s=now,
+                                 planned_ms=plan.t_prefill_ms)
         return True
 
     @contextlib.contextmanager

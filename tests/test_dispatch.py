@@ -628,7 +628,7 @@ def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
 
 
 def test_hybrid_rates_a_partition_by_its_served_wall_time():
-    """``est.prefill_wall.factor`` (served batches' wall time over their GPU estimate) divides a
+    """``est.prefill_wall.factor`` (served batches' wall time over their planned T_P) divides a
     partition's rate: at 3x the hybrid fuses where it partitioned before."""
     from types import SimpleNamespace
 

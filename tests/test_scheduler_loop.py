@@ -124,7 +124,7 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     m.metrics = MuxMetrics(registry=reg)
     seen = []
     m.estimator = NS(observe_prefill=lambda psms, reqs, ms: seen.append((psms, ms)) or 1.25,
-                     prefill_correction=lambda psms: 1.3, prefill_ms=lambda psms, reqs: 36.0)
+                     prefill_correction=lambda psms: 1.3)
     # three chunks of 8 layers on 84 SMs: 10 ms each, a 2 ms gap, then back-to-back; the
     # third has not finished yet
     run = PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(4096)]),
@@ -134,7 +134,6 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     m.sched = NS(model_config=NS(num_hidden_layers=32))
     m.poll_prefill(now=0.0)
     assert seen == [(84, 40.0), (84, 40.0)]           # 10 ms for 8 of 32 layers -> 40 ms model
-    assert run.estimated_ms == pytest.approx(18.0)     # what the estimator gave those 16 layers
     assert len(run.inflight) == 1 and run.last_end.t == 22
     v = lambda name: reg.get_sample_value(name)  # noqa: E731
     assert v("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.020)
@@ -149,20 +148,20 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)
 
 
-def test_a_finished_batch_books_its_wall_time_against_its_estimate_unless_it_was_paused():
-    """From its formation to the poll that finds its last chunk done, against the estimator's GPU
-    time for its chunks (``PrefillWall``); a batch that was preempted waited for another."""
+def test_a_finished_batch_books_its_wall_time_against_its_planned_time_unless_it_was_paused():
+    """From its formation to the poll that finds its last chunk done, against the T_P its plan
+    gave it (``PrefillWall``); a batch that was preempted waited for another."""
     from sglang_mux.prefill_wall import PrefillWall
 
-    for preempted, booked in ((False, [(18.0, 90.0)]), (True, [])):
+    for preempted, booked in ((False, [(45.0, 90.0)]), (True, [])):
         m = mux_state()
         m.metrics = None
         wall = PrefillWall()
-        m.estimator = NS(observe_prefill=lambda *a: None, prefill_ms=lambda psms, reqs: 36.0, prefill_wall=wall)
+        m.estimator = NS(observe_prefill=lambda *a: None, prefill_wall=wall)
         batch = NS(split_prefill_finished=True, reqs=[], filter_batch=lambda: None, is_empty=lambda: True)
         run = PrefillRun(batch=batch, state=NS(reqs=[PrefillReq(64)], preempted_by_other=preempted),
                          inflight=[(FakeEvent(0), FakeEvent(10), 8, 84), (FakeEvent(12), FakeEvent(22), 8, 84)],
-                         started_s=10.0)
+                         started_s=10.0, planned_ms=45.0)
         m.active, m.paused = run, None
         m.sched = NS(model_config=NS(num_hidden_layers=32), process_batch_result=lambda b, r: None)
         m.poll_prefill(now=10.09)
@@ -183,8 +182,7 @@ def test_unmeasurable_idle_time_never_stops_serving():
     reg = CollectorRegistry()
     m = mux_state()
     m.metrics = MuxMetrics(registry=reg)
-    m.estimator = NS(observe_prefill=lambda *a: None, prefill_correction=lambda psms: 1.0,
-                     prefill_ms=lambda psms, reqs: 1.0)
+    m.estimator = NS(observe_prefill=lambda *a: None, prefill_correction=lambda psms: 1.0)
     run = PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(64)]),
                          inflight=[(Incomparable(0), Incomparable(10), 8, 84), (Incomparable(12), Incomparable(22), 8, 84),
                                    (Incomparable(23), Incomparable(33), 8, 84)])
@@ -212,7 +210,7 @@ def test_guard_record_shows_what_online_refinement_added(good):
 def test_a_plain_prefill_start_can_wait_for_the_decode_launch(monkeypatch):
     started = []
     m = mux_state()
-    monkeypatch.setattr(m, "start_prefill", lambda now, rids=(): started.append(tuple(rids)) or True)
+    monkeypatch.setattr(m, "start_prefill", lambda now, p: started.append(p.new_prefill_rids) or True)
     new = dataclasses.replace(plan(48, 84), new_prefill_rids=("a", "b"))
     assert m.apply_plan(new, 0.0, defer_start=True) is True and started == []  # the caller starts it
     assert m.apply_plan(new, 0.0) is False and started == [("a", "b")]  # formed at once
