@@ -173,6 +173,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     chunked: WaitingReq | None = None  # part-way through a fused prefill (not in waiting), as SGLang's
     active = paused = None
     progress: dict[int, list] = {}  # id(batch) -> [layers done (fractional), layers launched]
+    started: dict[int, tuple[float, float]] = {}  # id(batch) -> (formed at, its plan's T_P)
     dec_bs = dec_ctx = 0
     # Longest decode context: request i's context in decode round k is key_i + k with
     # key_i = n_in[i] + 1 - first_round[i]; a max-heap of keys, finished requests popped lazily.
@@ -232,6 +233,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             preemptions += 1
         if active is not None and id(active) not in progress:
             progress[id(active)] = [float(active.layers_done), active.layers_done]
+            started[id(active)] = (t, plan.t_prefill_ms)  # as the server books it (PrefillWall)
 
         runs_prefill = active is not None and plan.prefill_layers > 0 and plan.prefill_sms > 0
         runs_decode = dec_bs > 0 and plan.decode_sms > 0
@@ -326,6 +328,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                     pending_join.append(i)
             if not plan.chunk:
                 del progress[id(active)]
+                t0, planned = started.pop(id(active))
+                if planner is not None and hasattr(planner, "prefill_wall") and not active.preempted_by_other:
+                    planner.prefill_wall.observe(planned, (completed_at - t0) * 1e3)
                 active = None
         if timeline is not None:
             timeline.write(plan, now=t, policy=name, decode_bs=bs0,
@@ -437,9 +442,10 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
             planner = copy.deepcopy(estimator)
             if hasattr(planner, "fused_price"):  # as a server starts: the prior, learned from what runs
                 planner.fused_price = FusedPrice(prior_holds=prefill_graph)
-        # The hybrid weighs spatial prefill at its co-run speed, as the server's online prefill
-        # correction learns it; the simulator tells it the truth it plays.
-        kw = {"prefill_slowdown": prefill_slowdown} if nm == "hybrid" else {}
+        # The hybrid weighs a partition's prefill at its served speed. Learning online, it learns
+        # that as the server does (the planner's prefill_wall: batches' wall time over their T_P)
+        # and is told nothing; else the simulator tells it the co-run slowdown it plays.
+        kw = {"prefill_slowdown": 1.0 if online_guard else prefill_slowdown} if nm == "hybrid" else {}
         pol = make_policy(nm, planner or estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                           preemption=preemption, ttft_ms_per_token=ttft_ms_per_token, **kw)
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,

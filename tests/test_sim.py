@@ -533,7 +533,7 @@ def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(m
     the graph's next captured size. On a conversation whose prompts reach 8,000
     tokens, where the solo price is the truth, the learning hybrid otherwise cannot cut a long
     prompt (its rest must fit one more chunk) and stays on partitions: 79 fused decisions of ~1,500
-    against 317."""
+    against 299."""
     from sglang_mux.tables import resolve_table
 
     truth = Estimator.from_table(resolve_table(H100_FA3))
@@ -549,7 +549,30 @@ def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(m
                               prefill_graph=h)[0].summary["reasons"]["fused"] for h in (False, True)]
     assert [p.fused_price.prior_holds for p in planners] == [False, True]
     assert planners[0].graph_tokens == truth.graph_tokens == () and planners[1].graph_tokens[-2:] == (3840, 4096)
-    assert fused == [79, 317]
+    assert fused == [79, 299]
+
+
+def test_a_learning_hybrid_learns_a_partitions_wall_time_as_the_server_does(monkeypatch):
+    """With ``online_guard`` the hybrid is told no co-run slowdown: its planner books each finished
+    layer-wise batch's wall time against the T_P its plan gave it (``prefill_wall``), as the
+    server's loop does; the slowdown the simulator plays shows in that factor."""
+    from sglang_mux.tables import resolve_table
+
+    truth = Estimator.from_table(resolve_table(H100_FA3))
+    reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
+    seen, real = [], sim.simulate
+
+    def spy(reqs_, est_, pol, **kw):
+        seen.append((pol, kw["planner"]))
+        return real(reqs_, est_, pol, **kw)
+
+    monkeypatch.setattr(sim, "simulate", spy)
+    sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4)
+    sim.run_policies(reqs, truth, "hybrid", host_ms=2.0, prefill_slowdown=1.4)
+    (learning, planner), (told, none) = seen
+    assert learning.prefill_slowdown == {0: 1.0} and told.prefill_slowdown == {0: 1.4} and none is None
+    assert len(planner.prefill_wall._obs) >= 4 and planner.prefill_wall.factor >= 1.4
+    assert truth.prefill_wall.factor == 1.0  # the truth learns nothing
 
 
 def test_cli_prefill_graph_is_recorded_and_changes_the_fused_price(capsys):
