@@ -392,11 +392,7 @@ class MuxLoop:
             # It joins the decode batch before this iteration's decode: the gap to its second token
             # stays one iteration (joining after the decode doubled it, 37 -> 67 ms median on an H100).
             batch.filter_batch()
-            if not batch.is_empty():
-                if sched.running_batch is None or sched.running_batch.is_empty():
-                    sched.running_batch = batch
-                else:
-                    sched.running_batch.merge_batch(batch)
+            self.join_running(batch)
             self.active = None
             if self.paused is not None:  # resume the preempted batch where it stopped, KV kept
                 self.active, self.paused = self.paused, None
@@ -681,14 +677,19 @@ class MuxLoop:
         chunked = getattr(sched, "chunked_req", None)
         n = batch.batch_size()
         batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked is not None else [])
-        running = sched.running_batch
-        if batch.batch_size() < n and running is not None:
-            running.batch_is_full = False
-        if not batch.is_empty():
-            if running is None or running.is_empty():
-                sched.running_batch = batch
-            else:
-                running.merge_batch(batch)
+        if batch.batch_size() < n and sched.running_batch is not None:
+            sched.running_batch.batch_is_full = False
+        self.join_running(batch)
+
+    def join_running(self, batch) -> None:
+        """A filtered batch's requests join SGLang's running batch (become it, if that is empty)."""
+        sched = self.sched
+        if batch.is_empty():
+            return
+        if sched.running_batch is None or sched.running_batch.is_empty():
+            sched.running_batch = batch
+        else:
+            sched.running_batch.merge_batch(batch)
 
     def observe_fused(self, it: Iteration, rows, ms: float) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows; None for a
