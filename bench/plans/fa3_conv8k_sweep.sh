@@ -41,6 +41,12 @@
 # chat-1k's ~5,000 tokens/s four of them stalled ~30 streams at once, 41 times in 45 s, and
 # that alone made the hybrid's P99 TBT 70.6 ms, 51.3 with twelve
 # (bench/results/overlap_fused_h100_2026-11-27/).
+# Issue 43's cells with the hybrid, each on one host (session 36, H100): the capped conversation at
+# TBT 50, hybrid 4.4 = chunked 1024 + mixed 4.4 (bench/results/capped_tbt50_h100_2026-11-27/):
+#   SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512 sglang" bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 4,4.4,4.8,5.2 1500
+# chat-1k at TBT 50, 22 = 22 (bench/results/chat1k_h100_2026-11-27/):
+#   CLIENT_PROCS=12 WORKLOAD=chat-1k SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" \
+#       bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 20,22,24 1250
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
