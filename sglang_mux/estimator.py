@@ -174,9 +174,10 @@ class Estimator:
             hint += f" (profiling.run does not profile at --tp-size {tp_size} yet)"
         others = other_tables(tables_root, shape, gpu_name, attention_backend, tp_size)
         if others:
-            tp = any(", TP=" in o for o in others)
+            tp = any(t != tp_size for _, t, _ in others)
+            named = "; ".join(f"{b}{f', TP={t}' if t != tp_size else ''}: {d}" for b, t, d in others)
             hint += (f" (not used, made with another attention backend{' or --tp-size' if tp else ''}: "
-                     f"{'; '.join(others)}; or serve with that --attention-backend{' / --tp-size' if tp else ''})")
+                     f"{named}; or serve with that --attention-backend{' / --tp-size' if tp else ''})")
         if not Path(tables_root).is_dir():
             hint += f" (looked for tables in {tables_root}: no such directory)"
         if callable(probe):  # probe lazily: the GPU is measured only when no table matched

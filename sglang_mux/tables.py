@@ -520,12 +520,11 @@ def find_table(root: str | Path, model_shape, gpu_name: str, attention_backend: 
 
 
 def other_tables(root: str | Path, model_shape, gpu_name: str, attention_backend: str,
-                 tp_size: int = 1) -> list[str]:
+                 tp_size: int = 1) -> list[tuple[str, int, Path]]:
     """The tables for this model and GPU that `find_table` passes over, made with another
-    attention backend or at another TP (``backend[, TP=N]: dir``), for the message that says why
-    none was used."""
-    return [f"{meta['attention_backend']}" + (f", TP={tp_of(meta)}" if tp_of(meta) != int(tp_size) else "")
-            + f": {d}" for d, meta in _tables_of(root, model_shape, gpu_name)
+    attention backend or at another TP: (attention backend, TP, directory) each, for the message
+    that says why none was used."""
+    return [(meta["attention_backend"], tp_of(meta), d) for d, meta in _tables_of(root, model_shape, gpu_name)
             if not _serves(meta, attention_backend, tp_size)]
 
 

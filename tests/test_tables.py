@@ -150,7 +150,8 @@ def test_find_table(good, tmp_path):
     assert find_table(tmp_path / "nowhere", LLAMA_8B, "NVIDIA H200", "triton") is None
     # A table of another attention backend is never picked, but is named for the message.
     assert find_table(root, LLAMA_8B, "NVIDIA H200", "fa3") is None
-    assert other_tables(root, LLAMA_8B, "NVIDIA H200", "fa3") == [f"triton: {good}"]
+    assert other_tables(root, LLAMA_8B, "NVIDIA H200", "fa3") == [("triton", 1, good)]
+    assert other_tables(root, LLAMA_8B, "NVIDIA H200", "triton", tp_size=2) == [("triton", 1, good)]
     assert other_tables(root, LLAMA_8B, "NVIDIA H200", "triton") == []
     # A broken neighbour is skipped, not fatal.
     (root / "broken__nvidia-h200").mkdir(exist_ok=True)
