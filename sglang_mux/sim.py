@@ -419,6 +419,17 @@ def policy_names(spec: str, estimator) -> list[str]:
     return names
 
 
+def through_prefill_graph(estimator, max_tokens: int):
+    """``estimator`` as a server whose SGLang prefill CUDA graph is captured up to ``max_tokens``
+    prices a fused batch: a copy padding it to the graph's sizes (``graph_tokens``); one without
+    ``graph_tokens`` (a stand-in) as it is."""
+    if not hasattr(estimator, "graph_tokens"):
+        return estimator
+    est = copy.copy(estimator)
+    est.graph_tokens = sglang_graph_tokens(max_tokens)
+    return est
+
+
 def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float = 50.0,
                  ttft_slo_ms: float = 5000.0, ttft_ms_per_token: float = 0.0, preemption: bool = True,
                  slowdown: str = "uniform", seed: int = 0, timeline=None, host_ms: float = 0.0,
@@ -433,9 +444,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
     its captured sizes (``graph_tokens``, for the truth and the planner), and the price's prior
     acted on in full from the start (`FusedPrice.prior_holds`). The rest: ``simulate``'s."""
     out = []
-    if prefill_graph and hasattr(estimator, "graph_tokens"):
-        estimator = copy.copy(estimator)
-        estimator.graph_tokens = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
+    if prefill_graph:
+        estimator = through_prefill_graph(estimator, HYBRID_GRAPH_MAX_TOKENS)
     for nm in policy_names(spec, estimator):
         planner = None
         if online_guard:

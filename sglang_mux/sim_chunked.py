@@ -21,7 +21,6 @@ as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit 
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import deque
 from typing import Sequence
@@ -30,8 +29,8 @@ import numpy as np
 
 from sglang_mux import cli
 from sglang_mux.dispatch import fused_ms
-from sglang_mux.fused_price import sglang_graph_tokens
-from sglang_mux.sim import SimResult, TraceReq, add_trace_args, drift_tests, estimator_from_args, trace_from_args
+from sglang_mux.sim import (SimResult, TraceReq, add_trace_args, drift_tests, estimator_from_args,
+                            through_prefill_graph, trace_from_args)
 
 
 def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, mixed: bool = True,
@@ -41,9 +40,8 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator, *, budget: int = 512, 
 
     if budget <= 0 or host_ms < 0:
         raise ValueError(f"budget must be > 0 and host_ms >= 0, got {budget}, {host_ms}")
-    est, total = copy.copy(estimator), estimator.total_sms
-    if hasattr(est, "graph_tokens"):  # SGLang captures its prefill graph up to the chunk size
-        est.graph_tokens = sglang_graph_tokens(budget)
+    # SGLang captures its prefill graph up to the chunk size
+    est, total = through_prefill_graph(estimator, budget), estimator.total_sms
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
     n = len(reqs)
     arrival = np.array([q.arrival_s for q in reqs])
