@@ -66,6 +66,7 @@ class FusedLaunch:
     rows: list[PrefillReq] | None  # its extend rows; None: the decode batch alone
     it: Iteration
     merged: bool = False  # a later formation has merged ``live`` into the running batch
+    note: dict | None = None  # its launch, for the timeline (graph replayed, host waited)
 
 
 class ReqsView(NamedTuple):

@@ -102,6 +102,7 @@ class MuxLoop:
         self.last_decode_done: float | None = None  # perf_counter after the last decode's result (None: gap broken)
         self.defer_failed = False  # the last new prefill batch formed after a decode launch could not start
         self.pending: FusedLaunch | None = None  # a fused iteration launched, its result not processed yet
+        self.launch_note: dict | None = None  # the last layer-wise launch, for this iteration's timeline row
 
     @classmethod
     def build(cls, sched: Scheduler) -> MuxLoop:
@@ -316,9 +317,11 @@ class MuxLoop:
         if run is not None and plan.prefill_layers > 0 and cfg.prefill_sms > 0 \
                 and not run.batch.split_prefill_finished and it.launch_prefill:
             self.launch_prefill_layers(run, plan.prefill_layers, cfg.prefill_sms)
+            if self.launch_note is not None and it.decode is not None:  # the decode finished meanwhile?
+                self.launch_note["decode_done"] = it.decode.end.query()
             if self.timeline and it.decode is None:  # prefill-only steps are decisions too
                 self.timeline.write(plan, now=it.now, decode_bs=0, decode_sms=cfg.decode_sms,
-                                    prefill_sms=cfg.prefill_sms)
+                                    prefill_sms=cfg.prefill_sms, **self.take_launch_note())
 
     def finish(self, it: Iteration) -> None:
         """Wait for the decode iteration, let SGLang process its tokens, and feed its measured
@@ -592,9 +595,13 @@ class MuxLoop:
         sched._apply_war_barrier()  # later formations' writes wait for this forward's reads, as in SGLang
         end.record(fwd)
         clock.lap("fused_launch")
+        # Whether SGLang's prefill graph ran it, and whether the host waited for the GPU meanwhile:
+        # an eager batch's ~30 ms of launches, or a sync, would outlast its GPU time.
+        note = {"graph": getattr(result, "can_run_cuda_graph", None), "waited": end.query()} \
+            if self.timeline else None
         # SGLang's record of what is in flight: its result is processed against the batch as launched
         sched.result_queue.append((batch.copy(), result))
-        self.pending = FusedLaunch(batch, start, end, rows, it)
+        self.pending = FusedLaunch(batch, start, end, rows, it, note=note)
         sched.last_batch = batch
         if prev is not None:
             self.finish_fused(prev)
@@ -635,7 +642,7 @@ class MuxLoop:
             if r is not chunked:
                 self.arrival.pop(r.rid, None)
         self.clock.lap("result")
-        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end))
+        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end), note=f.note)
 
     def drain_fused(self) -> None:
         """End a fused streak: process the last fused iteration's result, merge what goes on
@@ -691,10 +698,10 @@ class MuxLoop:
         else:
             sched.running_batch.merge_batch(batch)
 
-    def observe_fused(self, it: Iteration, rows, ms: float) -> None:
+    def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows; None for a
         decode alone): the TBT host budget (a fused iteration's own where there is one), the
-        estimator's served fused price, metrics, timeline."""
+        estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
         budget = self.fused_host_time if rows and self.fused_host_time is not None else self.host_time
@@ -710,7 +717,8 @@ class MuxLoop:
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
                                 fused_price=self.estimator.fused_price.to_dict(),
                                 decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
-                                fused_host_ms=it.snap.fused_host_ms, host_ms=host_ms, os_ms=self.clock.last_os)
+                                fused_host_ms=it.snap.fused_host_ms, host_ms=host_ms, os_ms=self.clock.last_os,
+                                **({"launch": note} if note else {}))
 
     # ---- launch prefill ---------------------------------------------------------------------
 
@@ -737,10 +745,14 @@ class MuxLoop:
                 sched.tp_worker.model_runner.attn_backend.init_forward_metadata(batch.split_forward_batch)
                 run.needs_reinit = False
             next_index = batch.split_index + layers
+            first = batch.split_index == 0
+            allocs = _device_allocs() if self.timeline and first else None
             t0 = time.perf_counter()
             result = sched.run_batch(batch)
             end.record(stream)
             host_ms = (time.perf_counter() - t0) * 1e3
+            if self.timeline:
+                self.launch_note = launch_note(layers, host_ms, first, end.query(), allocs)
             self.estimator.observe_prefill_launch(layers, host_ms)
             if self.metrics:
                 self.metrics.on_prefill_launch(host_ms)
@@ -783,8 +795,13 @@ class MuxLoop:
                                 decode_offset_ms=round(est.decode_offset_ms, 4),
                                 decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
                                 decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
-                                **({"guard": guard} if guard else {}),
+                                **({"guard": guard} if guard else {}), **self.take_launch_note(),
                                 **({"prefill_wall": round(est.prefill_wall.factor, 3)} if run is not None else {}))
+
+    def take_launch_note(self) -> dict:
+        """``{"launch": note}`` for the timeline row of the iteration that launched layers, once."""
+        note, self.launch_note = self.launch_note, None
+        return {"launch": note} if note else {}
 
     # ---- start-up ---------------------------------------------------------------------------
 
@@ -819,6 +836,27 @@ def _prefill_graph_tokens(sched: Scheduler) -> tuple[int, ...]:
     if graph is None or type(graph).__name__ == "EagerRunner":
         return ()
     return tuple(sorted(int(n) for n in getattr(graph, "capture_num_tokens", ())))
+
+
+def launch_note(layers: int, host_ms: float, first: bool, waited: bool,
+                allocs_before: tuple[int, int] | None) -> dict:
+    """A layer-wise launch as the timeline records it: its layers and host ms, whether it was a
+    batch's first (SGLang builds the ForwardBatch and attention metadata then), whether its layers
+    had already run on the GPU when the launch returned (the host waited for the GPU inside it),
+    and for a first launch the caching allocator's cudaMalloc / cudaFree calls during it."""
+    note = {"layers": layers, "host_ms": round(host_ms, 2), "first": first, "waited": bool(waited)}
+    if allocs_before is not None:
+        after = _device_allocs()
+        note["cuda_malloc"], note["cuda_free"] = after[0] - allocs_before[0], after[1] - allocs_before[1]
+    return note
+
+
+def _device_allocs() -> tuple[int, int]:
+    """The caching allocator's cudaMalloc and cudaFree calls so far (a cudaFree waits for the GPU)."""
+    import torch
+
+    st = torch.cuda.memory_stats()
+    return int(st.get("num_device_alloc", 0)), int(st.get("num_device_free", 0))
 
 
 def _model_config(sched: Scheduler) -> str:

@@ -240,3 +240,19 @@ def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
     sched.max_req_input_len = 131071
     mux_state(sched).limit_prompts(free_bytes=20 * 2**30, total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 131071
+
+
+def test_a_launch_note_says_whether_the_host_waited_and_what_the_allocator_did(monkeypatch):
+    later = sl.launch_note(3, 4.567, first=False, waited=False, allocs_before=None)
+    assert later == {"layers": 3, "host_ms": 4.57, "first": False, "waited": False}
+    monkeypatch.setattr(sl, "_device_allocs", lambda: (12, 5))
+    first = sl.launch_note(1, 31.0, first=True, waited=True, allocs_before=(10, 5))
+    assert first == {"layers": 1, "host_ms": 31.0, "first": True, "waited": True, "cuda_malloc": 2, "cuda_free": 0}
+
+
+def test_an_iterations_launch_note_goes_into_one_timeline_row_only():
+    m = mux_state()
+    assert m.take_launch_note() == {}
+    m.launch_note = {"layers": 2}
+    assert m.take_launch_note() == {"launch": {"layers": 2}}
+    assert m.take_launch_note() == {}
