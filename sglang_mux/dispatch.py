@@ -53,6 +53,15 @@ KIND_DECODE = "decode"  # decode alone (or nothing)
 KIND_FUSED = "fused"  # one mixed extend batch on the whole GPU: a prompt chunk and the decode rows
 KIND_SPATIAL = "spatial"  # layer-wise prefill of whole prompts on its SMs (all of them when alone)
 CHUNK_SIZES = (256, 512, 1024, 2048, 4096)  # fused chunk sizes the hybrid policy prices (tokens)
+# Above this the hybrid prices only CHUNK_SIZES. The prefill graph's 256-token steps beyond 1,024
+# would change the TBT-50 batches on which the served cells were measured level, and the
+# simulator split on them: the capped conversation at TBT 50 lost 4.8 req/s, chat-1k gained.
+FINE_SIZES_UP_TO = 1024
+# The quantile of a fused iteration's wall time over its price that the hybrid's TBT budget takes
+# off: the SLO's own percentile. Served at TBT 30 on an H100 (code, capped conversation), fused
+# iterations ran at most 2 ms past their price at P90 but 5.4-5.9 ms at P99, and planned to the P90
+# the P99 token gap was 31-34 ms.
+FUSED_HOST_QUANTILE = 0.99
 
 
 class EstimatorLike(Protocol):
@@ -109,9 +118,13 @@ class Snapshot:
     # A request part-way through a fused prefill (SGLang's chunked request; not in ``waiting``):
     # n = its prompt tokens still to run, r = those done. Only a fused plan can continue it.
     chunked: WaitingReq | None = None
-    # Host time a fused iteration adds (its own DecodeHostTime: forming and finishing SGLang's
-    # batch, not launching layer-wise prefill); None: decode_host_ms.
+    # Time a fused iteration's gap adds to its price (its own DecodeHostTime over wall time less
+    # the planned price, at FUSED_HOST_QUANTILE: forming, launching and finishing SGLang's batch
+    # where the host outlasts the GPU, and the price's error); None: decode_host_ms.
     fused_host_ms: float | None = None
+    # What a fused iteration's gap adds to its price at the median (its rate's time: the P99 is a
+    # budget's, not a throughput's); None: fused_host_ms.
+    fused_rate_host_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -151,8 +164,9 @@ class Plan:
 class DecodeHostTime:
     """The host time between decode iterations that a token's gap pays on top of the GPU's:
     the ``quantile`` of the last ``window`` observations (wall time between two consecutive
-    decode completions minus the later one's GPU time). A high quantile, as the SLO is a P99;
-    recomputed every ``refresh`` observations to keep the loop's cost flat."""
+    decode completions minus the later one's GPU time, measured or planned as the caller
+    observes it). A high quantile, as the SLO is a P99; recomputed every ``refresh``
+    observations to keep the loop's cost flat."""
 
     def __init__(self, window: int = 256, quantile: float = 0.9, refresh: int = 32):
         if window <= 0 or refresh <= 0 or not 0.0 <= quantile <= 1.0:
@@ -161,6 +175,7 @@ class DecodeHostTime:
         self._gaps: list[float] = []
         self._seen = 0
         self.value_ms = 0.0
+        self.median_ms = 0.0  # the same window's median (what an iteration adds on the median)
 
     def observe(self, wall_ms: float, gpu_ms: float) -> None:
         if not (wall_ms >= 0.0 and gpu_ms >= 0.0):
@@ -172,6 +187,7 @@ class DecodeHostTime:
         if self._seen % self.refresh == 0 or self._seen <= self.refresh:
             g = sorted(self._gaps)
             self.value_ms = g[min(len(g) - 1, int(self.quantile * len(g)))]
+            self.median_ms = g[len(g) // 2]
 
 
 class Policy(Protocol):
@@ -437,17 +453,18 @@ class HybridPolicy(MuxDispatcher):
        is finished where it started, never dropped or turned into chunks (preemption as rule 4).
     2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
     3. Else two candidates, both priced by the estimator:
-       fused: for each size c in ``chunk_sizes``, the chunk is the waiting requests' remaining
+       fused: for each size c (`sizes`), the chunk is the waiting requests' remaining
          prompt tokens first come, first served (the last one cut, at most ``max_prefill_bs``
          requests; while ``est.fused_price.learned`` is false, cut only if its rest fits one
          more such chunk), up to c less the decode rows (``decode_bs``; none if they fill it: the
          batch is c tokens, as SGLang counts a mixed chunk's budget, a size its prefill graph
          captured); its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
-         largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's host
-         time, ``snap.fused_host_ms``, else ``decode_host_ms``) is the candidate, rate = chunk
-         tokens / (t_f + that host time) (a fused iteration's prefill stops while the host works;
-         a spatial one's runs on) over what it commits to (`commitment`: the rest of a prompt it
-         cuts, which rule 0 will finish fused). None fits: no fused candidate.
+         largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's
+         overrun, ``snap.fused_host_ms``, else ``decode_host_ms``) is the candidate, rate = chunk
+         tokens / (t_f + the median overrun, ``snap.fused_rate_host_ms``, else the budget's) (a
+         fused iteration's prefill stops while the host works; a spatial one's runs on) over what
+         it commits to (`commitment`: the rest of a prompt it cuts, which rule 0 will finish
+         fused). None fits: no fused candidate.
        spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s x w), T_P
          its estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1
          alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their planned
@@ -486,6 +503,16 @@ class HybridPolicy(MuxDispatcher):
         sl = self.prefill_slowdown
         return sl.get(decode_sms) or sl[min(sl, key=lambda k: (abs(k - decode_sms), k))]
 
+    def sizes(self) -> tuple[int, ...]:
+        """The chunk sizes priced: ``chunk_sizes``, and between its smallest and FINE_SIZES_UP_TO
+        every size SGLang's prefill CUDA graph captured (``est.graph_tokens``: 32-token steps to
+        512, 64 to 1024). The batch fills a captured size either way; the finer steps let a tight
+        TBT budget take the largest chunk that fits, not the power of two below it (served at TBT
+        30, 1,024 did not fit code's budget and its 512-token batches ran 15 ms of the 30)."""
+        lo = self.chunk_sizes[0]
+        fine = {c for c in getattr(self.est, "graph_tokens", ()) if lo <= c <= FINE_SIZES_UP_TO}
+        return tuple(sorted(fine.union(self.chunk_sizes)))
+
     def _chunks(self, snap: Snapshot, rest_chunks: int | None = None) -> list[tuple[int, list[tuple[WaitingReq, int]]]]:
         """The distinct FCFS chunks of the sizes, ascending, each with its prompt room (the size
         less the decode rows, as SGLang counts a mixed chunk's budget: the batch then fills a
@@ -494,7 +521,7 @@ class HybridPolicy(MuxDispatcher):
         chunks of the room (None: any), else it ends the chunk."""
         head = (snap.chunked,) if snap.chunked is not None else ()
         out: list[tuple[int, list[tuple[WaitingReq, int]]]] = []
-        for c in self.chunk_sizes:
+        for c in self.sizes():
             size = c - max(snap.decode_bs, 0)
             ch, room = [], size
             for i, w in enumerate(itertools.chain(head, snap.waiting)):
@@ -517,6 +544,8 @@ class HybridPolicy(MuxDispatcher):
         rated alone."""
         host = max(snap.decode_host_ms if snap.fused_host_ms is None else snap.fused_host_ms, 0.0)
         budget = self.tbt_budget_ms(snap, host)
+        if snap.fused_rate_host_ms is not None:  # the rate's time is the median's, the budget the tail's
+            host = max(snap.fused_rate_host_ms, 0.0)
         ctx = decode_contexts(snap)
         # On an unlearned price (the prior: the solo price) a cut commits to one more chunk at most:
         # cutting a long prompt on it held the loop fused for its every chunk once the true price
@@ -525,17 +554,29 @@ class HybridPolicy(MuxDispatcher):
         chunks = self._chunks(snap, rest_chunks=None if learned else 1)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
-            chunks = [(0, [(w, min(w.n, self.chunk_sizes[0]))])] + chunks
-        for i, (room, ch) in reversed(list(enumerate(chunks))):
-            t_f = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in ch], ctx)
-            if t_f <= budget or (force and i == 0):
-                plan = Plan(self.total, 0, t_f, t_f, 0, (), False, FUSED,
-                            chunk=tuple((w.rid, take) for w, take in ch))
-                if force:  # rule 0: no choice to rate
-                    return plan, sum(t for _, t in ch) / (t_f + host)
-                tokens, ms = self.commitment(ch, room, t_f, ctx, host)
-                return plan, tokens / ms
-        return None
+            chunks = [(0, [(w, min(w.n, self.sizes()[0]))])] + chunks
+        if not chunks:
+            return None
+        price = [None] * len(chunks)
+
+        def t_f(i: int) -> float:
+            if price[i] is None:
+                price[i] = fused_ms(self.est, [PrefillReq(take, w.r) for w, take in chunks[i][1]], ctx)
+            return price[i]
+
+        # The price grows with the chunk: the largest that fits, by bisection (dozens of sizes).
+        lo, hi = 0, len(chunks) - 1
+        if t_f(0) > budget and not force:
+            return None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if t_f(mid) <= budget else (lo, mid - 1)
+        room, ch = chunks[lo]
+        plan = Plan(self.total, 0, t_f(lo), t_f(lo), 0, (), False, FUSED, chunk=tuple((w.rid, take) for w, take in ch))
+        if force:  # rule 0: no choice to rate
+            return plan, sum(t for _, t in ch) / (t_f(lo) + host)
+        tokens, ms = self.commitment(ch, room, t_f(lo), ctx, host)
+        return plan, tokens / ms
 
     def commitment(self, ch, size: int, t_f: float, ctx, host: float) -> tuple[float, float]:
         """(prompt tokens, ms) that fusing ``ch`` commits to: the chunk and, when it cuts its last

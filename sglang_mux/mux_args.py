@@ -86,9 +86,10 @@ class MuxArgs:
             "(a quantile of the last 256, at most half the SLO): a token's gap is GPU time plus that host time")
     tbt_host_quantile: float = _flag(
         0.9, "the quantile of the loop's recent host times (per decode iteration) that the TBT budget takes off "
-             "the SLO",
+             "the SLO (a hybrid's fused iteration budgets its own overrun at P99)",
         doc="which quantile of the loop's recent host times that budget takes; a higher one plans for the "
-            "host's tail and leaves prefill fewer SMs")
+            "host's tail and leaves prefill fewer SMs. A fused iteration (`--mux-policy hybrid`) budgets its "
+            "gap's overrun of its price at P99 instead")
     # scheduler_loop forms the batch after the decode launch when this is set.
     defer_prefill_start: bool = _flag(
         False, "form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after the decode "

@@ -113,7 +113,7 @@ class MuxLoop:
         import torch
         from sglang.srt.multiplex import pdmux_context
 
-        from sglang_mux.dispatch import DecodeHostTime, make_policy, policy_name
+        from sglang_mux.dispatch import FUSED_HOST_QUANTILE, DecodeHostTime, make_policy, policy_name
         from sglang_mux.estimator import Estimator
         from sglang_mux.green_ctx import GreenPartitionSet, install_stream_groups
         from sglang_mux.mux_args import attention_backend
@@ -150,7 +150,7 @@ class MuxLoop:
         consensus = TpConsensus.of(sched)
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   fused_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
+                   fused_host_time=DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if args.tbt_host_budget else None,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's
             return loop
@@ -430,6 +430,7 @@ class MuxLoop:
             decode_contexts=decode_contexts(decoding) if wants_ctx else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
             fused_host_ms=self.fused_host_time.value_ms if self.fused_host_time is not None else None,
+            fused_rate_host_ms=self.fused_host_time.median_ms if self.fused_host_time is not None else None,
         )
 
     def forget_gone(self) -> None:
@@ -704,9 +705,12 @@ class MuxLoop:
         estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
-        budget = self.fused_host_time if rows and self.fused_host_time is not None else self.host_time
+        fused = bool(rows) and self.fused_host_time is not None
+        budget = self.fused_host_time if fused else self.host_time
         if budget is not None and self.last_decode_done is not None:
-            budget.observe((done - self.last_decode_done) * 1e3, ms)
+            # A fused iteration's gap against its price (what its plan can know), not its GPU time:
+            # a host that outlasts the GPU shows as GPU time (kernels wait for their launches).
+            budget.observe((done - self.last_decode_done) * 1e3, it.plan.t_decode_worst_ms if fused else ms)
         self.last_decode_done = done
         ratio = self.estimator.observe_fused(rows, ms) if rows else None
         if self.metrics:

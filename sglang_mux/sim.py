@@ -36,8 +36,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sglang_mux import cli
-from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, fused_ms,
-                                 make_policy)
+from sglang_mux.dispatch import (FUSED_HOST_QUANTILE, DecodeHostTime, Snapshot, WaitingReq, apply_plan,
+                                 check_policy_name, fused_ms, make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
 from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, sglang_graph_tokens
@@ -155,7 +155,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
         raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
     host_budget = DecodeHostTime() if hosts is not None else None
-    fused_budget = DecodeHostTime() if hosts is not None else None  # a fused iteration's own, as served
+    fused_budget = DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if hosts is not None else None  # as served
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
@@ -223,7 +223,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                                     paused_prefill=paused, waiting=waiting,
                                     decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
                                     decode_contexts=ctxs, chunked=chunked,
-                                    fused_host_ms=fused_host_ms if fused_budget is None else fused_budget.value_ms))
+                                    fused_host_ms=fused_host_ms if fused_budget is None else fused_budget.value_ms,
+                                    fused_rate_host_ms=None if fused_budget is None else fused_budget.median_ms))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -257,8 +258,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             if planner is not None and hasattr(planner, "observe_fused"):
                 planner.observe_fused(fused_batch(pieces, fctx), gpu)
             h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
-            if fused_budget is not None:
-                fused_budget.observe(gpu + h, gpu)
+            if fused_budget is not None:  # as served: the gap against the planned price
+                fused_budget.observe(gpu + h, plan.t_decode_worst_ms)
             tau = gpu + h
             prefill_busy_ms += gpu
         elif runs_decode:

@@ -1,6 +1,7 @@
 """The SLO-aware dispatcher: exact expectations against small fake estimators, plus an
 integration check against the real Estimator on a synthetic table."""
 
+import dataclasses
 import io
 import json
 import math
@@ -583,6 +584,29 @@ def test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_deco
         assert slow.plan(s).kind == kind
 
 
+def test_hybrid_chunks_take_every_size_the_prefill_graph_captured():
+    """The same case as above: on the coarse sizes only 480 prompt tokens fit 50 ms beside 32
+    rows of 30K context; with SGLang's captured sizes up to 1,024 the largest that fits is found
+    (by bisection), here a 576-token batch; none below the smallest coarse size, none between
+    1,024 and 2,048."""
+    from sglang_mux.fused_price import sglang_graph_tokens
+
+    est = HybridFake()
+    est.graph_tokens = sglang_graph_tokens(4096)
+    pol = D.HybridPolicy(est)
+    assert pol.sizes()[:3] == (256, 288, 320) and 768 in pol.sizes() and pol.sizes()[-3:] == (1024, 2048, 4096)
+    s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
+    plan, _ = pol.fused_candidate(s)
+    (_, c), = plan.chunk
+    rows = [PrefillReq(1, 30000)] * 32
+    assert c + 32 in pol.sizes() and c + 32 > 512 and plan.t_decode_worst_ms <= 50.0
+    larger = [x for x in pol.sizes() if x > c + 32][0]
+    assert est.prefill_ms(132, [PrefillReq(larger - 32, 0)] + rows) > 50.0
+    assert c + 32 == 576
+    del est.graph_tokens  # a stand-in without a graph: the coarse sizes
+    assert pol.sizes() == D.CHUNK_SIZES
+
+
 @pytest.mark.parametrize("host", [0.0, 5.0, 15.0, 25.0, 40.0])
 def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(host):
     est = HybridFake()
@@ -775,3 +799,27 @@ def test_the_server_selects_the_hybrid_by_name():
     assert "hybrid" in POLICIES
     args = split_argv(["--mux-policy", "hybrid"])[0]
     assert isinstance(D.make_policy(D.policy_name(args), FakeEstimator()), D.HybridPolicy)
+
+
+def test_hybrid_budgets_a_fused_chunk_by_the_tail_overrun_and_rates_it_by_the_median():
+    est = HybridFake()
+    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    w = [WaitingReq("a", 99.0, 300, 0)]  # fits whole: the rate is over this chunk alone
+    base = Snapshot(100.0, 4, 4000, decode_max_reused=1000, waiting=tuple(w), fused_host_ms=6.0)
+    plan, rate = pol.fused_candidate(base)
+    assert rate == pytest.approx(300 / (plan.t_decode_worst_ms + 6.0))  # no median given: the budget's
+    plan2, rate2 = pol.fused_candidate(dataclasses.replace(base, fused_rate_host_ms=0.5))
+    assert plan2 == plan and rate2 == pytest.approx(300 / (plan.t_decode_worst_ms + 0.5))
+    # the budget is the tail's: at TBT 30, 30 - 14 leaves 16 ms, which the whole prompt (17.3 ms)
+    # does not fit and a 256-token batch (252 of its tokens and the 4 rows) does
+    tight = D.HybridPolicy(est, tbt_slo_ms=30.0)
+    assert tight.fused_candidate(dataclasses.replace(base, fused_rate_host_ms=0.5))[0].chunk == (("a", 300),)
+    small, _ = tight.fused_candidate(dataclasses.replace(base, fused_host_ms=14.0, fused_rate_host_ms=0.5))
+    assert small.chunk == (("a", 252),) and small.t_decode_worst_ms <= 16.0
+
+
+def test_host_time_keeps_its_tail_quantile_and_its_median():
+    h = D.DecodeHostTime(window=100, quantile=0.99, refresh=1)
+    for x in range(100):
+        h.observe(20.0 + x * 0.1, 20.0)  # overruns 0.0 .. 9.9 ms
+    assert h.value_ms == pytest.approx(9.9) and h.median_ms == pytest.approx(5.0)

@@ -1,6 +1,7 @@
 """The discrete-event simulator: trace handling, exact timing on a tiny case, and a real
 policy comparison on the bundled conversation slice with a synthetic contention table."""
 
+import dataclasses
 import io
 import json
 from contextlib import redirect_stdout
@@ -385,16 +386,26 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     """With host draws, the policy sees a fused iteration's host time (``fused_host_ms``, here
     2 ms a fused iteration) apart from a decode's (drawn 9 ms co-run, 1 ms alone); told a fixed
     host time instead, it is told ``fused_host_ms`` as given (None: the decode's)."""
+    from sglang_mux.dispatch import decode_contexts, fused_ms
+
     seen = []
+    est = FakeEstimator()
 
     class Recording(FusedEvery512):
-        def plan(self, snap):
+        wants_decode_contexts = True
+
+        def plan(self, snap):  # priced as the hybrid prices it: the budget is the gap less the price
             seen.append((snap.decode_host_ms, snap.fused_host_ms))
-            return super().plan(snap)
+            p = super().plan(snap)
+            if not p.chunk:
+                return p
+            heads = {w.rid: w for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting)}
+            t = fused_ms(est, [PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
+            return dataclasses.replace(p, t_decode_worst_ms=t, t_prefill_ms=t)
 
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    sim.simulate(reqs, FakeEstimator(), Recording(), host_draws=([9.0], [1.0]), fused_host_ms=2.0)
-    assert seen[0] == (0.0, 0.0) and {f for _, f in seen[1:]} == {2.0}  # nothing seen yet: 0
+    sim.simulate(reqs, est, Recording(), host_draws=([9.0], [1.0]), fused_host_ms=2.0)
+    assert seen[0] == (0.0, 0.0) and {round(f, 9) for _, f in seen[1:]} == {2.0}  # nothing seen yet: 0
     assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
     seen.clear()
     sim.simulate(reqs, FakeEstimator(), Recording(), host_ms=3.0)

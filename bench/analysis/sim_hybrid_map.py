@@ -1,6 +1,6 @@
 """Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
 
-    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_rows_2026-11-27/map.md   (repository root)
+    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_sizes_2026-11-27/map.md   (repository root)
 
 What it simulates (issue 43 item 3), seed 0, on the H100 FA3 table (TABLE), the mux with host
 times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
@@ -52,7 +52,7 @@ from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
-MAP_JSON = "bench/results/sim_hybrid_rows_2026-11-27/map.json"
+MAP_JSON = "bench/results/sim_hybrid_sizes_2026-11-27/map.json"
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), chunked host ms, mux prefill slowdown,
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on

@@ -47,6 +47,12 @@
 # chat-1k at TBT 50, 22 = 22 (bench/results/chat1k_h100_2026-11-27/):
 #   CLIENT_PROCS=12 WORKLOAD=chat-1k SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" \
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 20,22,24 1250
+# TBT 30 (session 37, H100): the capped conversation, hybrid < 3 against chunked 512 + mixed 4
+# (bench/results/capped_tbt30_h100_2026-11-27/), and code, < 17 against 18.5
+# (bench/results/code_tbt30_h100_2026-11-27/); each ~20 minutes of one machine:
+#   TBT_SLO_MS=30 SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 3.7,4,4.4,4.8 1500
+#   TBT_SLO_MS=30 CLIENT_PROCS=12 WORKLOAD=code SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" \
+#       bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 17,18.5,20,22 1250
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
