@@ -125,6 +125,9 @@ class Snapshot:
     # What a fused iteration's gap adds to its price at the median (its rate's time: the P99 is a
     # budget's, not a throughput's); None: fused_host_ms.
     fused_rate_host_ms: float | None = None
+    # Host time a decode iteration that starts a layer-wise batch adds (its own DecodeHostTime:
+    # SGLang's batch formation and the batch's first launch land in that token's gap); None: unknown.
+    start_host_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -469,8 +472,12 @@ class HybridPolicy(MuxDispatcher):
          its estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1
          alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their planned
          T_P; 1 where the estimator has none); 0 when it holds prefill back
-         (overload-decode-first).
-       The higher rate wins; ties go to spatial.
+         (overload-decode-first), or when its first iteration, which forms the batch and
+         launches its first layers in a token's gap, would break the SLO: the decode's worst
+         case plus ``snap.start_host_ms`` over ``tbt_slo_ms`` (served at TBT 30, a quarter of the
+         tokens from such iterations waited over 30 ms).
+       The higher rate wins; ties go to spatial. No fused candidate: the spatial plan, whatever
+       its rate.
     A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,
     prefill_layers = 0, no new batch, ``chunk`` = ((rid, tokens), ...), a prefix of ``waiting``
     (the last entry may be part of its request's tokens), reason "fused". No chunk budget to tune:
@@ -597,8 +604,12 @@ class HybridPolicy(MuxDispatcher):
         return tokens + rest, ms + k * ((first + last) / 2 + host)
 
     def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
-        """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""
+        """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held, or its
+        first iteration's decode plus ``snap.start_host_ms`` would break the TBT SLO)."""
         if plan.kind != KIND_SPATIAL or plan.t_prefill_ms <= 0.0:
+            return 0.0
+        if snap.decode_bs > 0 and plan.new_prefill_rids and snap.start_host_ms is not None \
+                and plan.t_decode_worst_ms + snap.start_host_ms > self.tbt_slo_ms:
             return 0.0
         k = len(plan.new_prefill_rids)
         slow = self.corun_slowdown(plan.decode_sms) if snap.decode_bs > 0 and plan.decode_sms > 0 else 1.0

@@ -75,12 +75,13 @@ class MuxLoop:
     def __init__(self, sched: Scheduler, args: MuxArgs, parts: GreenPartitionSet, cfgs: list[PartitionConfig],
                  policy: Policy, estimator: Estimator, *, metrics: MuxMetrics | None = None,
                  timeline: TimelineWriter | None = None, host_time: DecodeHostTime | None = None,
-                 fused_host_time: DecodeHostTime | None = None,
+                 fused_host_time: DecodeHostTime | None = None, start_host_time: DecodeHostTime | None = None,
                  clock: LoopClock | None = None, consensus: Consensus | None = None):
         """``cfgs``: the partitions in SGLang's stream-group order (index = stream index);
         ``host_time``: None leaves the loop's host time out of the TBT budget; ``fused_host_time``:
-        a fused iteration's own (None: it counts in ``host_time``); ``consensus``: how TP ranks
-        agree on each iteration (None: a single rank)."""
+        a fused iteration's own (None: it counts in ``host_time``); ``start_host_time``: that of a
+        decode iteration that starts a layer-wise batch, also counted in ``host_time`` (None: not
+        kept); ``consensus``: how TP ranks agree on each iteration (None: a single rank)."""
         self.sched = sched
         self.args = args
         self.parts = parts
@@ -92,6 +93,7 @@ class MuxLoop:
         self.timeline = timeline
         self.host_time = host_time
         self.fused_host_time = fused_host_time
+        self.start_host_time = start_host_time
         self.clock = clock if clock is not None else LoopClock(os_stats=False)
         self.consensus = consensus if consensus is not None else SingleRank()
         self.idx = 0  # the current stream group
@@ -151,6 +153,7 @@ class MuxLoop:
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    fused_host_time=DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if args.tbt_host_budget else None,
+                   start_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's
             return loop
@@ -431,6 +434,7 @@ class MuxLoop:
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
             fused_host_ms=self.fused_host_time.value_ms if self.fused_host_time is not None else None,
             fused_rate_host_ms=self.fused_host_time.median_ms if self.fused_host_time is not None else None,
+            start_host_ms=self.start_host_time.value_ms if self.start_host_time is not None else None,
         )
 
     def forget_gone(self) -> None:
@@ -775,9 +779,7 @@ class MuxLoop:
         clock, est, plan, cfg, snap, run = self.clock, self.estimator, it.plan, it.cfg, it.snap, it.prefill
         done = time.perf_counter()
         host_ms = clock.take()
-        if self.host_time is not None and self.last_decode_done is not None:
-            self.host_time.observe((done - self.last_decode_done) * 1e3, ms)
-        self.last_decode_done = done
+        self.book_host(plan, done, ms)
         bs, sum_reused = snap.decode_bs, snap.decode_sum_reused
         co = run is not None and run.inflight and cfg.is_multiplexed
         p_new = sum(r.n for r in run.state.reqs) if co else 0
@@ -800,12 +802,26 @@ class MuxLoop:
                                 decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
                                 decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
                                 **({"guard": guard} if guard else {}), **self.take_launch_note(),
+                                **({"start_host_ms": round(snap.start_host_ms, 3)}
+                                   if plan.new_prefill_rids and snap.start_host_ms is not None else {}),
                                 **({"prefill_wall": round(est.prefill_wall.factor, 3)} if run is not None else {}))
 
     def take_launch_note(self) -> dict:
         """``{"launch": note}`` for the timeline row of the iteration that launched layers, once."""
         note, self.launch_note = self.launch_note, None
         return {"launch": note} if note else {}
+
+    def book_host(self, plan: Plan, done: float, ms: float) -> None:
+        """A decode iteration of ``ms`` GPU time finished at ``done`` (perf_counter): its wall time
+        since the last decode result goes to the TBT host budget, and, when its plan started a
+        layer-wise batch, to the start's own (SGLang's batch formation and first launch)."""
+        if self.last_decode_done is not None:
+            wall = (done - self.last_decode_done) * 1e3
+            if self.host_time is not None:
+                self.host_time.observe(wall, ms)
+            if self.start_host_time is not None and plan.new_prefill_rids:
+                self.start_host_time.observe(wall, ms)
+        self.last_decode_done = done
 
     # ---- start-up ---------------------------------------------------------------------------
 

@@ -823,3 +823,26 @@ def test_host_time_keeps_its_tail_quantile_and_its_median():
     for x in range(100):
         h.observe(20.0 + x * 0.1, 20.0)  # overruns 0.0 .. 9.9 ms
     assert h.value_ms == pytest.approx(9.9) and h.median_ms == pytest.approx(5.0)
+
+
+def test_hybrid_fuses_rather_than_start_a_batch_whose_first_iteration_breaks_the_slo():
+    """The case of test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_decode,
+    told how much host time an iteration that starts a layer-wise batch adds to its gap."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est)
+    s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
+    spatial = MuxDispatcher(est).plan(s)
+    assert pol.plan(s) == spatial and spatial.t_decode_worst_ms < 50.0
+    room = 50.0 - spatial.t_decode_worst_ms
+    fits = dataclasses.replace(s, start_host_ms=room - 0.1)
+    assert pol.spatial_rate(spatial, fits) > 0 and pol.plan(fits) == spatial
+    breaks = dataclasses.replace(s, start_host_ms=room + 0.1)
+    assert pol.spatial_rate(spatial, breaks) == 0.0
+    p = pol.plan(breaks)
+    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 480),)
+    # with no fused candidate either (the chunk cannot fit), the spatial plan stands
+    none_fits = dataclasses.replace(breaks, fused_host_ms=25.0, decode_host_ms=0.0)
+    assert pol.fused_candidate(none_fits) is None and pol.plan(none_fits) == spatial
+    # and with no decode running, a start pays no token's gap
+    alone = dataclasses.replace(_hyb_snap(0, 0, [WaitingReq("long", 99.0, 8000, 0)]), start_host_ms=100.0)
+    assert pol.plan(alone).kind == D.KIND_SPATIAL

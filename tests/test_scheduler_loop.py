@@ -256,3 +256,21 @@ def test_an_iterations_launch_note_goes_into_one_timeline_row_only():
     m.launch_note = {"layers": 2}
     assert m.take_launch_note() == {"launch": {"layers": 2}}
     assert m.take_launch_note() == {}
+
+
+def test_an_iteration_that_starts_a_batch_books_its_host_time_twice():
+    from sglang_mux.dispatch import DecodeHostTime
+
+    m = mux_state()
+    m.host_time, m.start_host_time = DecodeHostTime(refresh=1), DecodeHostTime(refresh=1)
+    plain = Plan(64, 68, 20.0, 50.0, 2, (), False, "best-fit")
+    start = dataclasses.replace(plain, new_prefill_rids=("a",))
+    m.book_host(plain, 1.000, 20.0)  # the first result: no gap before it
+    assert m.host_time.value_ms == 0.0 and m.last_decode_done == 1.000
+    m.book_host(plain, 1.024, 20.0)  # 24 ms wall, 20 on the GPU
+    m.book_host(start, 1.060, 22.0)  # 36 ms wall: formation and first launch in the gap
+    assert m.host_time._gaps == pytest.approx([4.0, 14.0])
+    assert m.start_host_time._gaps == pytest.approx([14.0])
+    m.last_decode_done = None  # an iteration without a decode broke the gap
+    m.book_host(start, 2.0, 20.0)
+    assert len(m.start_host_time._gaps) == 1 and m.last_decode_done == 2.0
