@@ -93,7 +93,11 @@ def write_json(path: Path, obj) -> None:
 
 
 def read_json(path: Path):
-    return json.loads(path.read_text()) if path.exists() else None
+    """The JSON at ``path``, or at ``<path>.xz`` as results are kept; None if neither exists."""
+    if path.exists():
+        return json.loads(path.read_text())
+    xz = path.with_name(path.name + ".xz")
+    return json.loads(lzma.decompress(xz.read_bytes())) if xz.exists() else None
 
 
 def device_name() -> str | None:

@@ -29,6 +29,7 @@ estimate's inputs (``decode_sum_reused`` …; older servers did not).
 from __future__ import annotations
 
 import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -46,9 +47,10 @@ from . import run as runmod
 
 def point_timeline(run_dir: Path, system: str, rate: float) -> pd.DataFrame:
     meta_path = runmod.point_file(run_dir, system, rate, ".meta.json")
-    if not meta_path.exists():
+    meta = runmod.read_json(meta_path)
+    if meta is None:
         raise UsageError(f"no point {system}@{rate:g} in {run_dir} ({meta_path.name} missing)")
-    rng = json.loads(meta_path.read_text()).get("timeline_bytes")
+    rng = meta.get("timeline_bytes")
     rows = runmod.timeline_records(run_dir / f"{system}.timeline.jsonl", rng)
     if rows is None:
         raise UsageError(f"{system}@{rate:g} has no dispatcher timeline (a mux system started "
@@ -227,10 +229,9 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
 
 
 def _tl_range(run_dir: Path, system: str, rate: float):
-    p = runmod.point_file(run_dir, system, rate, ".meta.json")
     try:
-        tb = json.loads(p.read_text()).get("timeline_bytes")
-    except (OSError, ValueError):
+        tb = (runmod.read_json(runmod.point_file(run_dir, system, rate, ".meta.json")) or {}).get("timeline_bytes")
+    except (OSError, ValueError, lzma.LZMAError):
         return None
     return tuple(tb) if tb else None
 

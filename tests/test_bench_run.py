@@ -243,3 +243,16 @@ def test_the_goodput_checks_per_token_flag_is_not_the_servers():
                                  ttft_ms_per_token=a.mux_ttft_ms_per_token)
     assert systems.mux_settings(cmd)["ttft_ms_per_token"] == 0   # the server's own SLO stays flat
     assert run.parse_args(["--systems", "stub", "--rates", "1", "--out", "o"]).ttft_slo_ms_per_token == 0
+
+
+def test_a_point_file_kept_compressed_is_read_through(tmp_path):
+    import lzma
+
+    from bench import run as R
+
+    p = tmp_path / "mux__3.meta.json"
+    assert R.read_json(p) is None
+    (tmp_path / "mux__3.meta.json.xz").write_bytes(lzma.compress(b'{"timeline_bytes": [0, 10]}'))
+    assert R.read_json(p) == {"timeline_bytes": [0, 10]}
+    p.write_text('{"timeline_bytes": [5, 6]}')  # the plain file wins where both exist
+    assert R.read_json(p) == {"timeline_bytes": [5, 6]}
