@@ -1,4 +1,4 @@
-"""Goodput over a grid of SLO pairs from one benchmark run: ``python -m bench.slo_map RUN``.
+"""Goodput over a grid of SLO pairs from one benchmark run: ``python -m bench.slo_map RUN``; or a map over runs.
 
     python -m bench.slo_map bench/results/conv8k_fa3_h100 [--tbt 30,50,100] [--ttft 2000,5000]
         [--ttft-per-token K] [--json OUT.json] [--plot OUT.png]
@@ -14,6 +14,13 @@ The TTFT SLOs are length-aware when the run's was (``summary.json`` -> ``slo.ttf
 K > 0: each TTFT is then the intercept S of ``P99 of TTFT - K x prompt tokens <= S``).
 ``--ttft-per-token K`` judges by another K; that needs the points' request records in the run
 directory (``<system>__<rate>.jsonl`` or ``.jsonl.xz``), since a summary keeps only its own K.
+
+    python -m bench.slo_map --cells RUN [RUN ...] [--predicted MAP.json] [--plot OUT.png] [--json OUT.json]
+
+A map over runs: each run is one cell, its workload judged by the run's own SLOs; mux / best
+chunked prefill per cell (a bound where one side passed none of its rates), beside the
+simulator's prediction (``bench.analysis.sim_hybrid_map``'s JSON), whose other cells the plot
+shows grey.
 """
 from __future__ import annotations
 
@@ -141,9 +148,121 @@ def plot(m: dict, path: Path) -> Path:
     return path
 
 
+def workload_label(summary: dict) -> str:
+    """A run's workload as the SLO map names it: the conversation capped at 8000 tokens is the
+    "capped conversation"; another generator or trace by its name."""
+    w = summary.get("workload") or {}
+    name = str(w.get("workload") or "?")
+    if name == "conversation" and w.get("input_cap") and int(w["input_cap"]) <= 8000:
+        return "capped conversation"
+    return name
+
+
+def _bound(good: float | None, rates: list[float]) -> tuple[float | None, str]:
+    """(value, "=" or "<") of a goodput: the highest rate passed, else below the lowest tested."""
+    if good is not None:
+        return good, "="
+    return (min(rates), "<") if rates else (None, "?")
+
+
+def map_cell(summary: dict, mux: str | None = None) -> dict:
+    """One cell of a map over runs, each run judged by its own SLOs (``summary.slo``): the
+    workload, TBT, the multiplexed system (``mux``, else the run's one system started through
+    sglang_mux) and the best chunked configuration, each goodput as (value, "=" or "<"), and
+    mux / best chunked as a value or a bound ("<" where the mux passed none of its rates, ">" where
+    chunked prefill passed none). Raises UsageError when the run has no such pair."""
+    slo = summary.get("slo") or {}
+    tbt, ttft = float(slo.get("tbt_ms", metrics.DEFAULT_TBT_SLO_MS)), float(slo.get("ttft_ms", metrics.DEFAULT_TTFT_SLO_MS))
+    good, rates = {}, {}
+    for name, sysd in summary["systems"].items():
+        pts = sysd.get("points") or []
+        rates[name] = [p["rate"] for p in pts]
+        passing = [p["rate"] for p in pts if metrics.check_point(p["summary"], tbt, ttft)[0]]
+        good[name] = max(passing) if passing else None
+    muxes = [n for n, d in summary["systems"].items()
+             if systems.mux_settings((d.get("start") or {}).get("command")) is not None]
+    m = mux if mux is not None else (muxes[0] if len(muxes) == 1 else None)
+    chunked = [n for n in good if n.startswith(CHUNKED)]
+    if m is None or m not in good or not chunked:
+        raise cli.UsageError(f"a map cell needs one multiplexed system (found {muxes}; name one with --mux) and a "
+                             f"chunked-prefill one (found {chunked})")
+    best = max(chunked, key=lambda n: (good[n] or 0.0, -min(rates[n] or [0.0])))
+    (mv, mo), (cv, co) = _bound(good[m], rates[m]), _bound(good[best], rates[best])
+    ratio, rel = None, "?"
+    if mv is not None and cv is not None and (mo, co) != ("<", "<"):
+        ratio, rel = round(mv / cv, 3), {("=", "="): "=", ("<", "="): "<", ("=", "<"): ">"}[(mo, co)]
+    return {"workload": workload_label(summary), "tbt_ms": tbt, "ttft_ms": ttft, "device": summary.get("device"),
+            "mux": m, "mux_goodput": [mv, mo], "best_chunked": best, "chunked_goodput": [cv, co],
+            "ratio": ratio, "ratio_rel": rel}
+
+
+def predicted_cell(sim_map: dict, workload: str, tbt: float) -> float | None:
+    """The simulator's hybrid / best chunked for a cell (``bench.analysis.sim_hybrid_map``'s
+    JSON), None where it has none."""
+    for c in sim_map.get("cells", []):
+        if c["workload"].split(" (")[0] == workload and float(c["tbt_slo_ms"]) == tbt:
+            g = c["goodput"]
+            ch = [g.get(k) for k in g if k.startswith("chunked")]
+            best = max((x for x in ch if x), default=None)
+            return round(g["hybrid"] / best, 3) if g.get("hybrid") and best else None
+    return None
+
+
+def render_cells(cells: list[dict], predicted: dict | None = None) -> str:
+    def g(v):
+        return "—" if v[0] is None else f"{'< ' if v[1] == '<' else ''}{v[0]:g}"
+
+    lines = ["| TBT | workload | mux | best chunked | mux / best chunked | predicted |", "|---|---|---|---|---:|---:|"]
+    for c in sorted(cells, key=lambda c: (-c["tbt_ms"], c["workload"])):
+        r = "—" if c["ratio"] is None else f"{'' if c['ratio_rel'] == '=' else c['ratio_rel'] + ' '}{c['ratio']:.2f}"
+        p = predicted_cell(predicted, c["workload"], c["tbt_ms"]) if predicted else None
+        lines.append(f"| {c['tbt_ms']:g} | {c['workload']} | {c['mux']} {g(c['mux_goodput'])} | "
+                     f"{c['best_chunked']} {g(c['chunked_goodput'])} | {r} | {'—' if p is None else f'{p:.2f}'} |")
+    return "\n".join(lines)
+
+
+def plot_cells(cells: list[dict], path: Path, predicted: dict | None = None, bound: float = 0.95) -> Path:
+    """The map as a grid: a row per workload, a column per TBT; each measured cell green where
+    mux / best chunked >= ``bound``, red where it is below (or only known to be below); the
+    ``predicted`` map's cells that no run measured grey, with their prediction."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pred_cells = [(c["workload"].split(" (")[0], float(c["tbt_slo_ms"])) for c in (predicted or {}).get("cells", [])]
+    loads = sorted({c["workload"] for c in cells} | {w for w, _ in pred_cells})
+    tbts = sorted({c["tbt_ms"] for c in cells} | {t for _, t in pred_cells}, reverse=True)
+    measured = {(c["workload"], c["tbt_ms"]) for c in cells}
+    cells = cells + [{"workload": w, "tbt_ms": t, "ratio": None, "ratio_rel": "?", "unmeasured": True}
+                     for w, t in pred_cells if (w, t) not in measured]
+    fig, ax = plt.subplots(figsize=(2.6 * len(tbts) + 1.5, 0.9 * len(loads) + 1.0))
+    for c in cells:
+        x, y = tbts.index(c["tbt_ms"]), loads.index(c["workload"])
+        r, rel = c["ratio"], c["ratio_rel"]
+        ok = r is not None and (r >= bound if rel in ("=", ">") else False)
+        colour = "#cfe8cf" if ok else "#f3c9c9" if r is not None and rel in ("=", "<") else "#e6e6e6"
+        ax.add_patch(plt.Rectangle((x, y), 1, 1, color=colour, ec="white"))
+        txt = "not measured" if c.get("unmeasured") else "?" if r is None else f"{'' if rel == '=' else rel + ' '}{r:.2f}"
+        p = predicted_cell(predicted, c["workload"], c["tbt_ms"]) if predicted else None
+        ax.text(x + 0.5, y + 0.5, txt + ("" if p is None else f"\n(predicted {p:.2f})"), ha="center", va="center", fontsize=9)
+    ax.set_xlim(0, len(tbts))
+    ax.set_ylim(0, len(loads))
+    ax.set_xticks([i + 0.5 for i in range(len(tbts))])
+    ax.set_xticklabels([f"P99 TBT {t:g} ms" for t in tbts])
+    ax.set_yticks([i + 0.5 for i in range(len(loads))])
+    ax.set_yticklabels(loads)
+    ax.invert_yaxis()
+    ax.set_title(f"mux / best chunked prefill (green: >= {bound:g})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.slo_map", description=__doc__.splitlines()[0])
-    ap.add_argument("run", type=Path, help="a bench.run output dir (its summary.json)")
+    ap.add_argument("run", type=Path, nargs="+", help="a bench.run output dir (its summary.json); with --cells, one "
+                                                      "per cell")
     ap.add_argument("--tbt", default="30,50,100", type=_cli_io.numbers(example="30,50,100"), help="P99 TBT SLOs (ms), comma list")
     ap.add_argument("--ttft", default="2000,5000", type=_cli_io.numbers(example="2000,5000"),
                     help="P99 TTFT SLOs (ms), comma list (the intercepts S of a length-aware SLO)")
@@ -152,8 +271,25 @@ def main(argv: list[str] | None = None) -> int:
                          "another K than the run's needs the points' records")
     ap.add_argument("--json", type=Path, default=None, help="also write the map here as JSON")
     ap.add_argument("--plot", type=Path, default=None, help="also draw the map into this PNG")
+    ap.add_argument("--cells", action="store_true",
+                    help="a map over runs instead: each run one cell (its workload at its own SLOs), mux / best "
+                         "chunked prefill; --plot draws the grid, --json writes the cells")
+    ap.add_argument("--mux", default=None, help="with --cells: the multiplexed system of each run (default: its only one)")
+    ap.add_argument("--predicted", type=Path, default=None,
+                    help="with --cells: a bench.analysis.sim_hybrid_map JSON whose hybrid / best chunked each cell shows")
     a = ap.parse_args(argv)
-    run_dir, summ = _cli_io.run_summary(a.run)
+    if a.cells:
+        cells = [map_cell(_cli_io.run_summary(r)[1], a.mux) for r in a.run]
+        pred = _cli_io.read_json(a.predicted, "sim_hybrid_map JSON") if a.predicted else None
+        print(render_cells(cells, pred))
+        if a.json:
+            a.json.write_text(json.dumps(cells, indent=1) + "\n")
+        if a.plot:
+            plot_cells(cells, a.plot, pred)
+        return 0
+    if len(a.run) != 1:
+        ap.error("one run (several only with --cells)")
+    run_dir, summ = _cli_io.run_summary(a.run[0])
     if a.ttft_per_token is not None and a.ttft_per_token != run_per_token(summ):
         summ = rejudged(summ, run_dir, a.ttft_per_token)
     m = slo_map(summ, a.tbt, a.ttft)

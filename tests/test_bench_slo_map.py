@@ -87,3 +87,42 @@ def test_rejudging_needs_the_records(tmp_path, capsys):
         cli.run(slo_map.main, [str(tmp_path), "--ttft-per-token", "0.2"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "no request records" in err and "sglang-chunked-512__1.jsonl" in err
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "bench/results"
+
+
+def test_a_map_over_runs_gives_each_cell_its_ratio_or_a_bound(tmp_path, capsys):
+    tbt50 = json.loads((RESULTS / "capped_tbt50_h100_2026-11-27/summary.json").read_text())
+    c = slo_map.map_cell(tbt50)
+    assert (c["workload"], c["tbt_ms"], c["mux"]) == ("capped conversation", 50.0, "mux-hybrid")
+    assert c["mux_goodput"] == [4.4, "="] and c["chunked_goodput"] == [4.4, "="] and c["best_chunked"] == "sglang-chunked-1024"
+    assert (c["ratio"], c["ratio_rel"]) == (1.0, "=")
+    # the hybrid passed none of 3 and 3.7 at TBT 30: below 3 / 4
+    c30 = slo_map.map_cell(json.loads((RESULTS / "capped_tbt30_h100_2026-11-27/summary.json").read_text()))
+    assert c30["mux_goodput"] == [3.0, "<"] and c30["chunked_goodput"] == [4.0, "="]
+    assert (c30["ratio"], c30["ratio_rel"]) == (0.75, "<")
+    pred = {"cells": [{"workload": "capped conversation (<= 8000)", "tbt_slo_ms": 30.0,
+                       "goodput": {"hybrid": 4, "dispatcher": 3.3, "chunked 512 + mixed": 4, "chunked 1024 + mixed": None}},
+                      {"workload": "code", "tbt_slo_ms": 30.0,
+                       "goodput": {"hybrid": 20, "chunked 512 + mixed": 17, "chunked 1024 + mixed": 12}}]}
+    assert slo_map.predicted_cell(pred, "capped conversation", 30.0) == 1.0
+    assert slo_map.predicted_cell(pred, "chat-1k", 30.0) is None
+    text = slo_map.render_cells([c, c30], pred)
+    assert "| 30 | capped conversation | mux-hybrid < 3 | sglang-chunked-512 4 | < 0.75 | 1.00 |" in text
+    assert "| 50 | capped conversation | mux-hybrid 4.4 | sglang-chunked-1024 4.4 | 1.00 | — |" in text
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps(pred))
+    args = ["--cells", str(RESULTS / "capped_tbt50_h100_2026-11-27"), str(RESULTS / "capped_tbt30_h100_2026-11-27"),
+            "--predicted", str(p), "--plot", str(tmp_path / "map.png"), "--json", str(tmp_path / "cells.json")]
+    assert slo_map.main(args) == 0
+    assert (tmp_path / "map.png").stat().st_size > 0 and len(json.loads((tmp_path / "cells.json").read_text())) == 2
+    with pytest.raises(SystemExit):  # several runs without --cells
+        slo_map.main([str(RESULTS / "capped_tbt50_h100_2026-11-27"), str(RESULTS / "capped_tbt30_h100_2026-11-27")])
+
+
+def test_a_map_cell_needs_a_multiplexed_and_a_chunked_system():
+    summary = json.loads((RESULTS / "capped_tbt50_h100_2026-11-27/summary.json").read_text())
+    only_chunked = {**summary, "systems": {k: v for k, v in summary["systems"].items() if k.startswith("sglang")}}
+    with pytest.raises(cli.UsageError, match="one multiplexed system"):
+        slo_map.map_cell(only_chunked)
