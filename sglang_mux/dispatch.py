@@ -375,17 +375,22 @@ class MuxDispatcher(_BasePolicy):
 
     def __init__(self, estimator: EstimatorLike, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                  preemption: bool = True, max_prefill_tokens: int = 16384, max_prefill_bs: int = 64,
-                 ttft_ms_per_token: float = 0.0):
+                 ttft_ms_per_token: float = 0.0, budget_starts: bool = False):
+        """``budget_starts``: a plan that starts a batch beside a decode budgets the decode for the
+        SLO less ``snap.start_host_ms`` where that is the larger host time (the batch's formation
+        and first launch land in that token's gap)."""
         super().__init__(estimator, max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs,
                          tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms, ttft_ms_per_token=ttft_ms_per_token)
         if tbt_slo_ms <= 0 or ttft_slo_ms <= 0 or ttft_ms_per_token < 0:
             raise ValueError("SLOs must be positive")
         self.preemption = bool(preemption)
+        self.budget_starts = bool(budget_starts)
 
     def _mux(self, snap: Snapshot, b: _Batch, preempt: bool = False) -> Plan:
         bs, sr, mr = snap.decode_bs, snap.decode_sum_reused, snap.decode_max_reused
         worst = self.est.decode_worst_ms
-        budget = self.tbt_budget_ms(snap)
+        starts = self.budget_starts and b.new_rids and snap.start_host_ms is not None
+        budget = self.tbt_budget_ms(snap, max(snap.decode_host_ms, snap.start_host_ms) if starts else None)
         t = 0.0
         for d in self.options:  # ascending: the first that meets the SLO is the best fit
             t = worst(d, bs, sr, b.new_tokens, b.reused_tokens, max_reused=mr)
@@ -472,12 +477,12 @@ class HybridPolicy(MuxDispatcher):
          its estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1
          alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their planned
          T_P; 1 where the estimator has none); 0 when it holds prefill back
-         (overload-decode-first), or when its first iteration, which forms the batch and
-         launches its first layers in a token's gap, would break the SLO: the decode's worst
-         case plus ``snap.start_host_ms`` over ``tbt_slo_ms`` (served at TBT 30, a quarter of the
-         tokens from such iterations waited over 30 ms).
-       The higher rate wins; ties go to spatial. No fused candidate: the spatial plan, whatever
-       its rate.
+         (overload-decode-first). Its decode is budgeted for the SLO less ``snap.start_host_ms``
+         (``budget_starts``): the first iteration forms the batch and launches its first layers
+         in a token's gap (served at TBT 30, a quarter of such iterations' tokens waited over 30
+         ms). Where that fits no partition, the dispatcher holds the start while its deadline
+         allows, and the fused candidate runs meanwhile.
+       The higher rate wins; ties go to spatial.
     A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,
     prefill_layers = 0, no new batch, ``chunk`` = ((rid, tokens), ...), a prefix of ``waiting``
     (the last entry may be part of its request's tokens), reason "fused". No chunk budget to tune:
@@ -495,7 +500,7 @@ class HybridPolicy(MuxDispatcher):
                  prefill_slowdown: float | Mapping[int, float] = 1.0):
         super().__init__(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
                          max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs,
-                         ttft_ms_per_token=ttft_ms_per_token)
+                         ttft_ms_per_token=ttft_ms_per_token, budget_starts=True)
         sizes = sorted({int(c) for c in chunk_sizes})
         if not sizes or sizes[0] <= 0:
             raise ValueError(f"chunk_sizes must be positive token counts, got {list(chunk_sizes)}")
@@ -604,12 +609,8 @@ class HybridPolicy(MuxDispatcher):
         return tokens + rest, ms + k * ((first + last) / 2 + host)
 
     def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
-        """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held, or its
-        first iteration's decode plus ``snap.start_host_ms`` would break the TBT SLO)."""
+        """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""
         if plan.kind != KIND_SPATIAL or plan.t_prefill_ms <= 0.0:
-            return 0.0
-        if snap.decode_bs > 0 and plan.new_prefill_rids and snap.start_host_ms is not None \
-                and plan.t_decode_worst_ms + snap.start_host_ms > self.tbt_slo_ms:
             return 0.0
         k = len(plan.new_prefill_rids)
         slow = self.corun_slowdown(plan.decode_sms) if snap.decode_bs > 0 and plan.decode_sms > 0 else 1.0

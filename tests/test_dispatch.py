@@ -825,24 +825,22 @@ def test_host_time_keeps_its_tail_quantile_and_its_median():
     assert h.value_ms == pytest.approx(9.9) and h.median_ms == pytest.approx(5.0)
 
 
-def test_hybrid_fuses_rather_than_start_a_batch_whose_first_iteration_breaks_the_slo():
+def test_hybrid_budgets_a_batch_start_for_its_host_time_and_fuses_while_none_fits():
     """The case of test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_decode,
     told how much host time an iteration that starts a layer-wise batch adds to its gap."""
     est = HybridFake()
     pol = D.HybridPolicy(est)
     s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
     spatial = MuxDispatcher(est).plan(s)
-    assert pol.plan(s) == spatial and spatial.t_decode_worst_ms < 50.0
-    room = 50.0 - spatial.t_decode_worst_ms
-    fits = dataclasses.replace(s, start_host_ms=room - 0.1)
-    assert pol.spatial_rate(spatial, fits) > 0 and pol.plan(fits) == spatial
-    breaks = dataclasses.replace(s, start_host_ms=room + 0.1)
-    assert pol.spatial_rate(spatial, breaks) == 0.0
-    p = pol.plan(breaks)
-    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 480),)
-    # with no fused candidate either (the chunk cannot fit), the spatial plan stands
-    none_fits = dataclasses.replace(breaks, fused_host_ms=25.0, decode_host_ms=0.0)
-    assert pol.fused_candidate(none_fits) is None and pol.plan(none_fits) == spatial
-    # and with no decode running, a start pays no token's gap
-    alone = dataclasses.replace(_hyb_snap(0, 0, [WaitingReq("long", 99.0, 8000, 0)]), start_host_ms=100.0)
-    assert pol.plan(alone).kind == D.KIND_SPATIAL
+    assert pol.plan(s) == spatial and spatial.decode_sms == 48
+    # 10 ms of start host time: the start's decode needs a larger partition to meet 40 ms
+    p = pol.plan(dataclasses.replace(s, start_host_ms=10.0))
+    assert p.kind == D.KIND_SPATIAL and p.new_prefill_rids == ("long",) and p.decode_sms > 48
+    assert p.t_decode_worst_ms <= 40.0 and est.decode_worst_ms(p.decode_sms - 16, 32, 32 * 30000, 8000, 0) > 40.0
+    # the dispatcher alone does not budget starts (its served cells ran without it)
+    assert MuxDispatcher(est).plan(dataclasses.replace(s, start_host_ms=10.0)) == spatial
+    # none fits 50 - 25 ms while the deadline allows: the start waits and the hybrid fuses
+    held = pol.plan(dataclasses.replace(s, start_host_ms=25.0))
+    assert held.kind == D.KIND_FUSED and held.chunk == (("long", 480),)
+    # a host time below the decode's own changes nothing
+    assert pol.plan(dataclasses.replace(s, start_host_ms=0.0)) == spatial
