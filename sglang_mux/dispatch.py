@@ -566,7 +566,7 @@ class HybridPolicy(MuxDispatcher):
         chunks = self._chunks(snap, rest_chunks=None if learned else 1)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
-            chunks = [(0, [(w, min(w.n, self.sizes()[0]))])] + chunks
+            chunks = [(0, [(w, min(w.n, self.chunk_sizes[0]))])] + chunks
         if not chunks:
             return None
         price = [None] * len(chunks)

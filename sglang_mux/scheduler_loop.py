@@ -709,13 +709,7 @@ class MuxLoop:
         estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
-        fused = bool(rows) and self.fused_host_time is not None
-        budget = self.fused_host_time if fused else self.host_time
-        if budget is not None and self.last_decode_done is not None:
-            # A fused iteration's gap against its price (what its plan can know), not its GPU time:
-            # a host that outlasts the GPU shows as GPU time (kernels wait for their launches).
-            budget.observe((done - self.last_decode_done) * 1e3, it.plan.t_decode_worst_ms if fused else ms)
-        self.last_decode_done = done
+        self.book_host(it.plan, done, ms, fused=bool(rows))
         ratio = self.estimator.observe_fused(rows, ms) if rows else None
         if self.metrics:
             self.metrics.on_decode(it.plan, ms, count_decision=False)
@@ -811,16 +805,22 @@ class MuxLoop:
         note, self.launch_note = self.launch_note, None
         return {"launch": note} if note else {}
 
-    def book_host(self, plan: Plan, done: float, ms: float) -> None:
-        """A decode iteration of ``ms`` GPU time finished at ``done`` (perf_counter): its wall time
-        since the last decode result goes to the TBT host budget, and, when its plan started a
-        layer-wise batch, to the start's own (SGLang's batch formation and first launch)."""
+    def book_host(self, plan: Plan, done: float, ms: float, fused: bool = False) -> None:
+        """An iteration of ``ms`` GPU time that gave decoding requests a token finished at ``done``
+        (perf_counter): its wall time since the last such result goes to the TBT host budget, and,
+        when its plan started a layer-wise batch, to the start's own (SGLang's batch formation and
+        first launch). A ``fused`` iteration with prompt rows books its gap against its planned
+        price to the fused budget where there is one: a host that outlasts the GPU shows as GPU
+        time (kernels wait for their launches), so against ``ms`` the budget would not see it."""
         if self.last_decode_done is not None:
             wall = (done - self.last_decode_done) * 1e3
-            if self.host_time is not None:
-                self.host_time.observe(wall, ms)
-            if self.start_host_time is not None and plan.new_prefill_rids:
-                self.start_host_time.observe(wall, ms)
+            if fused and self.fused_host_time is not None:
+                self.fused_host_time.observe(wall, plan.t_decode_worst_ms)
+            else:
+                if self.host_time is not None:
+                    self.host_time.observe(wall, ms)
+                if self.start_host_time is not None and plan.new_prefill_rids:
+                    self.start_host_time.observe(wall, ms)
         self.last_decode_done = done
 
     # ---- start-up ---------------------------------------------------------------------------

@@ -274,3 +274,19 @@ def test_an_iteration_that_starts_a_batch_books_its_host_time_twice():
     m.last_decode_done = None  # an iteration without a decode broke the gap
     m.book_host(start, 2.0, 20.0)
     assert len(m.start_host_time._gaps) == 1 and m.last_decode_done == 2.0
+
+
+def test_a_fused_iteration_books_its_gap_against_its_price_to_its_own_budget():
+    from sglang_mux.dispatch import DecodeHostTime
+
+    m = mux_state()
+    m.host_time, m.fused_host_time = DecodeHostTime(refresh=1), DecodeHostTime(refresh=1)
+    fused = Plan(132, 0, 25.0, 25.0, 0, (), False, "fused", chunk=(("a", 480),))
+    m.book_host(fused, 1.000, 24.0, fused=True)
+    m.book_host(fused, 1.031, 24.0, fused=True)  # 31 ms: 6 past its 25-ms price, 7 past its GPU time
+    assert m.fused_host_time._gaps == pytest.approx([6.0]) and m.host_time._gaps == []
+    m.book_host(fused, 1.050, 18.0)  # a decode alone in the streak: the decode's budget, against its GPU time
+    assert m.host_time._gaps == pytest.approx([1.0])
+    m.fused_host_time = None  # no fused budget: the decode's, against GPU time
+    m.book_host(fused, 1.080, 26.0, fused=True)
+    assert m.host_time._gaps == pytest.approx([1.0, 4.0])
