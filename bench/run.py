@@ -100,9 +100,19 @@ def read_json(path: Path):
     return json.loads(lzma.decompress(xz.read_bytes())) if xz.exists() else None
 
 
+def smi_command(field: str) -> list[str]:
+    """``nvidia-smi --query-gpu=FIELD`` for the GPUs this process sees: a cell run on one GPU of a
+    multi-GPU host (``CUDA_VISIBLE_DEVICES``) names that GPU alone."""
+    cmd = ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if visible:
+        cmd += ["-i", visible]
+    return cmd
+
+
 def device_name() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        out = subprocess.run(smi_command("name"),
                              capture_output=True, text=True, timeout=15)
         names = [x.strip() for x in out.stdout.splitlines() if x.strip()]
         return ", ".join(names) if out.returncode == 0 and names else None
@@ -115,7 +125,7 @@ def host_hardware() -> dict:
     one host to the next (bench/results/tbt_tail_ab_h100_s19), so a run names its own."""
     uuids: list[str] = []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+        out = subprocess.run(smi_command("uuid"),
                              capture_output=True, text=True, timeout=15)
         uuids = [x.strip() for x in out.stdout.splitlines() if x.strip()] if out.returncode == 0 else []
     except (OSError, subprocess.SubprocessError):

@@ -62,7 +62,7 @@ one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}" --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
         --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
-        --startup-estimate-s 90 ${CLIENT_PROCS:+--client-procs "$CLIENT_PROCS"})
+        --startup-estimate-s 90 ${CLIENT_PROCS:+--client-procs "$CLIENT_PROCS"} ${PORT:+--port "$PORT"})
 TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
      sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix sglang-chunked-256-nomix sglang"
 for sys in ${SYSTEMS:-$TEN}; do

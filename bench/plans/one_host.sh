@@ -4,7 +4,8 @@ T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 one_host() {  # one_host OUT: record this call's GPU in OUT/host.txt; stop if OUT began on another
     mkdir -p "$1"
-    nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> "$1/host.txt"
+    # With CUDA_VISIBLE_DEVICES (one cell per GPU of a multi-GPU host) the GPU it names.
+    nvidia-smi --query-gpu=name,uuid --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} >> "$1/host.txt"
     if [ "$(sort -u "$1/host.txt" | wc -l)" -gt 1 ]; then
         echo "$1 began on another GPU ($1/host.txt): start it again in a new OUT"; exit 2
     fi
