@@ -7,19 +7,29 @@
 #     point, mux and chunked 512 + mixed: does it start, serve and stop without a hang, what the
 #     estimator falls back to without a TP table -> OUT/serving/.
 #   bash bench/plans/tp2_smoke.sh OUT [seconds, default 540]
+# PARTS (default "correctness serving") picks some. Each wants its own <= 10-minute call: on 2 x H200
+# (session 38) the mux's TP-2 tiny server took 2.5 minutes to start (its first decode graph capture
+# alone 83 s) and served the whole check; plain SGLang's was cut by the 276 s left to the part.
 set -u
 OUT=${1:?usage: tp2_smoke.sh OUT [seconds]}
 BUDGET=${2:-540}
 source "$(dirname "$0")/one_host.sh"
 mkdir -p "$OUT"
+gpu_free || exit 2
 nvidia-smi --query-gpu=name,uuid --format=csv,noheader > "$OUT/host.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+PARTS=${PARTS:-correctness serving}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+if has correctness; then
 python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
-timeout $(( $(left) * 6 / 10 )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \
+timeout $(( $(left) - $(has serving && echo 240 || echo 20) )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \
     --out "$OUT/correctness.json" --logdir "$OUT" \
     --mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" \
     --common-args "--tp-size 2 --cuda-graph-max-bs 16" | tail -n 12
 echo "correctness rc=${PIPESTATUS[0]}"
+gpu_free || exit 2
+fi
+has serving || exit 0
 l=$(left)
 [ "$l" -lt 200 ] && { echo "budget: ${l}s left, no serving point"; exit 0; }
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics --tp-size 2"

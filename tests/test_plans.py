@@ -1,0 +1,94 @@
+"""The device plans' shell helpers (bench/plans/) and the GPU scripts' server cleanup, on the CPU
+with a stand-in nvidia-smi."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import run
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANS = sorted((ROOT / "bench" / "plans").glob("*.sh"))
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: p.name)
+def test_plans_parse(plan):
+    assert subprocess.run(["bash", "-n", str(plan)], capture_output=True).returncode == 0
+
+
+def _fake_bin(tmp_path: Path, apps: str) -> dict:
+    """A PATH where nvidia-smi reports ``apps`` as the compute processes (and logs its arguments)
+    and sleep returns at once."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text(
+        "#!/bin/bash\necho \"$*\" >> \"$SMI_LOG\"\n"
+        f"if [[ \"$*\" == *compute-apps* ]]; then printf '{apps}'; else echo 'NVIDIA H200, GPU-1'; fi\n")
+    (bin_ / "sleep").write_text("#!/bin/bash\nexit 0\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SMI_LOG": str(tmp_path / "smi.log")}
+
+
+def _one_host(tmp_path: Path, env: dict) -> subprocess.CompletedProcess:
+    script = f"BUDGET=60; source {ROOT}/bench/plans/one_host.sh; one_host {tmp_path}/out && echo ready"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
+
+
+def test_one_host_refuses_a_gpu_another_process_holds(tmp_path):
+    p = _one_host(tmp_path, _fake_bin(tmp_path, "2413, 112838 MiB\\n"))
+    assert p.returncode == 2 and "ready" not in p.stdout
+    assert "GPU busy" in p.stdout and "2413, 112838 MiB" in p.stdout
+
+
+def test_one_host_asks_about_the_visible_gpu_only(tmp_path):
+    env = {**_fake_bin(tmp_path, ""), "CUDA_VISIBLE_DEVICES": "1"}
+    p = _one_host(tmp_path, env)
+    assert p.returncode == 0 and "ready" in p.stdout
+    calls = (tmp_path / "smi.log").read_text().splitlines()
+    assert calls and all(c.endswith("-i 1") for c in calls)
+
+
+def test_run_names_the_visible_gpu_only(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert "-i" not in run.smi_command("uuid")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert run.smi_command("uuid")[-2:] == ["-i", "1"]
+
+
+def test_sigterm_stops_a_scripts_servers():
+    """A GPU script cut by ``timeout`` (SIGTERM) stops the server it started (its own session)."""
+    code = f"""
+import subprocess, sys, time
+sys.path.insert(0, {str(ROOT / 'tests' / 'gpu')!r})
+import serve_util
+class Sleeper(serve_util.Server):
+    def start(self, timeout_s=300):
+        serve_util._stop_on_sigterm()
+        self.proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        print(self.proc.pid, flush=True)
+s = Sleeper([], 1, "/dev/null")
+try:
+    s.start()
+    time.sleep(60)
+finally:
+    s.stop()
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    server = int(p.stdout.readline())
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(20) == 143
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            os.kill(server, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(server, signal.SIGKILL)
+    pytest.fail("the server outlived the script's SIGTERM")
