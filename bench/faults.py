@@ -42,6 +42,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import socket
 import sys
@@ -49,6 +50,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from pathlib import Path
 
 from sglang_mux import cli
 
@@ -300,6 +302,58 @@ def settle(base: str, wait_s: float = 60.0) -> dict:
 
 def sigterm(base: str, pid: int, inflight: int = 16, exit_bound_s: float = 60.0) -> dict:
     """``inflight`` streamed requests running, then SIGTERM: how each ended, how long to exit."""
+    return _end_under_load(base, pid, lambda: os.kill(pid, signal.SIGTERM), inflight, exit_bound_s)
+
+
+def rank_kill(base: str, pid: int, rank: int, inflight: int = 16, exit_bound_s: float = 60.0) -> dict:
+    """``inflight`` streamed requests running, then SIGKILL to TP rank ``rank``'s scheduler (a
+    process under server ``pid`` titled ``scheduler_TP<rank>``): the server must exit within the
+    bound, every request ending (an error is an ending; a hang is not). Raises UsageError when
+    the server has no such rank."""
+    victim = scheduler_of_rank(pid, rank)
+    if victim is None:
+        raise cli.UsageError(f"no process titled scheduler_TP{rank} under server pid {pid}: "
+                             "is the server started with --tp-size > that rank?")
+    res = _end_under_load(base, pid, lambda: os.kill(victim, signal.SIGKILL), inflight, exit_bound_s)
+    return {"rank": rank, "killed_pid": victim, **res}
+
+
+def scheduler_of_rank(pid: int, rank: int, proc: str = "/proc") -> int | None:
+    """The descendant of ``pid`` whose command line (SGLang sets the title) names
+    ``scheduler_TP<rank>`` (not ``scheduler_TP<rank>x``), or None."""
+    children: dict[int, list[int]] = {}
+    for d in Path(proc).iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    want = re.compile(rf"scheduler_TP{rank}(?!\d)")
+    todo = list(children.get(pid, []))
+    while todo:
+        c = todo.pop()
+        try:
+            title = (Path(proc) / str(c) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if want.search(title):
+            return c
+        todo.extend(children.get(c, []))
+    return None
+
+
+def _alive(pid: int) -> bool:
+    """Running: a zombie (exited, not yet reaped by its parent) has exited."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _end_under_load(base: str, pid: int, act, inflight: int, exit_bound_s: float) -> dict:
+    """``inflight`` streamed requests, then ``act()`` (a signal that ends the server ``pid``): how
+    each request ended and how long the server took to exit."""
     s = Server(base, exit_bound_s + 30)
 
     def req(_):
@@ -318,10 +372,10 @@ def sigterm(base: str, pid: int, inflight: int = 16, exit_bound_s: float = 60.0)
         futs = [ex.submit(req, i) for i in range(inflight)]
         time.sleep(2.0)
         t0 = time.time()
-        os.kill(pid, signal.SIGTERM)
-        while time.time() - t0 < exit_bound_s and os.path.exists(f"/proc/{pid}"):
+        act()
+        while time.time() - t0 < exit_bound_s and _alive(pid):
             time.sleep(0.2)
-        exited = not os.path.exists(f"/proc/{pid}")
+        exited = not _alive(pid)
         outs = [f.result() for f in futs]
     counts: dict[str, int] = {}
     for o in outs:
@@ -359,14 +413,22 @@ def main(argv: list[str] | None = None) -> None:
                    help="another command (a soak) supplies the load and is still running: after the faults only "
                         "/health is checked (its backlog keeps running + queued above 0)")
     p.add_argument("--sigterm-pid", type=pos_i, default=None, help="last: SIGTERM this server process under load")
+    p.add_argument("--kill-rank", type=cli.positive(int, allow_zero=True), default=None,
+                   help="last: SIGKILL this TP rank's scheduler under load (with --server-pid); the server "
+                        "must exit within 60 s")
+    p.add_argument("--server-pid", type=pos_i, default=None, help="the server process, for --kill-rank")
     p.add_argument("--out", default=None, help="write the outcomes here as JSON (rewritten as they come)")
     a = p.parse_args(argv)
     faults = tuple(x for x in a.faults.split(",") if x)  # "" with --sigterm-pid: only that
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
         p.error(f"--faults: unknown {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
-    if not (faults or a.sigterm_pid):
-        p.error("--faults is empty: name at least one fault, or give --sigterm-pid")
+    if (a.kill_rank is None) != (a.server_pid is None):
+        p.error("--kill-rank and --server-pid go together: the rank to kill and the server it belongs to")
+    if a.kill_rank is not None and a.sigterm_pid:
+        p.error("--kill-rank and --sigterm-pid both end the server: give one")
+    if not (faults or a.sigterm_pid or a.kill_rank is not None):
+        p.error("--faults is empty: name at least one fault, or give --sigterm-pid or --kill-rank")
     if a.rate > 0 and a.context_len <= 1024:  # the load's prompts are cut to the context less 1024
         p.error(f"--context-len {a.context_len} leaves no room for the background load's prompts: "
                 "give the server's context length (> 1024) or --rate 0")
@@ -409,6 +471,8 @@ def main(argv: list[str] | None = None) -> None:
     res.update(load=load, after=after)
     if a.sigterm_pid:
         res["sigterm"] = sigterm(a.server_url, a.sigterm_pid)
+    if a.kill_rank is not None:
+        res["rank_kill"] = rank_kill(a.server_url, a.server_pid, a.kill_rank)
     res = {**head, "partial": False, "wall_s": round(time.time() - t0, 1), **res}
     write(res)
     print(json.dumps(res, indent=1))

@@ -256,10 +256,12 @@ def reconcile_sglang_args(server_args, explicit: set[str]) -> list[str]:
         notes.append("set --disable-overlap-schedule (the mux loop overlaps prefill and decode itself)")
     if getattr(server_args, "enable_pdmux", False) and "--enable-pdmux" in explicit:
         notes.append("--enable-pdmux: SGLang's demo loop is replaced by sglang_mux's dispatcher")
-    # TP ranks agree on every iteration through tp_consensus; data-parallel replicas are not built yet.
-    if getattr(server_args, "dp_size", 1) != 1 or getattr(server_args, "enable_dp_attention", False):
-        raise MuxArgError("sglang_mux supports --dp-size 1 (tensor parallelism, --tp-size N, works); "
-                          "add --disable-mux for data parallelism")
+    # TP ranks agree on every iteration through tp_consensus; each data-parallel replica (SGLang's
+    # controller starts it through our scheduler hook) is a mux of its own. DP attention instead
+    # shares one batch across replicas, which one replica's dispatcher cannot plan.
+    if getattr(server_args, "enable_dp_attention", False):
+        raise MuxArgError("--enable-dp-attention cannot combine with PD multiplexing (each replica plans its own "
+                          "batches); drop it, or add --disable-mux")
     if getattr(server_args, "speculative_algorithm", None):
         raise MuxArgError("speculative decoding cannot combine with PD multiplexing; drop --speculative-algorithm")
     attention_backend(server_args)

@@ -38,7 +38,7 @@ from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, FusedLaunch, I
                                    decode_contexts, decode_shape, decoding_view, fused_rows, guard_record,
                                    prefill_state)
 from sglang_mux.mux_args import MuxArgs
-from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus
+from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus, agree
 
 if TYPE_CHECKING:
     import torch
@@ -150,6 +150,7 @@ class MuxLoop:
         policy = make_policy(policy_name(args), estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
                              preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
         consensus = TpConsensus.of(sched)
+        agree(consensus, [(c.decode_sms, c.prefill_sms) for c in cfgs], "the green-context partitions")
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    fused_host_time=DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if args.tbt_host_budget else None,

@@ -26,6 +26,16 @@ class Consensus(Protocol):
         """The smallest ``value`` over the ranks."""
 
 
+def agree(consensus: Consensus, value: Any, what: str) -> None:
+    """Every rank holds the leader's ``value`` (e.g. the partition list: each rank builds its own from
+    its GPU, and ranks that differ would launch layers on different SMs); raises on the rank that
+    does not, naming both."""
+    theirs = consensus.share(value if consensus.leader else None)
+    if theirs != value:
+        raise RuntimeError(f"sglang_mux: TP ranks disagree on {what}: the leader has {theirs}, this rank {value}. "
+                           "Serve on GPUs of one model, or with --disable-mux")
+
+
 class SingleRank:
     """TP = 1: this rank decides alone."""
 

@@ -118,3 +118,42 @@ def test_a_run_cut_short_keeps_what_it_counted(stub, tmp_path, monkeypatch, caps
     r = json.loads(out.read_text())
     assert r["partial"] is True and r["counts"] == {"prompt_past_context": {"status-200": 3}}
     assert "3 of 3 outcomes" in capsys.readouterr().err
+
+
+def _fake_tp_server(tmp_path):
+    """A 'server' process with two children titled as SGLang titles its TP schedulers (ranks 1 and
+    10), which exits, as SGLang's subprocess watchdog makes it, once a child dies."""
+    import subprocess
+    import sys
+
+    code = """
+import subprocess, sys, time
+kids = [subprocess.Popen(["bash", "-c", f'exec -a "sglang::scheduler_TP{r}" sleep 60']) for r in (10, 1)]
+print(" ".join(str(k.pid) for k in kids), flush=True)
+while all(k.poll() is None for k in kids):
+    time.sleep(0.05)
+for k in kids:
+    k.kill()
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    tp10, tp1 = (int(x) for x in p.stdout.readline().split())
+    return p, tp1, tp10
+
+
+def test_a_killed_rank_ends_the_server_and_every_request(stub, tmp_path):
+    """SIGKILL goes to rank 1's scheduler (not rank 10's), the server exits, and every in-flight
+    request ends (the stub keeps serving them, so they complete)."""
+    p, tp1, tp10 = _fake_tp_server(tmp_path)
+    assert F.scheduler_of_rank(p.pid, 1) == tp1 and F.scheduler_of_rank(p.pid, 10) == tp10
+    assert F.scheduler_of_rank(p.pid, 2) is None
+    r = F.rank_kill(stub, p.pid, 1, inflight=2, exit_bound_s=10)
+    p.wait(5)
+    assert r["killed_pid"] == tp1 and r["exited"] and r["exit_s"] < 10
+    assert r["outcomes"] == {"completed": 2}
+
+
+def test_kill_rank_checks_its_input(stub):
+    with pytest.raises(SystemExit):
+        F.main(["--server-url", stub, "--kill-rank", "1"])  # no --server-pid
+    with pytest.raises(UsageError, match="no process titled scheduler_TP3"):
+        F.rank_kill(stub, 1, 3, inflight=1)

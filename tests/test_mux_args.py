@@ -75,14 +75,13 @@ def test_explicit_incompatible_args_are_rejected(flag, attr, val):
         reconcile_sglang_args(sa, explicit={flag})
 
 
-def test_data_parallel_rejected_tensor_parallel_accepted():
-    with pytest.raises(MuxArgError, match="--dp-size 1"):
-        reconcile_sglang_args(sglang_defaults(dp_size=2), explicit={"--dp-size"})
-    with pytest.raises(MuxArgError, match="--dp-size 1"):
-        reconcile_sglang_args(sglang_defaults(enable_dp_attention=True), explicit={"--enable-dp-attention"})
-    sa = sglang_defaults(tp_size=2)
-    reconcile_sglang_args(sa, explicit={"--tp-size"})
-    assert sa.tp_size == 2 and sa.enable_pdmux
+def test_tensor_and_data_parallel_accepted_dp_attention_rejected():
+    with pytest.raises(MuxArgError, match="--enable-dp-attention"):
+        reconcile_sglang_args(sglang_defaults(dp_size=2, enable_dp_attention=True),
+                              explicit={"--dp-size", "--enable-dp-attention"})
+    sa = sglang_defaults(tp_size=2, dp_size=2)
+    reconcile_sglang_args(sa, explicit={"--tp-size", "--dp-size"})
+    assert (sa.tp_size, sa.dp_size) == (2, 2) and sa.enable_pdmux
 
 
 def test_explicit_flags_parses_equals_form():

@@ -2,7 +2,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from sglang_mux.tp_consensus import SingleRank, TpConsensus
+from sglang_mux.tp_consensus import SingleRank, TpConsensus, agree
 
 
 class Wire:
@@ -44,3 +44,12 @@ def test_one_rank_decides_alone():
     for sched in (NS(), NS(tp_group=None), NS(tp_group=NS(world_size=1))):
         c = TpConsensus.of(sched)
         assert isinstance(c, SingleRank) and c.leader and c.share("x") == "x" and c.min(3) == 3
+
+
+def test_ranks_must_agree_on_what_each_builds_alone():
+    parts = [(132, 0), (64, 68)]
+    agree(TpConsensus("g", rank=0, src=0, broadcast=Wire(), all_min=min), parts, "partitions")
+    agree(TpConsensus("g", rank=1, src=0, broadcast=Wire(message=list(parts)), all_min=min), parts, "partitions")
+    other = TpConsensus("g", rank=1, src=0, broadcast=Wire(message=[(132, 0), (56, 76)]), all_min=min)
+    with pytest.raises(RuntimeError, match=r"disagree on partitions: the leader has \[\(132, 0\), \(56, 76\)\]"):
+        agree(other, parts, "partitions")

@@ -1,0 +1,75 @@
+#!/bin/bash
+# Issue 44 on a two-GPU host (nvidia-h100-x2 / nvidia-h200-x2): the mux at --tp-size 2 and --dp-size 2.
+#   bash bench/plans/multi_gpu.sh OUT [seconds, default 540]
+# PARTS (default "correctness") picks the parts, each meant for its own <= 10-minute call:
+#   correctness  greedy outputs against plain SGLang at the same TP = 2 (tests/gpu/e2e_correctness.py
+#                on the tiny random Llama, 4 query heads a rank: 40 prompts of 16 to 32K tokens, 6
+#                four-turn sessions, a preemption burst) -> OUT/correctness.json, both servers' logs
+#   serving      the Llama-3.1-8B shape (dummy weights) at TP = 2, capped conversation, a 30-s point
+#                at RATES (default 4) for SYSTEMS (default mux,sglang-chunked-512) -> OUT/serving/
+#   rankkill     a mux server at TP = 2 (8B shape), 16 requests streaming, SIGKILL to rank 1's
+#                scheduler; KILLS times (default 3): the server must exit within 60 s, every request
+#                end, the log name the dead process -> OUT/rankkill/kill_<i>.json, server_<i>.log
+#   dp           the 8B shape at --dp-size 2 (a mux in each replica behind SGLang's data-parallel
+#                controller) against one replica, capped conversation at DP_RATES (default 8) and
+#                RATES -> OUT/dp/ (summary per system; /metrics carries a dp_rank label per replica)
+# Session 38 (2 x H200, bench/results/tp2_smoke_h200x2_2026-11-27/): the mux's TP-2 tiny server took
+# 2.5 minutes to start (its first decode graph capture alone 83 s) and served the whole check;
+# plain SGLang's was cut by the 276 s left to the part, so give correctness a call of its own.
+set -u
+OUT=${1:?usage: multi_gpu.sh OUT [seconds]}
+BUDGET=${2:-540}
+source "$(dirname "$0")/one_host.sh"
+mkdir -p "$OUT"
+gpu_free || exit 2
+nvidia-smi --query-gpu=name,uuid --format=csv,noheader > "$OUT/host.txt"
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+PARTS=${PARTS:-correctness}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
+RUN=(--seed 0 --workload conversation --arrival poisson --input-cap 8000 --duration-s 30 --drain-s 20
+     --model-path launch/models/llama-3.1-8b --no-progress --startup-estimate-s 150)
+
+if has correctness; then
+    python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
+    timeout $(( $(left) - 20 )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \
+        --out "$OUT/correctness.json" --logdir "$OUT" \
+        --mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" \
+        --common-args "--tp-size 2 --cuda-graph-max-bs 16" | tail -n 12
+    echo "correctness rc=${PIPESTATUS[0]}"
+    gpu_free || exit 2
+fi
+
+if has serving; then
+    python -m bench.run --systems "${SYSTEMS:-mux,sglang-chunked-512}" --rates "${RATES:-4}" "${RUN[@]}" \
+        --out "$OUT/serving" --server-args "$SA --tp-size 2" --time-budget-s "$(( $(left) - 20 ))" 2>&1 \
+        | grep -v "requests over" | tail -n 5
+    python -m bench.report "$OUT/serving" > "$OUT/serving/report.md" 2>&1
+    gpu_free || exit 2
+fi
+
+if has rankkill; then
+    R=$OUT/rankkill; mkdir -p "$R"
+    URL=http://127.0.0.1:30000
+    healthy() { python -c "import urllib.request; urllib.request.urlopen('$URL/health', timeout=2)" 2> /dev/null; }
+    for i in $(seq "${KILLS:-3}"); do
+        [ "$(left)" -lt 260 ] && { echo "budget: $(left)s left, stopping before kill $i"; break; }
+        SGLANG_MUX_NO_INSTALL=1 setsid bash launch/serve.sh llama-3.1-8b --tp-size 2 --enable-metrics \
+            > "$R/server_$i.log" 2>&1 < /dev/null &
+        for _ in $(seq 240); do healthy && break; sleep 1; done
+        pid=$(pgrep -f "[s]glang_mux.launch_server" | head -1)
+        [ -n "$pid" ] || { echo "kill $i: the server did not start"; tail -20 "$R/server_$i.log"; break; }
+        python -m bench.faults --server-url $URL --faults "" --rate 0 --kill-rank 1 --server-pid "$pid" \
+            --out "$R/kill_$i.json" > /dev/null
+        python -c "import json,sys; print('kill $i:', json.load(open(sys.argv[1]))['rank_kill'])" "$R/kill_$i.json"
+        grep -m1 "Subprocess scheduler" "$R/server_$i.log"
+        pkill -9 -f "sglang_mux.launch_server|sglang::" 2> /dev/null; gpu_free || exit 2
+    done
+fi
+
+if has dp; then
+    python -m bench.run --systems mux --rates "${DP_RATES:-8}" "${RUN[@]}" --out "$OUT/dp/dp2" \
+        --server-args "$SA --dp-size 2" --time-budget-s "$(( $(left) / 2 ))" 2>&1 | grep -v "requests over" | tail -n 3
+    CUDA_VISIBLE_DEVICES=0 python -m bench.run --systems mux --rates "${RATES:-4}" "${RUN[@]}" --out "$OUT/dp/dp1" \
+        --server-args "$SA" --time-budget-s "$(( $(left) - 20 ))" 2>&1 | grep -v "requests over" | tail -n 3
+fi
