@@ -298,6 +298,9 @@ def _parse(argv):
     ap.add_argument("--attention-backend", default=None, help="SGLang attention backend (default: SGLang's choice, "
                                                               "as the server; fa3 on H100/H200)")
     ap.add_argument("--max-running-requests", type=pos_i, default=512, help="SGLang's request slots")
+    ap.add_argument("--tp-size", type=pos_i, default=1,
+                    help="profile one tensor-parallel rank's slice of the model on this one GPU (heads, KV "
+                         "heads, MLP and vocabulary divided by N) into a table for serving at --tp-size N")
     ap.add_argument("--retry-skipped", action="store_true", help="try cells a previous run skipped again")
     ap.add_argument("--no-fit", action="store_true", help="do not fit the table after measuring")
     ap.add_argument("--noise-pct", type=pos, default=10.0, help="re-measure a cell once above this spread")
@@ -329,12 +332,16 @@ def _now() -> str:
 
 
 def build_meta(old: dict | None, model: ModelShape, facts: dict, args, cmd: str, plan: G.Plan) -> dict:
+    """``model``: the whole model's shape (a server matches tables by it), whatever TP slice ran."""
     meta = dict(old or {})
     meta.update({
         "gpu_name": facts["gpu_name"], "sm_count": facts["sm_count"], "model": model.to_dict(),
         "versions": facts["versions"], "date": _now(), "command": cmd, "granularity": args.granularity,
         "attention_backend": facts["attention_backend"],
     })
+    if args.tp_size > 1:
+        # The rank's kernels, timed on one GPU; the all-reduces between them are not in these rows.
+        meta["tp_size"] = args.tp_size
     prof = {k: facts[k] for k in ("attention_backend", "kv_pool_tokens", "request_slots", "mem_fraction_static",
                                   "capture_bs", "stream_groups", "prefix_mode", "gpu_memory_gib", "prefill_timing",
                                   "decode_blocks_per_sm", "decode_kernel")
@@ -353,9 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[profiling] %(message)s")
     model = ModelShape.from_config(args.model_config)
+    try:
+        rank = model.per_rank(args.tp_size)  # what one GPU runs: the plan's memory and the harness's model
+    except ValueError as e:
+        return cli.print_error(str(e))
     reps = G.Repeats(noise_pct=args.noise_pct)
     gpu = G.GpuSpec(total_sms=args.total_sms, granularity=args.granularity, mem_gib=args.gpu_mem_gib)
-    plan = G.make_plan(model, gpu, args.grid, kv_pool_tokens=args.kv_pool_tokens,
+    plan = G.make_plan(rank, gpu, args.grid, kv_pool_tokens=args.kv_pool_tokens,
                        mem_fraction_static=args.mem_fraction_static, max_requests=args.max_running_requests,
                        what=args.what, repeats=reps)
     if args.plan_only:
@@ -373,8 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _cli_io.need_gpu("profiling.run (without --plan-only)")
     from profiling.harness import Harness, HarnessError
 
+    rank_config = write_rank_config(args.model_config, model, args.tp_size)
     try:
-        h = Harness(args.model_config, granularity=args.granularity, mem_fraction_static=args.mem_fraction_static,
+        h = Harness(rank_config, granularity=args.granularity, mem_fraction_static=args.mem_fraction_static,
                     attention_backend=args.attention_backend, decode_bs=plan.capture_bs,
                     max_running_requests=args.max_running_requests, seed=args.seed)
     except HarnessError as e:
@@ -382,12 +394,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = h.facts()
     from sglang_mux.tables import table_dirname
 
-    want = table_dirname(model.name, facts["gpu_name"], facts["attention_backend"])
+    want = table_dirname(model.name, facts["gpu_name"], facts["attention_backend"], args.tp_size)
     out = Path(args.out or f"contention_tables/{want}")
     if "__" in out.name and out.name.split("__", 1)[1] != want.split("__", 1)[1]:
         logger.warning("--out %s does not end in this GPU's and backend's %s", out, want.split("__", 1)[1])
     gpu = G.GpuSpec(total_sms=h.total_sms, granularity=args.granularity, mem_gib=facts["gpu_memory_gib"])
-    plan = G.make_plan(model, gpu, args.grid, kv_pool_tokens=h.kv_pool_tokens, max_requests=h.max_requests,
+    plan = G.make_plan(rank, gpu, args.grid, kv_pool_tokens=h.kv_pool_tokens, max_requests=h.max_requests,
                        what=args.what, capture_bs=h.capture_bs, repeats=reps)
     store = TableStore(out)
     old = store.read_meta()
@@ -410,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store.skip(c, "plan cap: " + reason, blocking=False)
 
     if G.KIND_SOLO_PREFILL in args.what and args.remeasure_noisy is None:
-        _gemm_curve(h, args, out, deadline=t_start + args.time_budget_s - G.FIT_RESERVE_S)
+        _gemm_curve(h, rank_config, out, deadline=t_start + args.time_budget_s - G.FIT_RESERVE_S)
     redo = store.noisy(args.remeasure_noisy) if args.remeasure_noisy is not None else None
     if redo is not None:
         print(f"re-measuring {len(redo)} cells with a spread above {args.remeasure_noisy:g} %")
@@ -451,14 +463,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _gemm_curve(h, args, out: Path, deadline: float) -> None:
+def write_rank_config(model_config: str, model: ModelShape, tp: int) -> str:
+    """The config.json one GPU profiles: ``model_config`` itself at TP 1, else one rank's slice
+    (`ModelShape.rank_config`) in a directory of its own (the harness loads dummy weights of the
+    directory's config)."""
+    if tp == 1:
+        return model_config
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix=f"tp{tp}_rank_"))
+    cfg = model.rank_config(json.loads(Path(model_config).read_text()), tp)
+    (d / "config.json").write_text(json.dumps(cfg, indent=1))
+    logger.info("profiling one TP-%d rank's slice: %s", tp, d / "config.json")
+    return str(d / "config.json")
+
+
+def _gemm_curve(h, model_config: str, out: Path, deadline: float) -> None:
     """The projections' time per partition and token count (profiling.gemm_curve), on the
     harness's prefill streams, for the points not yet in the table; cheap (~1 min)."""
     streams = GC.prefill_streams(h.parts)
     sms = sorted(streams)
     if not GC.todo(out / GC.FILE, sms, GC.TOKENS):
         return
-    cfg = json.loads(Path(args.model_config).read_text())
+    cfg = json.loads(Path(model_config).read_text())
     t = time.monotonic()
     n = GC.measure(GC.torch_layer_timer(cfg, streams), sms, GC.TOKENS, int(cfg["num_hidden_layers"]),
                    out / GC.FILE, deadline=deadline)

@@ -261,6 +261,8 @@ def check_meta_compatible(old: dict, new: dict) -> list[str]:
     for k in ("gpu_name", "sm_count", "granularity"):
         if k in old and k in new and old[k] != new[k]:
             problems.append(f"{k}: table has {old[k]!r}, this run {new[k]!r}")
+    if old.get("tp_size", 1) != new.get("tp_size", 1):  # absent: TP 1
+        problems.append(f"tp_size: table has {old.get('tp_size', 1)!r}, this run {new.get('tp_size', 1)!r}")
     if "model" in old and "model" in new and old["model"] != new["model"]:
         diff = [k for k in new["model"] if old["model"].get(k) != new["model"][k]]
         problems.append(f"model shape differs in {diff}")

@@ -171,7 +171,7 @@ class Estimator:
         hint = (f"python -m profiling.run --model-config {cfg} --attention-backend {attention_backend} "
                 f"--out {Path(tables_root) / table_dirname(name, gpu_name, attention_backend, tp_size)}")
         if tp_size > 1:
-            hint += f" (profiling.run does not profile at --tp-size {tp_size} yet)"
+            hint += f" --tp-size {tp_size}"
         others = other_tables(tables_root, shape, gpu_name, attention_backend, tp_size)
         if others:
             tp = any(t != tp_size for _, t, _ in others)
@@ -393,7 +393,7 @@ def _model_name(model_config, shape: ModelShape) -> str:
 
 def table_l2_knee(t) -> int:
     """The prefill L2-spill knee r0 of a table (latency_model): from its GPU and model shape."""
-    m = t.model_shape
+    m = t.rank_shape
     return l2_knee_tokens(t.meta["gpu_name"], m.num_kv_heads, m.head_dim)
 
 
@@ -402,7 +402,7 @@ def table_decode_kernel(t):
     fa3 table (γ fitted), else SGLang's triton grid with k = the stage-1 kernel's measured
     occupancy (meta.json ``profiler.decode_blocks_per_sm``, ``profiling.decode_kernel``) where the
     table has it; without it the fit chooses k."""
-    m = t.model_shape
+    m = t.rank_shape
     if t.attention_backend == "fa3":
         from .latency_model.fa3_kernels import MAX_SPLITS
         return DecodeHyper(head_groups=m.num_kv_heads, max_kv_splits=MAX_SPLITS, device_sms=t.sm_count, fa3=1)
@@ -426,7 +426,7 @@ def table_fa3(t) -> Fa3Grid | None:
     """FA3's prefill grid for a table profiled with SGLang's fa3 backend (fa3_kernels), else None."""
     if t.attention_backend != "fa3":
         return None
-    m = t.model_shape
+    m = t.rank_shape
     return Fa3Grid(m.num_heads, m.num_kv_heads, t.sm_count)
 
 
@@ -447,7 +447,7 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
                                 decode_kernel=kernel, device_sms=t.sm_count,
                                 launch_floor=table_launch_floor(t), gemm_curve=table_gemm_curve(t),
-                                heads=t.model_shape.num_heads, padded_query_blocks=table_triton_extend(t),
+                                heads=t.rank_shape.num_heads, padded_query_blocks=table_triton_extend(t),
                                 fa3=table_fa3(t))
     if t.gemm_curve is None:
         logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
@@ -524,7 +524,7 @@ def check_table(path: str | Path, out=sys.stdout, progress: Callable[[str], None
             progress(f"{kind}: refitting {df[col].nunique()} partitions {CV_FOLDS} times, each without the rows "
                      "it then predicts")
         errs = heldout_errors(kind, df, folds=CV_FOLDS, l2_knee=knee, decode_kernel=kernel, device_sms=t.sm_count,
-                              launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.model_shape.num_heads,
+                              launch_floor=table_launch_floor(t), gemm_curve=curve, heads=t.rank_shape.num_heads,
                               fa3=table_fa3(t))
         for s, err in errs.items():
             if len(err) < MIN_ROWS[kind]:

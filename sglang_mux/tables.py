@@ -190,6 +190,14 @@ class ModelShape:
         return replace(self, num_heads=self.num_heads // tp, num_kv_heads=max(1, self.num_kv_heads // tp),
                        intermediate_size=self.intermediate_size // tp, vocab_size=-(-self.vocab_size // tp))
 
+    def rank_config(self, config: Mapping[str, Any], tp: int) -> dict:
+        """An HF config.json (``config``, this shape's) for one TP rank's slice (`per_rank`), so
+        that one GPU runs a rank's kernels: the divided counts, and ``head_dim`` written out (Llama
+        derives it from hidden size / heads, which the division would double)."""
+        r = self.per_rank(tp)
+        return {**config, "num_attention_heads": r.num_heads, "num_key_value_heads": r.num_kv_heads,
+                "intermediate_size": r.intermediate_size, "vocab_size": r.vocab_size, "head_dim": r.head_dim}
+
     # Sizes for planning (bf16 weights and KV cache).
     @property
     def layer_params(self) -> int:
@@ -223,6 +231,12 @@ class Table:
     @property
     def model_shape(self) -> ModelShape:
         return ModelShape.from_meta(self.meta["model"])
+
+    @property
+    def rank_shape(self) -> ModelShape:
+        """What one GPU of the table runs: the model's per-rank slice at the table's TP (the
+        kernels' heads, KV heads and GEMM widths), the model itself at TP 1."""
+        return self.model_shape.per_rank(self.tp_size)
 
     @property
     def gpu_name(self) -> str:

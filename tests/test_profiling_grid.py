@@ -186,6 +186,31 @@ def test_plan_only_cli():
     assert p.returncode == 2 and "--what" in p.stderr
 
 
+def test_plan_only_at_tp_plans_a_ranks_slice():
+    p1, p2 = _plan_only(), _plan_only("--tp-size", "2")
+    assert p2.returncode == 0, p2.stderr
+    assert p2.stdout != p1.stdout  # a rank's weights leave a larger KV pool: other caps
+    p = _plan_only("--tp-size", "3")
+    assert p.returncode == 2 and "--tp-size 3 does not divide 32 attention heads" in p.stderr
+
+
+def test_a_tp_run_profiles_a_ranks_config(tmp_path):
+    from profiling import run
+    from sglang_mux.tables import ModelShape
+
+    m = ModelShape.from_config(LLAMA)
+    assert run.write_rank_config(LLAMA, m, 1) == LLAMA
+    cfg = ModelShape.from_config(run.write_rank_config(LLAMA, m, 4))
+    assert cfg.mismatches(m.per_rank(4)) == [] and cfg.num_heads == 8
+
+
+def test_a_table_of_another_tp_is_not_resumed():
+    from profiling.store import check_meta_compatible
+
+    assert check_meta_compatible({"tp_size": 2}, {}) == ["tp_size: table has 2, this run 1"]
+    assert check_meta_compatible({}, {"tp_size": 1}) == []
+
+
 def test_plan_only_imports_no_torch(capsys):
     from profiling import run
 

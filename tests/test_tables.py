@@ -209,3 +209,26 @@ def test_a_tensor_parallel_rank_computes_its_share_of_the_model():
     assert r.layer_params * 2 == pytest.approx(m.layer_params, rel=0.02)
     with pytest.raises(ValueError, match="--tp-size 3 does not divide 32 attention heads"):
         m.per_rank(3)
+
+
+def test_a_ranks_config_is_its_share_with_the_head_size_kept():
+    cfg = json.loads((ROOT / "launch/models/llama-3.1-8b/config.json").read_text())
+    m = ModelShape.from_config(ROOT / "launch/models/llama-3.1-8b/config.json")
+    r = m.rank_config(cfg, 2)
+    assert (r["num_attention_heads"], r["num_key_value_heads"], r["intermediate_size"], r["vocab_size"]) == \
+        (16, 4, 7168, 64128)
+    assert r["head_dim"] == 128 and r["hidden_size"] == cfg["hidden_size"]  # 4096 / 16 would make it 256
+    assert ModelShape.from_hf_config(r).mismatches(m.per_rank(2)) == []
+
+
+def test_a_tp_tables_kernels_are_a_ranks(good, tmp_path):
+    """The fit reads heads and KV heads (FA3's grid, the decode kernel) from the rank's slice."""
+    from sglang_mux.estimator import table_decode_kernel, table_fa3
+
+    t = read_table(good)
+    meta = {**t.meta, "tp_size": 2, "attention_backend": "fa3"}
+    p = write_table(tmp_path / "tp2", meta, t.solo_prefill, t.solo_decode, t.contention)
+    t2 = read_table(p, require_fit=False)
+    assert t2.model_shape == t.model_shape and t2.rank_shape.num_heads == t.model_shape.num_heads // 2
+    assert table_fa3(t2).heads == t.model_shape.num_heads // 2
+    assert table_decode_kernel(t2).head_groups == t.model_shape.num_kv_heads // 2

@@ -47,6 +47,7 @@ import numpy as np
 
 from bench import workloads
 from sglang_mux import cli, sim
+from sglang_mux import cli_io as _cli_io
 from sglang_mux.estimator import Estimator
 from sglang_mux.sim_chunked import simulate_chunked
 
@@ -169,16 +170,20 @@ def _shares(p: dict) -> str:
             if "fused_share" in p else "-")
 
 
-def build_map(json_path: Path) -> None:
+def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
+              tbts: tuple[float, ...] = (50.0, 30.0)) -> None:
+    """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
+    (None: all); ``tbts``: the TBT SLO columns."""
     t0 = time.time()
-    est = Estimator.from_table(TABLE)
+    est = Estimator.from_table(table)
     jit, host = sim.decode_jitter(TIMELINE), sim.served_host_ms(TIMELINE)
-    corun = sim.table_prefill_slowdown(TABLE, est)
-    out = {"date": "2026-11-27", "table": TABLE, "timeline": TIMELINE, "seed": 0, "cells": []}
+    corun = sim.table_prefill_slowdown(table, est)
+    out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": 0, "cells": []}
+    chosen = {k: w for k, w in WORKLOADS.items() if workloads_ is None or k in workloads_}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for tbt in (50.0, 30.0):
-            for wname, w in WORKLOADS.items():
+        for tbt in tbts:
+            for wname, w in chosen.items():
                 cell = {"workload": wname, "tbt_slo_ms": tbt, "ttft_rule": w["ttft"], "goodput": {}, "points": {}}
                 for name in SYSTEMS:
                     cell["goodput"][name], cell["points"][name] = run_cell(est, jit, host, corun, w, tbt, name, tmp)
@@ -189,7 +194,9 @@ def build_map(json_path: Path) -> None:
                           file=sys.stderr)
                 out["cells"].append(cell)
         h100 = []
-        for wname, rate in H100_POINTS:
+        for wname, rate in (H100_POINTS if table == TABLE and H100_TBT in tbts else ()):
+            if wname not in chosen:
+                continue
             cell = next(c for c in out["cells"] if c["workload"] == wname and c["tbt_slo_ms"] == H100_TBT)
             pts = {}
             for name in SYSTEMS:  # the walk's point where it got there, else simulated now (the same, seed 0)
@@ -211,9 +218,10 @@ def build_map(json_path: Path) -> None:
         ratio = "-" if not best else f"{(g['hybrid'] or 0) / best:.2f}"
         print(f"| {c['tbt_slo_ms']:g} | {c['workload']} | " + " | ".join(fmt(g[s], lo) for s in SYSTEMS) + f" | {ratio} |")
 
-    print(f"\n## The H100 points (TBT {H100_TBT:g} ms, P99 TTFT <= 5 s): P99 TTFT s, P99 TBT ms, pass\n")
-    print("| workload | req/s | " + " | ".join(SYSTEMS) + " |")
-    print("|---|---:|" + "---|" * len(SYSTEMS))
+    if h100:
+        print(f"\n## The H100 points (TBT {H100_TBT:g} ms, P99 TTFT <= 5 s): P99 TTFT s, P99 TBT ms, pass\n")
+        print("| workload | req/s | " + " | ".join(SYSTEMS) + " |")
+        print("|---|---:|" + "---|" * len(SYSTEMS))
     for h in h100:
         tt = WORKLOADS[h["workload"]]["ttft"][1]
         print(f"| {h['workload']} | {h['rate']:g} | " + " | ".join(
@@ -252,8 +260,20 @@ def build_map(json_path: Path) -> None:
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.sim_hybrid_map", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, default=Path(MAP_JSON), help="where to write every point")
+    ap.add_argument("--table", default=TABLE, help="the latency table, a directory or a shipped name "
+                    "(another GPU's leaves out the H100 points)")
+    ap.add_argument("--workloads", default=None,
+                    help="comma list of workloads (default all): " + ", ".join(WORKLOADS))
+    ap.add_argument("--tbt", default="50,30", type=_cli_io.numbers(example="50,30"), help="TBT SLOs, ms, comma list")
     a = ap.parse_args(argv)
-    build_map(a.json)
+    chosen = None
+    if a.workloads:
+        chosen = tuple(x.strip() for x in a.workloads.split(","))
+        bad = [x for x in chosen if x not in WORKLOADS]
+        if bad:
+            ap.error(f"--workloads: unknown {', '.join(bad)}; choose from {'; '.join(WORKLOADS)}")
+    table = str(_cli_io.table_dir(a.table))
+    build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt))
     return 0
 
 
