@@ -103,7 +103,11 @@ class Harness:
                  mem_fraction_static: float = 0.75, attention_backend: str | None = None,
                  decode_bs: Sequence[int] = (1, 8, 16, 32, 64, 128, 256), max_running_requests: int = 512,
                  device_index: int = 0, seed: int = 0, prefix_mode: str = "alloc",
-                 max_total_tokens: int | None = None, log_level: str = "warning"):
+                 max_total_tokens: int | None = None, log_level: str = "warning",
+                 tp_rank: int = 0, tp_size: int = 1, nccl_port: int | None = None):
+        """``tp_rank`` / ``tp_size`` / ``nccl_port``: one rank of a TP group whose other ranks build
+        the same harness in their own processes, on GPU ``device_index``, with the same port
+        (profiling/allreduce.py); every rank must then run the same collectives in the same order."""
         if prefix_mode not in ("alloc", "extend"):
             raise ValueError(f"prefix_mode must be 'alloc' or 'extend', got {prefix_mode!r}")
         # Must precede CUDA init (SGLang's _set_envs_and_config sets the same value later).
@@ -144,6 +148,7 @@ class Harness:
             # EXTEND is the right baseline for the layer-wise overhead too.
             disable_prefill_cuda_graph=True,
             sampling_backend="pytorch", grammar_backend="none", random_seed=seed, log_level=log_level,
+            tp_size=tp_size,
         )
         if attention_backend:
             kwargs["attention_backend"] = attention_backend
@@ -161,7 +166,11 @@ class Harness:
         self.cfg_index = {c: i for i, c in enumerate(self.cfgs)}
 
         t0 = time.perf_counter()
-        self.model_runner = self._load_model(server_args, PortArgs.init_new(server_args), device_index)
+        self.tp_rank = tp_rank
+        port_args = PortArgs.init_new(server_args)
+        if nccl_port is not None:
+            port_args.nccl_port = nccl_port
+        self.model_runner = self._load_model(server_args, port_args, device_index)
         self.timings["model_and_graphs_s"] = time.perf_counter() - t0
         mr = self.model_runner
         self.num_layers = int(mr.model_config.num_hidden_layers)
@@ -198,13 +207,13 @@ class Harness:
         from sglang.srt.utils import configure_logger
 
         with contextlib.suppress(Exception):
-            configure_logger(server_args, prefix=" TP0")
+            configure_logger(server_args, prefix=f" TP{self.tp_rank}")
         for mod, fn in (("sglang.srt.layers.moe", "initialize_moe_config"),
                         ("sglang.srt.layers.quantization.fp8_utils", "initialize_fp8_gemm_config"),
                         ("sglang.srt.layers.quantization.fp4_utils", "initialize_fp4_gemm_config")):
             # one_batch.latency_test calls these before load_model
             getattr(importlib.import_module(mod), fn)(server_args)
-        tp_rank = 0
+        tp_rank = self.tp_rank
         model_config = ModelConfig.from_server_args(server_args)
         attn_tp_rank, attn_tp_size, attn_dp_rank, attn_dp_size = compute_dp_attention_world_info(
             server_args.enable_dp_attention, tp_rank, server_args.tp_size, server_args.dp_size,

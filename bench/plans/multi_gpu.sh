@@ -10,6 +10,9 @@
 #   rankkill     a mux server at TP = 2 (8B shape), 16 requests streaming, SIGKILL to rank 1's
 #                scheduler; KILLS times (default 3): the server must exit within 60 s, every request
 #                end, the log name the dead process -> OUT/rankkill/kill_<i>.json, server_<i>.log
+#   allreduce    python -m profiling.allreduce at TP 2, all-reduces 8,192 wide (70B): their time per
+#                lane, partition and token count, and whether they stay on their lane's SMs
+#                -> OUT/allreduce.json
 #   dp           the 8B shape at --dp-size 2 (a mux in each replica behind SGLang's data-parallel
 #                controller) against one replica, capped conversation at DP_RATES (default 8) and
 #                RATES -> OUT/dp/ (summary per system; /metrics carries a dp_rank label per replica)
@@ -65,6 +68,12 @@ if has rankkill; then
         grep -m1 "Subprocess scheduler" "$R/server_$i.log"
         pkill -9 -f "sglang_mux.launch_server|sglang::" 2> /dev/null; gpu_free || exit 2
     done
+fi
+
+if has allreduce; then
+    timeout $(( $(left) - 10 )) python -m profiling.allreduce --tp-size 2 --hidden 8192 --out "$OUT/allreduce.json" \
+        --timeout-s $(( $(left) - 20 )) | tail -n 12
+    gpu_free || exit 2
 fi
 
 if has dp; then
