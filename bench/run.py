@@ -53,6 +53,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,13 @@ class Budget:
         return cost_s <= self.left()
 
 
+def port_answers(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    with socket.socket() as sk:
+        sk.settimeout(1.0)
+        return sk.connect_ex((host, port)) == 0
+
+
 class Server:
     """One server subprocess in its own process group."""
 
@@ -183,6 +191,12 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
+        """Raises UsageError when something already listens on the server's port: the client would
+        measure that server instead (session 38 measured a leftover tiny model so)."""
+        port = urllib.parse.urlsplit(self.url).port
+        if port is not None and port_answers(port):
+            raise cli.UsageError(f"port {port} already has a server listening (left from an earlier run?): "
+                                 f"stop it, or give --port another one")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
         with open(self.log_path, "ab") as f:

@@ -256,3 +256,18 @@ def test_a_point_file_kept_compressed_is_read_through(tmp_path):
     assert R.read_json(p) == {"timeline_bytes": [0, 10]}
     p.write_text('{"timeline_bytes": [5, 6]}')  # the plain file wins where both exist
     assert R.read_json(p) == {"timeline_bytes": [5, 6]}
+
+
+def test_a_port_already_served_is_refused_before_starting(tmp_path):
+    """A server left on the port would answer /health and be measured in the started one's place."""
+    import socket
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        sk.listen(1)
+        port = sk.getsockname()[1]
+        s = run.Server(["true"], tmp_path / "x.log", f"http://127.0.0.1:{port}")
+        with pytest.raises(run.cli.UsageError, match=f"port {port} already has a server listening"):
+            s.start()
+        assert s.proc is None
+    assert not run.port_answers(port)
