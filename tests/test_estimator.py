@@ -240,7 +240,7 @@ def test_a_table_serves_only_its_tensor_parallel_degree(good, tmp_path):
     assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton").source == f"table:{tp1} (triton)"
     assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton",
                                tp_size=2).source == f"table:{tp2} (triton)"
-    with pytest.warns(UserWarning, match=r"__triton__tp4 \(profiling.run does not profile at --tp-size 4 yet\) "
+    with pytest.warns(UserWarning, match=r"__triton__tp4 --tp-size 4 "
                                          r"\(not used, made with another attention backend or --tp-size: "
                                          r"triton, TP=1: .*; triton, TP=2: "):
         e = Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton", tp_size=4)
