@@ -33,18 +33,7 @@ has muxoff && for i in $(seq "${PAIRS:-3}"); do
     python -m bench.run --systems "$order" --out "$OUT/muxoff/pair$i" --time-budget-s "$(left)" "${C[@]}" 2>&1 | tail -n 2
     python -m bench.report "$OUT/muxoff/pair$i" > "$OUT/muxoff/pair$i/report.md"
 done
-has muxoff && python - "$OUT/muxoff" <<'PY'
-import json, statistics, sys
-from pathlib import Path
-pairs = {}
-for p in sorted(Path(sys.argv[1]).glob("pair*/summary.json")):
-    tput = {s: v["points"][0]["summary"]["output_tok_s"] for s, v in json.load(open(p))["systems"].items() if v["points"]}
-    if {"sglang", "mux-off"} <= set(tput):
-        pairs[p.parent.name] = {**tput, "ratio": tput["mux-off"] / tput["sglang"]}
-out = {"pairs": pairs, "median_ratio": statistics.median(v["ratio"] for v in pairs.values()) if pairs else None}
-json.dump(out, open(Path(sys.argv[1]) / "ratios.json", "w"), indent=1)
-print(json.dumps(out))
-PY
+has muxoff && python -m bench.analysis.muxoff_ratio "$OUT/muxoff"
 if has correctness && [ "$(left)" -gt 600 ]; then
     python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
     timeout $(( $(left) - 300 )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \

@@ -10,6 +10,8 @@
 #   rankkill     a mux server at TP = 2 (8B shape), 16 requests streaming, SIGKILL to rank 1's
 #                scheduler; KILLS times (default 3): the server must exit within 60 s, every request
 #                end, the log name the dead process -> OUT/rankkill/kill_<i>.json, server_<i>.log
+#   muxoff       --disable-mux against plain SGLang at TP 2, PAIRS (default 2) pairs in alternating
+#                order, sharegpt at 100 req/s for 12 s -> OUT/muxoff/ratios.json (issue 44: within 2 %)
 #   allreduce    python -m profiling.allreduce at TP 2, all-reduces 8,192 wide (70B): their time per
 #                lane, partition and token count, and whether they stay on their lane's SMs
 #                -> OUT/allreduce.json
@@ -68,6 +70,18 @@ if has rankkill; then
         grep -m1 "Subprocess scheduler" "$R/server_$i.log"
         pkill -9 -f "sglang_mux.launch_server|sglang::" 2> /dev/null; gpu_free || exit 2
     done
+fi
+
+if has muxoff; then
+    for i in $(seq "${PAIRS:-2}"); do
+        order=$([ $((i % 2)) -eq 1 ] && echo sglang,mux-off || echo mux-off,sglang)
+        [ "$(left)" -lt 300 ] && { echo "budget: stopping before pair $i"; break; }
+        python -m bench.run --systems "$order" --out "$OUT/muxoff/pair$i" --time-budget-s "$(( $(left) - 20 ))" \
+            --workload sharegpt --rates 100 --duration-s 12 --drain-s 60 --model-path launch/models/llama-3.1-8b \
+            --server-args "--sampling-backend pytorch --grammar-backend none --tp-size 2" --no-progress 2>&1 | tail -n 2
+    done
+    python -m bench.analysis.muxoff_ratio "$OUT/muxoff"
+    gpu_free || exit 2
 fi
 
 if has allreduce; then
