@@ -128,16 +128,23 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
-             fused_host_ms: float | None = None) -> SimResult:
+             fused_host_ms: float | Sequence[float] | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
     draws from, budgeted as served. ``fused_host_ms``: a fused iteration's host time (None: as a
     co-run decode iteration's, ``host_ms`` or a co-run draw); the policy is told it, or with
-    ``host_draws`` budgets it apart from the decode's, as served (``Snapshot.fused_host_ms``).
+    ``host_draws`` budgets it apart from the decode's, as served (``Snapshot.fused_host_ms``). A
+    sequence instead: each fused iteration's gap exceeds its GPU time by a draw from it (a served
+    timeline's gaps less their planned price, which can be negative), budgeted as served.
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode and fused iteration
     (None: nothing is)."""
+    fused_draws = None
+    if fused_host_ms is not None and not isinstance(fused_host_ms, (int, float)):
+        fused_draws, fused_host_ms = [float(x) for x in fused_host_ms], None
+        if not fused_draws:
+            raise ValueError("fused_host_ms: an empty list of draws (give a number, or served overruns)")
     if host_ms < 0 or (fused_host_ms is not None and fused_host_ms < 0):
         raise ValueError(f"host_ms and fused_host_ms must be >= 0, got {host_ms}, {fused_host_ms}")
     if slowdown not in ("uniform", "worst", "none"):
@@ -155,7 +162,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
         raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
     host_budget = DecodeHostTime() if hosts is not None else None
-    fused_budget = DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if hosts is not None else None  # as served
+    fused_budget = DecodeHostTime(quantile=FUSED_HOST_QUANTILE) \
+        if hosts is not None or fused_draws is not None else None  # as served
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
@@ -257,10 +265,13 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             gpu = fused_ms(est, pieces, fctx)
             if planner is not None and hasattr(planner, "observe_fused"):
                 planner.observe_fused(fused_batch(pieces, fctx), gpu)
-            h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
+            if fused_draws is not None:
+                h = rng.choice(fused_draws)
+            else:
+                h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
+            tau = max(gpu + h, 0.5 * gpu)  # a served gap below half its price is not a host time
             if fused_budget is not None:  # as served: the gap against the planned price
-                fused_budget.observe(gpu + h, plan.t_decode_worst_ms)
-            tau = gpu + h
+                fused_budget.observe(tau, plan.t_decode_worst_ms)
             prefill_busy_ms += gpu
         elif runs_decode:
             d = plan.decode_sms
@@ -437,7 +448,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
-                 fused_host_ms: float | None = None, prefill_graph: bool = False) -> list[SimResult]:
+                 fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused

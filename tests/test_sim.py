@@ -412,6 +412,35 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     assert set(seen) == {(3.0, None)}
 
 
+def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
+    """``fused_host_ms`` as draws (a served timeline's gaps less their price, some negative): each
+    fused iteration's gap is its GPU time plus a draw, and the policy is told the P99 of what
+    its gaps exceeded their price by, with no decode host draws needed."""
+    from sglang_mux.dispatch import decode_contexts, fused_ms
+
+    seen = []
+    est = FakeEstimator()
+
+    class Recording(FusedEvery512):
+        wants_decode_contexts = True
+
+        def plan(self, snap):
+            seen.append(snap.fused_host_ms)
+            p = super().plan(snap)
+            if not p.chunk:
+                return p
+            heads = {w.rid: w for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting)}
+            t = fused_ms(est, [PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
+            return dataclasses.replace(p, t_decode_worst_ms=t, t_prefill_ms=t)
+
+    reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
+    r = sim.simulate(reqs, est, Recording(), fused_host_ms=[-1.0, 6.0])
+    assert seen[0] == 0.0 and max(seen) == pytest.approx(6.0)  # the P99 of {-1, 6}: 6 once seen
+    assert r.summary["reasons"]["fused"] > 0
+    with pytest.raises(ValueError, match="empty list of draws"):
+        sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_host_ms=[])
+
+
 def test_fused_chunk_must_be_the_head_of_the_queue():
     from sglang_mux.dispatch import Plan
 
