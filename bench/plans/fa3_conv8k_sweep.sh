@@ -53,6 +53,16 @@
 #   TBT_SLO_MS=30 SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 3.7,4,4.4,4.8 1500
 #   TBT_SLO_MS=30 CLIENT_PROCS=12 WORKLOAD=code SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" \
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 17,18.5,20,22 1250
+# Two cells at once on a two-GPU lease (device time counts per machine, not per GPU), one per GPU
+# through per_gpu.sh (its GPU, half the cores, its own port), each in the background from a copy of
+# the tree in /tmp, polled as above; every system of a cell still runs on that cell's GPU:
+#   (setsid nohup bash -c 'SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512 sglang" bash bench/plans/per_gpu.sh 0 \
+#       bash bench/plans/fa3_conv8k_sweep.sh /tmp/cap 4.4,4.8,5.2 1000; echo $? > /tmp/cap_done' > /tmp/cap.log 2>&1 < /dev/null &)
+#   (setsid nohup bash -c 'CLIENT_PROCS=12 WORKLOAD=code SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" \
+#       bash bench/plans/per_gpu.sh 1 bash bench/plans/fa3_conv8k_sweep.sh /tmp/code 18,20,22 1000; echo $? > /tmp/code_done' \
+#       > /tmp/code.log 2>&1 < /dev/null &)
+# (session 38 ran these on 2 x H200; both were spoilt by a server an earlier step had left behind,
+# which one_host.sh and bench.run now refuse to start beside.)
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
