@@ -382,59 +382,53 @@ def test_fused_iterations_replay_chunked_prefill_exactly():
         assert a.summary["partition_share"]["fused"] > 0.2 and a.summary["reasons"]["fused"] > 0
 
 
+class PricedFused(FusedEvery512):
+    """FusedEvery512 whose fused plans carry the hybrid's price (the budget is the gap less it);
+    each Snapshot goes to ``seen`` first."""
+
+    wants_decode_contexts = True
+
+    def __init__(self, est, seen):
+        self.est, self.seen = est, seen
+
+    def plan(self, snap):
+        from sglang_mux.dispatch import decode_contexts, fused_ms
+
+        self.seen.append(snap)
+        p = super().plan(snap)
+        if not p.chunk:
+            return p
+        heads = {w.rid: w for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting)}
+        t = fused_ms(self.est, [PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
+        return dataclasses.replace(p, t_decode_worst_ms=t, t_prefill_ms=t)
+
+
 def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     """With host draws, the policy sees a fused iteration's host time (``fused_host_ms``, here
     2 ms a fused iteration) apart from a decode's (drawn 9 ms co-run, 1 ms alone); told a fixed
     host time instead, it is told ``fused_host_ms`` as given (None: the decode's)."""
-    from sglang_mux.dispatch import decode_contexts, fused_ms
-
-    seen = []
+    snaps = []
     est = FakeEstimator()
-
-    class Recording(FusedEvery512):
-        wants_decode_contexts = True
-
-        def plan(self, snap):  # priced as the hybrid prices it: the budget is the gap less the price
-            seen.append((snap.decode_host_ms, snap.fused_host_ms))
-            p = super().plan(snap)
-            if not p.chunk:
-                return p
-            heads = {w.rid: w for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting)}
-            t = fused_ms(est, [PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
-            return dataclasses.replace(p, t_decode_worst_ms=t, t_prefill_ms=t)
-
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    sim.simulate(reqs, est, Recording(), host_draws=([9.0], [1.0]), fused_host_ms=2.0)
+    sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0)
+    seen = [(s.decode_host_ms, s.fused_host_ms) for s in snaps]
     assert seen[0] == (0.0, 0.0) and {round(f, 9) for _, f in seen[1:]} == {2.0}  # nothing seen yet: 0
     assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
-    seen.clear()
-    sim.simulate(reqs, FakeEstimator(), Recording(), host_ms=3.0)
-    assert set(seen) == {(3.0, None)}
+    snaps.clear()
+    est = FakeEstimator()
+    sim.simulate(reqs, est, PricedFused(est, snaps), host_ms=3.0)
+    assert {(s.decode_host_ms, s.fused_host_ms) for s in snaps} == {(3.0, None)}
 
 
 def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
     """``fused_host_ms`` as draws (a served timeline's gaps less their price, some negative): each
     fused iteration's gap is its GPU time plus a draw, and the policy is told the P99 of what
     its gaps exceeded their price by, with no decode host draws needed."""
-    from sglang_mux.dispatch import decode_contexts, fused_ms
-
-    seen = []
+    snaps = []
     est = FakeEstimator()
-
-    class Recording(FusedEvery512):
-        wants_decode_contexts = True
-
-        def plan(self, snap):
-            seen.append(snap.fused_host_ms)
-            p = super().plan(snap)
-            if not p.chunk:
-                return p
-            heads = {w.rid: w for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting)}
-            t = fused_ms(est, [PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
-            return dataclasses.replace(p, t_decode_worst_ms=t, t_prefill_ms=t)
-
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    r = sim.simulate(reqs, est, Recording(), fused_host_ms=[-1.0, 6.0])
+    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0, 6.0])
+    seen = [s.fused_host_ms for s in snaps]
     assert seen[0] == 0.0 and max(seen) == pytest.approx(6.0)  # the P99 of {-1, 6}: 6 once seen
     assert r.summary["reasons"]["fused"] > 0
     with pytest.raises(ValueError, match="empty list of draws"):
