@@ -128,7 +128,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              max_rounds: int = 10_000_000, host_ms: float = 0.0, jitter: Sequence[float] | None = None,
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
-             fused_host_ms: float | Sequence[float] | None = None) -> SimResult:
+             fused_host_ms: float | Sequence[float] | None = None,
+             start_host_ms: Sequence[float] | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
@@ -137,6 +138,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     ``host_draws`` budgets it apart from the decode's, as served (``Snapshot.fused_host_ms``). A
     sequence instead: each fused iteration's gap exceeds its GPU time by a draw from it (a served
     timeline's gaps less their planned price, which can be negative), budgeted as served.
+    ``start_host_ms``: host times that a decode iteration starting a layer-wise batch draws from
+    instead (SGLang's batch formation and the first launch: a served timeline's), booked to the
+    decode's budget and to the starts' own, told the policy as the server does
+    (``Snapshot.start_host_ms``; None: starts are not told apart).
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode and fused iteration
     (None: nothing is)."""
@@ -162,6 +167,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
         raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
     host_budget = DecodeHostTime() if hosts is not None else None
+    starts = None if start_host_ms is None else [float(x) for x in start_host_ms]
+    if starts is not None and (not starts or min(starts) < 0):
+        raise ValueError("start_host_ms: host times >= 0 ms, at least one")
+    start_budget = DecodeHostTime() if starts is not None else None  # P90, as the server books starts
     fused_budget = DecodeHostTime(quantile=FUSED_HOST_QUANTILE) \
         if hosts is not None or fused_draws is not None else None  # as served
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
@@ -232,7 +241,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                                     decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
                                     decode_contexts=ctxs, chunked=chunked,
                                     fused_host_ms=fused_host_ms if fused_budget is None else fused_budget.value_ms,
-                                    fused_rate_host_ms=None if fused_budget is None else fused_budget.median_ms))
+                                    fused_rate_host_ms=None if fused_budget is None else fused_budget.median_ms,
+                                    start_host_ms=None if start_budget is None else start_budget.value_ms))
         decisions += 1
         reasons[plan.reason] += 1
         active, paused, k = apply_plan(plan, active, paused, waiting)
@@ -288,6 +298,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             if co_run and planner is not None:
                 planner.observe_decode(d, dec_bs, dec_ctx, pn, pr, tau, max_reused=dec_max)
             h = host_ms if hosts is None else rng.choice(hosts[0] if co_run else hosts[1])
+            if starts is not None and plan.new_prefill_rids:
+                h = rng.choice(starts)
+                start_budget.observe(tau + h, tau)
             if host_budget is not None:
                 host_budget.observe(tau + h, tau)
             tau += h  # a token's gap: the GPU's time, then the loop's
@@ -448,7 +461,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  jitter: Sequence[float] | None = None, online_guard: bool = False,
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
-                 fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False) -> list[SimResult]:
+                 fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False,
+                 start_host_ms: Sequence[float] | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
@@ -473,7 +487,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
-                            prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms))
+                            prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms,
+                            start_host_ms=start_host_ms))
     return out
 
 

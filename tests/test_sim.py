@@ -621,3 +621,47 @@ def test_cli_prefill_graph_is_recorded_and_changes_the_fused_price(capsys):
     assert (plain["setup"]["prefill_graph"], graph["setup"]["prefill_graph"]) == (False, True)
     busy = [r["results"][0]["prefill_busy_s"] for r in (plain, graph)]
     assert busy[1] > busy[0]  # padded fused batches take longer
+
+
+def test_batch_starts_draw_their_own_host_time_and_are_told_the_policy():
+    """``start_host_ms``: an iteration whose plan starts a layer-wise batch beside a decode draws
+    its host time from these, and the policy is told their P90 (``Snapshot.start_host_ms``), as
+    the server books starts apart; without them it is told None."""
+    from sglang_mux.dispatch import make_policy
+
+    snaps = []
+
+    class Seeing:
+        wants_decode_contexts = False
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def plan(self, snap):
+            snaps.append(snap)
+            return self.inner.plan(snap)
+
+    class Gaps:  # the simulator's timeline: each decode iteration's gap, apart for batch starts
+        def __init__(self):
+            self.start, self.other = [], []
+
+        def write(self, plan, measured_decode_ms=None, **_):
+            if measured_decode_ms is not None:
+                (self.start if plan.new_prefill_rids else self.other).append(measured_decode_ms)
+
+    reqs = sim.load_trace("conversation", limit=30, rate=2, input_cap=3000)
+    runs = {}
+    for name, starts in (("starts", [500.0]), ("plain", None)):  # a start's host time far above any GPU time
+        snaps.clear()
+        est, gaps_ = FakeEstimator(), Gaps()
+        sim.simulate(reqs, est, Seeing(make_policy("dispatcher", est, tbt_slo_ms=2000.0)), timeline=gaps_,
+                     host_draws=([2.0], [1.0]), start_host_ms=starts)
+        runs[name] = ([s.start_host_ms for s in snaps], gaps_)
+    told, g = runs["starts"]
+    assert told[0] == 0.0 and max(told) == pytest.approx(500.0)
+    assert g.start and min(g.start) >= 500.0 and max(g.other) < 500.0  # a start's gap: GPU time + 500 ms
+    told, g = runs["plain"]
+    assert set(told) == {None} and g.start and max(g.start) < 500.0
+    pol = Seeing(make_policy("dispatcher", FakeEstimator(), tbt_slo_ms=50.0))
+    with pytest.raises(ValueError, match="start_host_ms"):
+        sim.simulate(reqs, FakeEstimator(), pol, start_host_ms=[])

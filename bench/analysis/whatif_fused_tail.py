@@ -9,7 +9,10 @@ on P99 TBT (bench/results/capped_tbt30_h100_2026-11-27/, code_tbt30_h100_2026-11
 replays the hybrid as the code now plans (each fused iteration budgeted for the P99 of its gap
 over its price) on those two workloads, with each fused iteration's overrun drawn from its cell's
 served timeline (``bench.analysis.tbt_tail.gaps``: fused rows' gap less ``t_decode_worst_ms``),
-beside the map's fixed 2 ms and chunked 512 + mixed as the map plays it. Everything else is the
+beside the map's fixed 2 ms and chunked 512 + mixed as the map plays it; and with, besides, each
+iteration that starts a layer-wise batch drawing its host time from the served ones (gap less the
+decode's GPU time: SGLang's batch formation and the first launch), which the hybrid budgets for
+(``Snapshot.start_host_ms``, session 37's third change). Everything else is the
 map's (``sim_hybrid_map``: the H100 FA3 table, seed 0, host times and jitter of the served s21
 timeline). It assumes the served overrun does not depend on the chunk size; the served one came
 from chunks planned to the old, looser budget. A what-if, not the map of record. CPU, ~1 minute.
@@ -42,6 +45,15 @@ def overruns(timeline: str) -> np.ndarray:
     return (f.gap_ms - f.planned_ms).to_numpy()
 
 
+def start_hosts(timeline: str) -> np.ndarray:
+    """The served decode iterations that started a layer-wise batch: gap less the decode's GPU
+    time (ms), what the server's start budget books (``MuxLoop.book_host``)."""
+    t = load_timeline(timeline)
+    t = t[t.host_ms.notna() & (t.decode_bs > 0) & (t.new_prefill > 0) & t.measured_decode_ms.notna()]
+    gap = np.array([sum(h.values()) for h in t.host_ms])
+    return np.maximum(gap - t.measured_decode_ms.to_numpy(), 0.0)
+
+
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
     ap.parse_args(argv)
@@ -52,14 +64,18 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as d:
         for wname, (timeline, rates) in CELLS.items():
             w = M.WORKLOADS[wname]
-            o = overruns(timeline)
+            o, st = overruns(timeline), start_hosts(timeline)
             print(f"## {wname}: {len(o)} served fused overruns, P50 {np.median(o):.1f} ms, "
-                  f"P99 {np.percentile(o, 99):.1f} ms\n")
-            print("| req/s | hybrid, 2 ms fused host (the map) | hybrid, served fused overruns | chunked 512 + mixed |")
-            print("|---:|---|---|---|")
+                  f"P99 {np.percentile(o, 99):.1f} ms; {len(st)} served batch starts' host time, "
+                  f"P50 {np.median(st):.1f} ms, P90 {np.percentile(st, 90):.1f} ms\n")
+            print("| req/s | hybrid, 2 ms fused host (the map) | hybrid, served fused overruns "
+                  "| hybrid, served overruns and batch starts | chunked 512 + mixed |")
+            print("|---:|---|---|---|---|")
             for rate in rates:
                 cells = [M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d)),
                          M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d), fused_host=list(o)),
+                         M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d), fused_host=list(o),
+                                     start_host=list(st)),
                          M.run_point(est, jit, host, corun, w, TBT, "chunked 512 + mixed", rate, Path(d))]
                 print(f"| {rate:g} | " + " | ".join(
                     f"{'✓' if p['ok'] else '✗'} {p['ttft_p99_s']:.2f} s, {p['tbt_p99_ms']:.1f} ms" for p in cells) + " |")
