@@ -27,7 +27,8 @@ from sglang_mux.mux_metrics import load_timeline
 
 def gaps(t, lo: float | None = None, hi: float | None = None):
     """One row per decoding iteration of timeline ``t``: ``kind``, ``tokens`` (decode rows),
-    ``gap_ms`` (the sum of its laps), ``planned_ms`` and its ``host_ms`` laps."""
+    ``gap_ms`` (the sum of its laps), ``planned_ms``, its ``host_ms`` laps, ``started`` (its plan
+    formed a layer-wise batch) and ``gpu_ms`` (its measured GPU time; NaN where not recorded)."""
     import pandas as pd
 
     if lo is not None:
@@ -38,9 +39,18 @@ def gaps(t, lo: float | None = None, hi: float | None = None):
         raise ValueError("the timeline has no host_ms laps (a server started with --mux-timeline records them)")
     t = t[t.host_ms.notna() & (t.decode_bs > 0)]
     kind = t.reason.astype(str).where(~((t.reason == "best-fit") & (t.new_prefill > 0)), "best-fit+new")
+    gpu = t.measured_decode_ms if "measured_decode_ms" in t else pd.Series(np.nan, index=t.index)
     return pd.DataFrame({"kind": kind.values, "tokens": t.decode_bs.values.astype(int),
                          "gap_ms": [float(sum(h.values())) for h in t.host_ms],
-                         "planned_ms": t.t_decode_worst_ms.values.astype(float), "host_ms": list(t.host_ms)})
+                         "planned_ms": t.t_decode_worst_ms.values.astype(float), "host_ms": list(t.host_ms),
+                         "started": (t.new_prefill > 0).values, "gpu_ms": gpu.values.astype(float)})
+
+
+def fused_overruns(g) -> np.ndarray:
+    """What each fused iteration's gap exceeded its planned price by (ms), of ``gaps``' rows:
+    what the hybrid's fused TBT budget books."""
+    f = g[(g.kind == "fused") & (g.planned_ms > 0)]
+    return (f.gap_ms - f.planned_ms).to_numpy()
 
 
 def weighted_quantiles(values, weights, qs) -> list[float]:
@@ -90,10 +100,10 @@ def main(argv=None) -> int:
     for r in tail_by_kind(g, a.tbt):
         laps = ", ".join(f"{k} {v}" for k, v in r["laps"].items()) or "–"
         print(f"| {r['kind']} | {r['tokens']} | {r['over']} | {r['share']:.1%} | {laps} |")
-    f = g[(g.kind == "fused") & (g.planned_ms > 0)]
-    if len(f):
-        q = np.percentile(f.gap_ms - f.planned_ms, [50, 90, 99])
-        print(f"fused gap less its price (ms): P50 {q[0]:.1f}, P90 {q[1]:.1f}, P99 {q[2]:.1f} ({len(f)} iterations)")
+    o = fused_overruns(g)
+    if len(o):
+        q = np.percentile(o, [50, 90, 99])
+        print(f"fused gap less its price (ms): P50 {q[0]:.1f}, P90 {q[1]:.1f}, P99 {q[2]:.1f} ({len(o)} iterations)")
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.analysis import sim_hybrid_map as M
-from bench.analysis.tbt_tail import gaps
+from bench.analysis.tbt_tail import fused_overruns, gaps
 from sglang_mux import cli, sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.mux_metrics import load_timeline
@@ -40,18 +40,15 @@ CELLS = {  # workload (sim_hybrid_map.WORKLOADS) -> (served hybrid timeline, rat
 
 def overruns(timeline: str) -> np.ndarray:
     """The served fused iterations' gap less their planned price (ms)."""
-    g = gaps(load_timeline(timeline))
-    f = g[g.kind == "fused"]
-    return (f.gap_ms - f.planned_ms).to_numpy()
+    return fused_overruns(gaps(load_timeline(timeline)))
 
 
 def start_hosts(timeline: str) -> np.ndarray:
     """The served decode iterations that started a layer-wise batch: gap less the decode's GPU
     time (ms), what the server's start budget books (``MuxLoop.book_host``)."""
-    t = load_timeline(timeline)
-    t = t[t.host_ms.notna() & (t.decode_bs > 0) & (t.new_prefill > 0) & t.measured_decode_ms.notna()]
-    gap = np.array([sum(h.values()) for h in t.host_ms])
-    return np.maximum(gap - t.measured_decode_ms.to_numpy(), 0.0)
+    g = gaps(load_timeline(timeline))
+    s = g[g.started & g.gpu_ms.notna()]
+    return np.maximum((s.gap_ms - s.gpu_ms).to_numpy(), 0.0)
 
 
 def main(argv=None) -> int:
