@@ -325,7 +325,7 @@ def scheduler_of_rank(pid: int, rank: int, proc: str = "/proc") -> int | None:
     for d in Path(proc).iterdir():
         if d.name.isdigit():
             try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                ppid = int(_stat(d)[1])
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(d.name))
@@ -343,10 +343,15 @@ def scheduler_of_rank(pid: int, rank: int, proc: str = "/proc") -> int | None:
     return None
 
 
+def _stat(proc_dir: Path) -> list[str]:
+    """A process's /proc stat fields after its name: state, ppid, ..."""
+    return (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _alive(pid: int) -> bool:
     """Running: a zombie (exited, not yet reaped by its parent) has exited."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return _stat(Path(f"/proc/{pid}"))[0] != "Z"
     except (OSError, IndexError):
         return False
 
