@@ -126,8 +126,8 @@ def _measure(rank: int, a, port: int) -> dict:
         e.synchronize()
         alone = s.elapsed_time(e)
         beside = {}
-        for name, stream, lane in (("lane", d_stream, False), ("full", full, False)):
-            ar = all_reduces(x, stream, lane, a.confinement_all_reduces)
+        for name, stream in (("lane", d_stream), ("full", full)):  # the decode lane's TP group on both
+            ar = all_reduces(x, stream, False, a.confinement_all_reduces)
             mm = matmuls(p_stream, m, a.matmuls)
             ar[1].synchronize()
             mm[1].synchronize()
