@@ -92,3 +92,18 @@ finally:
         time.sleep(0.1)
     os.kill(server, signal.SIGKILL)
     pytest.fail("the server outlived the script's SIGTERM")
+
+
+def test_a_gpu_script_refuses_a_port_already_served(tmp_path):
+    import socket
+
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import serve_util
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        sk.listen(1)
+        s = serve_util.Server([], sk.getsockname()[1], str(tmp_path / "log"))
+        with pytest.raises(RuntimeError, match="already has a server listening"):
+            s.start(5)
+        assert s.proc is None
