@@ -297,10 +297,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
             if co_run and planner is not None:
                 planner.observe_decode(d, dec_bs, dec_ctx, pn, pr, tau, max_reused=dec_max)
-            h = host_ms if hosts is None else rng.choice(hosts[0] if co_run else hosts[1])
             if starts is not None and plan.new_prefill_rids:
                 h = rng.choice(starts)
                 start_budget.observe(tau + h, tau)
+            else:
+                h = host_ms if hosts is None else rng.choice(hosts[0] if co_run else hosts[1])
             if host_budget is not None:
                 host_budget.observe(tau + h, tau)
             tau += h  # a token's gap: the GPU's time, then the loop's
