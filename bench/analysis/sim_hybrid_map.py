@@ -174,14 +174,19 @@ def _shares(p: dict) -> str:
             if "fused_share" in p else "-")
 
 
+def simulator_inputs(table: str = TABLE) -> tuple:
+    """(truth estimator, decode jitter, host draws, co-run prefill slowdown): what every point is
+    played with, from ``table`` and the served TIMELINE."""
+    est = Estimator.from_table(table)
+    return est, sim.decode_jitter(TIMELINE), sim.served_host_ms(TIMELINE), sim.table_prefill_slowdown(table, est)
+
+
 def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
               tbts: tuple[float, ...] = (50.0, 30.0)) -> None:
     """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
     (None: all); ``tbts``: the TBT SLO columns."""
     t0 = time.time()
-    est = Estimator.from_table(table)
-    jit, host = sim.decode_jitter(TIMELINE), sim.served_host_ms(TIMELINE)
-    corun = sim.table_prefill_slowdown(table, est)
+    est, jit, host, corun = simulator_inputs(table)
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": 0, "cells": []}
     chosen = {k: w for k, w in WORKLOADS.items() if workloads_ is None or k in workloads_}
     with tempfile.TemporaryDirectory() as d:

@@ -26,8 +26,7 @@ import numpy as np
 
 from bench.analysis import sim_hybrid_map as M
 from bench.analysis.tbt_tail import fused_overruns, gaps
-from sglang_mux import cli, sim
-from sglang_mux.estimator import Estimator
+from sglang_mux import cli
 from sglang_mux.mux_metrics import load_timeline
 
 TBT = 30.0
@@ -54,9 +53,7 @@ def start_hosts(timeline: str) -> np.ndarray:
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
     ap.parse_args(argv)
-    est = Estimator.from_table(M.TABLE)
-    jit, host = sim.decode_jitter(M.TIMELINE), sim.served_host_ms(M.TIMELINE)
-    corun = sim.table_prefill_slowdown(M.TABLE, est)
+    est, jit, host, corun = M.simulator_inputs()
     print(f"TBT {TBT:g} ms; each point: pass, P99 TTFT s, P99 TBT ms\n")
     with tempfile.TemporaryDirectory() as d:
         for wname, (timeline, rates) in CELLS.items():
