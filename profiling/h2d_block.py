@@ -13,8 +13,13 @@ from __future__ import annotations
 import json
 import time
 
+from sglang_mux import cli
+from sglang_mux import cli_io as _cli_io
 
-def main() -> None:
+
+def main(argv=None) -> int:
+    cli.ArgumentParser(prog="python -m profiling.h2d_block", description=__doc__.splitlines()[0]).parse_args(argv)
+    _cli_io.need_gpu("profiling.h2d_block")
     import torch
 
     dev = torch.device("cuda")
@@ -67,7 +72,8 @@ def main() -> None:
             print(json.dumps({"streams": kind, "case": name, "busy_ms": round(cycles * per * 1e3, 1),
                               "host_ms_median": round(times[2], 3), "host_ms_max": round(times[-1], 3),
                               "then_sync_ms": round(rest, 1)}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)
