@@ -38,7 +38,7 @@ from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, FusedLaunch, I
                                    decode_contexts, decode_shape, decoding_view, fused_rows, guard_record,
                                    prefill_state)
 from sglang_mux.mux_args import MuxArgs
-from sglang_mux.tp_consensus import Consensus, SingleRank, TpConsensus, agree
+from sglang_mux.tp_consensus import Consensus, PendingTp, SingleRank, TpConsensus, agree, before_group
 
 if TYPE_CHECKING:
     import torch
@@ -149,8 +149,7 @@ class MuxLoop:
         )
         policy = make_policy(policy_name(args), estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
                              preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
-        consensus = TpConsensus.of(sched)
-        agree(consensus, [(c.decode_sms, c.prefill_sms) for c in cfgs], "the green-context partitions")
+        consensus = before_group(sched)  # SGLang creates the TP group after this: run() joins it
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    fused_host_time=DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if args.tbt_host_budget else None,
@@ -181,12 +180,15 @@ class MuxLoop:
     # ---- the loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Until the Scheduler's ``gracefully_exit``: first the prompt-length limit (the KV pool
-        and decode graphs are allocated by now) and whether the fused price's prior holds, then
+        """Until the Scheduler's ``gracefully_exit``: first, at TP > 1, the TP group (`join_tp`),
+        the prompt-length limit (the KV pool and decode graphs are allocated by now) and whether
+        the fused price's prior holds, then
         `step` after `step`, then the last fused iteration's result."""
         import torch
 
         self.clock.hook_gc()
+        if isinstance(self.consensus, PendingTp):
+            self.join_tp()
         torch.cuda.empty_cache()
         self.limit_prompts(*torch.cuda.mem_get_info())
         # Through SGLang's prefill CUDA graph (captured after init_mux) a fused iteration costs about
@@ -198,6 +200,16 @@ class MuxLoop:
             while not self.sched.gracefully_exit:
                 self.step()
             self.drain_fused()  # its requests' tokens are still to be sent
+
+    def join_tp(self) -> None:
+        """Swap `PendingTp` for the Scheduler's TP group, now that SGLang has created it, and check
+        that every rank built the leader's partitions."""
+        c = TpConsensus.of(self.sched)
+        if c.leader != self.consensus.leader:
+            raise RuntimeError(f"sglang_mux: this rank was built as TP {'leader' if self.consensus.leader else 'follower'}"
+                               f" but is {'the leader' if c.leader else 'a follower'} of SGLang's TP group")
+        agree(c, [(cfg.decode_sms, cfg.prefill_sms) for cfg in self.cfgs], "the green-context partitions")
+        self.consensus = c
 
     def step(self) -> None:
         """One iteration: receive, plan, switch, launch decode, launch prefill, finish. With

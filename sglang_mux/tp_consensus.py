@@ -9,6 +9,11 @@ are still queued) and the estimator's online state, which differ from rank to ra
 makes those choices and broadcasts them once per iteration (`MuxLoop.plan`: a `Decision`) over
 SGLang's CPU (gloo) group; the followers apply them, waiting on their own events where theirs are
 behind. Startup values that must agree (the prompt-length limit) take the minimum over ranks.
+
+SGLang 0.5.16 creates the TP group (``Scheduler.tp_group``) after ``init_pdmux``, where the loop is
+built: the loop starts with `PendingTp` (its role from ``Scheduler.ps``) and joins the group when
+its event loop starts (`TpConsensus.of`). Built from a missing group, every rank led itself, and
+the ranks' plans parted (a TP-2 server hung, bench/results/h200x2_s39_2026-11-27/).
 """
 
 from __future__ import annotations
@@ -36,6 +41,35 @@ def agree(consensus: Consensus, value: Any, what: str) -> None:
                            "Serve on GPUs of one model, or with --disable-mux")
 
 
+def tp_size(sched: Any) -> int:
+    """The Scheduler's TP size: ``ps.tp_size`` (set before ``init_pdmux``), else its server args'."""
+    n = getattr(getattr(sched, "ps", None), "tp_size", None)
+    if n is None:
+        n = getattr(getattr(sched, "server_args", None), "tp_size", 1)
+    return int(n or 1)
+
+
+def before_group(sched: Any) -> Consensus:
+    """The consensus while the Scheduler is being built: `SingleRank` at TP 1, else `PendingTp`
+    (TP rank 0 will lead)."""
+    if tp_size(sched) <= 1:
+        return SingleRank()
+    return PendingTp(leader=int(getattr(sched.ps, "tp_rank", 0) or 0) == 0)
+
+
+class PendingTp:
+    """TP > 1 before SGLang's TP group exists: the rank's role is known, nothing can be shared yet."""
+
+    def __init__(self, leader: bool):
+        self.leader = leader
+
+    def share(self, decision: Any) -> Any:
+        raise RuntimeError("sglang_mux: a TP decision before the TP group was joined (MuxLoop.run joins it first)")
+
+    def min(self, value: int) -> int:
+        raise RuntimeError("sglang_mux: a TP minimum before the TP group was joined (MuxLoop.run joins it first)")
+
+
 class SingleRank:
     """TP = 1: this rank decides alone."""
 
@@ -60,10 +94,15 @@ class TpConsensus:
     @classmethod
     def of(cls, sched: Any) -> Consensus:
         """The Scheduler's TP group (``tp_group``: ``world_size``, ``rank``, ``ranks``,
-        ``cpu_group``); SingleRank when it has one rank."""
-        tp = getattr(sched, "tp_group", None)
-        if tp is None or getattr(tp, "world_size", 1) <= 1:
+        ``cpu_group``); SingleRank at TP 1. Raises at TP > 1 while the Scheduler has no group of
+        that size: each rank would decide alone."""
+        n = tp_size(sched)
+        if n <= 1:
             return SingleRank()
+        tp = getattr(sched, "tp_group", None)
+        if tp is None or getattr(tp, "world_size", None) != n:
+            raise RuntimeError(f"sglang_mux: TP size {n} but the Scheduler has no TP group of {n} ranks yet "
+                               f"({tp!r}); join it once SGLang has created it (MuxLoop.run)")
         import torch
         import torch.distributed as dist
         from sglang.srt.utils.common import broadcast_pyobj

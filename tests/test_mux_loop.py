@@ -310,9 +310,10 @@ def plan(d, p, layers, rids=(), reason="test", preempt=False):
 
 
 def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=(),
-          wants_decode_contexts=False, event_ms=1.0, consensus=None, ps=None):
+          wants_decode_contexts=False, event_ms=1.0, consensus=None, ps=None, tp_group=None):
     """init_mux + mux_event_loop on stand-ins, as SGLang's scheduler process calls them;
-    ``consensus(sched)``: the TP consensus to use instead of a single rank's."""
+    ``consensus(sched)``: the TP consensus to use instead of a single rank's; ``tp_group``: set
+    between the two, where SGLang creates it."""
     from sglang_mux import estimator as est_mod
     from sglang_mux import green_ctx
     from sglang_mux.mux_args import ENV_VAR, split_argv
@@ -334,6 +335,8 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
     if ps is not None:
         object.__setattr__(sched, "ps", ps)
     scheduler_loop.init_mux(sched)
+    if tp_group is not None:
+        object.__setattr__(sched, "tp_group", tp_group)
     script = Script(sched, plans)
     script.wants_decode_contexts = wants_decode_contexts  # as the hybrid policy asks
     sched.untracked("_mux").policy = script
@@ -350,12 +353,13 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
     return w.log, sched, rows, script
 
 
-# What the loop touches on SGLang's Scheduler (the set is the contract with SGLang 0.5.16).
+# What the loop touches on SGLang's Scheduler at TP 1 (the set is the contract with SGLang 0.5.16;
+# at TP > 1 also ``tp_group``, joined when the loop starts).
 SCHEDULER_ATTRIBUTES = {
     "_mux", "gpu_id", "server_args", "stream_groups", "sm_counts", "real_sm_group_num", "split_prefill_batch",
     "gracefully_exit", "process_input_requests", "request_receiver", "running_batch", "waiting_queue",
     "get_new_batch_prefill", "update_running_batch", "run_batch", "process_batch_result", "on_idle",
-    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req", "tp_group", "ps",
+    "last_batch", "model_config", "tp_worker", "max_req_input_len", "max_prefill_tokens", "chunked_req", "ps",
 }
 
 # One decode batch of two requests; a 100-token prompt arrives. Iteration 1: the whole prefill
@@ -690,6 +694,50 @@ def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(
     if scenario == "preempt_resume":  # the leader waited for ev7 before its preemption; so did the follower
         assert "event_synchronize ev7" in log and "event_synchronize ev7" in flog
         assert decisions[2].retired == 1 and not decisions[0].retired
+
+
+@pytest.mark.parametrize("tp_rank", [0, 1])
+def test_a_tp_rank_joins_sglangs_tp_group_when_its_loop_starts(monkeypatch, tmp_path, good, tp_rank):
+    """SGLang 0.5.16 creates ``Scheduler.tp_group`` after ``init_pdmux``: the loop is built knowing
+    only its role (TP rank 0 leads; only the leader writes the timeline) and joins the group before
+    its first iteration, first agreeing on the partitions. Built on the missing group, each rank
+    led itself."""
+    from sglang_mux.tp_consensus import PendingTp
+
+    joined = []
+
+    def of(sched):
+        assert isinstance(sched.untracked("_mux").consensus, PendingTp)
+        assert sched.untracked("tp_group") == "TP group"  # SGLang's, created after init_mux
+        parts = [(c.decode_sms, c.prefill_sms) for c in sched.untracked("_mux").cfgs]  # the leader's, shared
+        joined.append(Leader(sched) if tp_rank == 0 else Follower(sched, [parts, *decisions]))
+        return joined[-1]
+
+    decisions = []
+    if tp_rank == 1:  # the follower replays a leader's run of the same plan
+        _, lsched, _, _ = serve(monkeypatch, tmp_path, good, [plan(132, 0, 0, reason="decode-only")], waiting=[],
+                                running=lambda w: Batch(w, "decode", [req("d1", 1000, 3)]),
+                                consensus=lambda s: Leader(s))
+        decisions = [d for d in lsched.untracked("_mux").consensus.decisions]
+        tmp_path = tmp_path / "rank1"
+        tmp_path.mkdir()
+        (tmp_path / "timeline.jsonl").write_text("")
+    monkeypatch.setattr(scheduler_loop.TpConsensus, "of", staticmethod(of))
+    pending = PendingTp.share
+    monkeypatch.setattr(PendingTp, "share", lambda self, d: pytest.fail("shared before joining") or pending(self, d))
+    log, sched, rows, _ = serve(monkeypatch, tmp_path, good, [plan(132, 0, 0, reason="decode-only")], waiting=[],
+                                running=lambda w: Batch(w, "decode", [req("d1", 1000, 3)]),
+                                ps=NS(tp_size=2, tp_rank=tp_rank, dp_size=1, gpu_id=0), tp_group="TP group")
+    c = sched.untracked("_mux").consensus
+    assert len(joined) == 1 and c is joined[0]
+    if tp_rank == 0:
+        parts = c.decisions[0]  # agree() shares the partition list first, then one Decision an iteration
+        assert parts == [(g.decode_sms, g.prefill_sms) for g in sched.untracked("_mux").cfgs]
+        assert parts[0] == (0, 132) and parts[-1] == (132, 0) and len(c.decisions) == 2
+        assert len(rows) == 1 and sched.untracked("_mux").timeline is not None
+    else:
+        assert not c.decisions and rows == [] and sched.untracked("_mux").timeline is None
+        assert any(x.startswith("run_batch decode") for x in log)
 
 
 def test_a_data_parallel_replica_writes_its_own_timeline_and_labels_its_metrics(monkeypatch, tmp_path, good):

@@ -2,7 +2,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from sglang_mux.tp_consensus import SingleRank, TpConsensus, agree
+from sglang_mux.tp_consensus import PendingTp, SingleRank, TpConsensus, agree, before_group
 
 
 class Wire:
@@ -41,7 +41,8 @@ def test_min_is_over_the_group():
 
 
 def test_one_rank_decides_alone():
-    for sched in (NS(), NS(tp_group=None), NS(tp_group=NS(world_size=1))):
+    for sched in (NS(), NS(tp_group=None), NS(tp_group=NS(world_size=1)), NS(ps=NS(tp_size=1)),
+                  NS(server_args=NS(tp_size=1), tp_group=None)):
         c = TpConsensus.of(sched)
         assert isinstance(c, SingleRank) and c.leader and c.share("x") == "x" and c.min(3) == 3
 
@@ -53,3 +54,19 @@ def test_ranks_must_agree_on_what_each_builds_alone():
     other = TpConsensus("g", rank=1, src=0, broadcast=Wire(message=[(132, 0), (56, 76)]), all_min=min)
     with pytest.raises(RuntimeError, match=r"disagree on partitions: the leader has \[\(132, 0\), \(56, 76\)\]"):
         agree(other, parts, "partitions")
+
+
+def test_at_tp_the_group_must_exist_before_anything_is_shared():
+    """SGLang creates the TP group after the loop is built: until then a rank knows only its role,
+    and joining a group that is missing or of another size fails loudly instead of leading alone."""
+    leader, follower = before_group(NS(ps=NS(tp_size=2, tp_rank=0))), before_group(NS(ps=NS(tp_size=2, tp_rank=1)))
+    assert isinstance(leader, PendingTp) and leader.leader and not follower.leader
+    with pytest.raises(RuntimeError, match="before the TP group was joined"):
+        leader.share("plan")
+    with pytest.raises(RuntimeError, match="before the TP group was joined"):
+        follower.min(3)
+    assert isinstance(before_group(NS(ps=NS(tp_size=1, tp_rank=0))), SingleRank)
+    for sched in (NS(ps=NS(tp_size=2)), NS(ps=NS(tp_size=2), tp_group=NS(world_size=4)),
+                  NS(server_args=NS(tp_size=2), tp_group=None)):
+        with pytest.raises(RuntimeError, match="TP size 2 but the Scheduler has no TP group of 2 ranks"):
+            TpConsensus.of(sched)
