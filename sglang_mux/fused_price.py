@@ -8,8 +8,9 @@ through SGLang's prefill CUDA graph the base price is near the truth (``prior_ho
 served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
-judged at P99. Until a spread of base prices is seen the slope stays 1 and ``fixed`` is the median
-excess.
+judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, a slope cannot be
+told from noise: the price is then the higher of the median excess (slope 1, ``fixed``) and the
+median ratio (``ratio`` x base), so that a chunk larger than those seen is not priced low.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ GRAPH_PAD_FACTOR = 2
 HYBRID_GRAPH_MAX_TOKENS = 4096
 SLOPE_BOUNDS = (0.5, 2.0)  # outside this a fit is chasing noise (a narrow spread of chunk prices)
 RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a stall, not a price
-MIN_SPREAD_MS = 1.0  # the solo prices' standard deviation a slope needs
+# A slope needs base prices whose P10 to P90 spans this share of their median. Fitted on one chunk
+# size's cluster, noise flattened it: an H200 served code's 1,024-token chunks at 1.09 x base, the fit
+# said 2.2 ms + 1.00 x, and the rare 2,048-token chunks ran 3.4 ms over their price at the median
+# (2.5 % of tokens over a 50 ms TBT; bench/results/h200x2_s39_2026-11-27/, fused_price_replay).
+MIN_SPREAD = 0.25
 
 
 def sglang_graph_tokens(max_tokens: int) -> tuple[int, ...]:
@@ -69,6 +74,7 @@ class FusedPrice:
             raise ValueError(f"bad FusedPrice settings: window={window} refit={refit} warmup={warmup} "
                              f"quantile={quantile}")
         self.fixed, self.slope, self.margin = 0.0, 1.0, 0.0
+        self.ratio = 0.0  # the proportional floor of a narrow spread's price (0: none)
         self.refit, self.warmup, self.quantile = refit, warmup, quantile
         self._obs: deque[tuple[float, float]] = deque(maxlen=window)
         self._n = 0
@@ -86,7 +92,10 @@ class FusedPrice:
         return self.known or self.prior_holds or self._n >= self.warmup
 
     def price(self, solo_ms: float) -> float:
-        return self.fixed + self.slope * solo_ms + self.margin if solo_ms > 0 else 0.0
+        return float(self._base(solo_ms)) + self.margin if solo_ms > 0 else 0.0
+
+    def _base(self, solo_ms):
+        return np.maximum(self.fixed + self.slope * solo_ms, self.ratio * solo_ms)
 
     def observe(self, solo_ms: float, measured_ms: float) -> float | None:
         """Returns measured / the price in use before it (None: not taken, see RATIO_BOUNDS)."""
@@ -105,19 +114,21 @@ class FusedPrice:
 
     def _fit(self) -> None:
         x, y = np.array(self._obs).T
-        if len(x) >= 2 and x.std() >= MIN_SPREAD_MS:
+        p10, p90 = np.quantile(x, [0.1, 0.9])
+        if len(x) >= 2 and p90 - p10 >= MIN_SPREAD * np.median(x):
             slope, fixed = np.polyfit(x, y, 1)
             if fixed < 0:  # no fixed cost below zero: the slope through the origin (a clipped
                 slope = x @ y / (x @ x)  # intercept left the slope too steep: 1.20 for a served 1.10)
-            slope = min(max(float(slope), SLOPE_BOUNDS[0]), SLOPE_BOUNDS[1])
+            slope, ratio = min(max(float(slope), SLOPE_BOUNDS[0]), SLOPE_BOUNDS[1]), 0.0
         else:
-            slope = 1.0
-        fixed = max(0.0, float(np.median(y - slope * x)))
-        self.slope, self.fixed = slope, fixed
+            slope, ratio = 1.0, float(np.median(y / x))
+        self.slope, self.ratio = slope, ratio
+        self.fixed = max(0.0, float(np.median(y - slope * x)))
         # A quantile of a few residuals is noise: on an H100 three fused iterations gave a 12 ms
         # margin, and no chunk fitted a TBT budget again.
-        resid = y - (fixed + slope * x)
+        resid = y - self._base(x)
         self.margin = max(0.0, float(np.quantile(resid, self.quantile))) if len(x) >= max(self.warmup, 2) else 0.0
 
     def to_dict(self) -> dict[str, float]:
-        return {"fixed_ms": round(self.fixed, 3), "slope": round(self.slope, 4), "margin_ms": round(self.margin, 3)}
+        return {"fixed_ms": round(self.fixed, 3), "slope": round(self.slope, 4), "ratio": round(self.ratio, 4),
+                "margin_ms": round(self.margin, 3)}

@@ -6,7 +6,7 @@ from sglang_mux.fused_price import FusedPrice
 def test_the_solo_price_until_something_is_served():
     fp = FusedPrice()
     assert fp.price(10.0) == 10.0 and fp.price(0.0) == 0.0
-    assert fp.to_dict() == {"fixed_ms": 0.0, "slope": 1.0, "margin_ms": 0.0}
+    assert fp.to_dict() == {"fixed_ms": 0.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 0.0}
 
 
 def test_a_fixed_host_part_and_a_gpu_slope_are_learned_from_served_iterations():
@@ -76,7 +76,7 @@ def test_a_prior_that_holds_is_kept_through_a_warm_up_until_refit_iterations():
     fp = FusedPrice(warmup=8, refit=32, prior_holds=True)
     for solo, m in [(7.0, 15.4), (7.2, 3.7), (7.2, 5.0), (8.0, 11.4)] * 2:
         fp.observe(solo, m)
-    assert fp.price(30.0) == 30.0 and fp.to_dict() == {"fixed_ms": 0.0, "slope": 1.0, "margin_ms": 0.0}
+    assert fp.price(30.0) == 30.0 and fp.to_dict() == {"fixed_ms": 0.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 0.0}
     for i in range(24):
         fp.observe(20.0 + i, 1.1 * (20.0 + i))
     assert fp.slope != 1.0 and fp.price(30.0) > 30.0
@@ -93,3 +93,28 @@ def test_a_fit_with_a_negative_intercept_is_refitted_through_the_origin():
     x, y = np.array([19.0, 30.0, 31.0, 36.0]), np.array([20.2, 33.0, 34.1, 40.0])
     assert np.polyfit(x, y, 1)[1] < 0
     assert fp.slope == pytest.approx(x @ y / (x @ x)) and fp.slope < np.polyfit(x, y, 1)[0]
+
+
+def test_one_cluster_of_chunk_sizes_prices_a_larger_chunk_at_its_ratio_not_a_flattened_slope():
+    """An H200 serving code: 1,024-token chunks (base 24-29 ms) at 1.09 x base with noise that
+    least squares reads as a slope of 0.59 (1.09 in truth); a 2,048-token chunk (base 44 ms)
+    priced on that slope ran over it. A spread this narrow fits no slope: the price is the higher
+    of the median excess and the median ratio, here the ratio's 1.09 x 44."""
+    import numpy as np
+
+    xs = [24.0, 25.0, 26.0, 27.0, 28.0, 29.0] * 6
+    ys = [1.09 * x - 0.5 * (x - 26.5) for x in xs]
+    assert np.polyfit(xs, ys, 1)[0] == pytest.approx(0.59)
+    fp = FusedPrice(warmup=8, refit=36, quantile=0.9, prior_holds=True)
+    for x, y in zip(xs, ys):
+        fp.observe(x, y)
+    ratio = float(np.median(np.array(ys) / np.array(xs)))
+    assert fp.slope == 1.0 and fp.ratio == pytest.approx(ratio) and ratio == pytest.approx(1.0902, abs=1e-4)
+    resid = np.array(ys) - np.maximum(np.array(xs) + fp.fixed, ratio * np.array(xs))
+    assert fp.margin == pytest.approx(np.quantile(resid, 0.9))
+    assert fp.price(44.0) == pytest.approx(ratio * 44.0 + fp.margin)
+    assert fp.price(44.0) > 1.08 * 44.0 > 0.59 * 44.0 + np.polyfit(xs, ys, 1)[1]
+    wide = FusedPrice(warmup=8, refit=36, prior_holds=True)  # chunks of 10-44 ms base: a slope is fitted
+    for x in [10.0, 20.0, 30.0, 44.0] * 9:
+        wide.observe(x, 1.09 * x)
+    assert wide.slope == pytest.approx(1.09) and wide.ratio == 0.0 and wide.price(44.0) == pytest.approx(47.96)

@@ -1,0 +1,48 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.analysis import fused_price_replay as R
+from sglang_mux.fused_price import FusedPrice
+
+
+def test_the_base_price_is_recovered_from_the_state_that_priced_it():
+    state = FusedPrice()
+    state.fixed, state.slope, state.margin = 2.0, 1.1, 0.5
+    narrow = FusedPrice()
+    narrow.fixed, narrow.ratio, narrow.margin = 3.0, 1.2, 0.4  # 1.2 x base above 15 ms, base + 3 below
+    for fp in (state, narrow):
+        for base in (5.0, 15.0, 40.0):
+            assert R.base_ms(fp.price(base), fp.to_dict()) == pytest.approx(base)
+
+
+def timeline(rows):
+    return pd.DataFrame([{"reason": r, "t_decode_worst_ms": p, "measured_decode_ms": m, "fused_price": s}
+                         for r, p, m, s in rows])
+
+
+def test_the_replay_prices_each_served_row_before_observing_it_and_bins_both_errors():
+    """Rows priced at base + 0 (the prior): the replay starts from the same prior, so until its
+    first refit its error is the served one; decode-only rows and rows without a state are left
+    out."""
+    prior = FusedPrice(prior_holds=True).to_dict()
+    rows = [("fused", b, 1.1 * b, prior) for b in [25.0, 26.0, 27.0, 28.0] * 4] + \
+           [("decode-only", 10.0, 10.0, None), ("fused", 47.0, 52.0, None)]
+    got = R.served(timeline(rows))
+    assert list(got.base_ms) == [25.0, 26.0, 27.0, 28.0] * 4 and list(got.measured_ms[:2]) == pytest.approx([27.5, 28.6])
+    replayed = R.replay(got)
+    assert np.allclose(replayed, got.planned_ms)  # 16 rows: no refit before the 32nd
+    t = R.table(got)
+    assert list(t.n) == [16] and t["served P50"].iloc[0] == pytest.approx(2.65)
+    assert t["replayed P50"].iloc[0] == t["served P50"].iloc[0]
+    with pytest.raises(ValueError, match="no fused_price column"):
+        R.served(timeline(rows).drop(columns="fused_price"))
+
+
+def test_the_command_prints_a_table_per_timeline(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    prior = FusedPrice(prior_holds=True).to_dict()
+    timeline([("fused", 25.0, 26.0, prior), ("fused", 46.0, 49.0, prior)]).to_json(path, orient="records", lines=True)
+    assert R.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "| (20.0, 30.0] | 1 | 1 | 1 | 1 | 1 |" in out and "| (45.0, 50.0] | 1 | 3 | 3 | 3 | 3 |" in out
