@@ -2,8 +2,9 @@
 (+ the serving iteration's fixed cost), and prefill = solo × an online correction.
 
 - ``Estimator.from_table(dir)``: solo fits (fit.json, ``latency_model``) + grid guard
-  (guard.json, ``contention_guard``); a malformed or mismatching table raises TableError naming
-  the file and the command that rewrites it.
+  (guard.json, ``contention_guard``), at TP > 1 plus the rank's all-reduces on prefill
+  (allreduce.json, ``latency_model.allreduce``); a malformed or mismatching table raises
+  TableError naming the file and the command that rewrites it.
 - ``Estimator.cold_start(shape, probe, ...)``: roofline solo times and a constant guard (1.3),
   with a warning saying how to profile; ``Estimator.for_model``: a table of this model shape,
   GPU and attention backend, else cold start.
@@ -40,11 +41,12 @@ from .contention_guard import ConstantGuard, ContentionGuard
 from .fused_price import DECODE_ROW_MS, FusedPrice, graph_padding
 from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
                             decode_kernel, l2_knee_tokens, min_batch_tokens)
+from .latency_model.allreduce import AllReduceCost
 from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
 from .prefill_wall import PrefillWall
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
-from .tables import (CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
+from .tables import (ALLREDUCE, CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
                      find_table, other_tables, read_table, resolve_table, slug, table_dirname, write_json)
 
 __all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
@@ -92,6 +94,10 @@ class Estimator:
         # The token counts SGLang's prefill CUDA graph was captured at (ascending; the server sets
         # them at start, a simulator as it plays one): a fused batch runs padded to the next one.
         self.graph_tokens: tuple[int, ...] = ()
+        # TP > 1: the rank's all-reduces, which its table's one-GPU timings lack (from_table loads
+        # them). Layer-wise and fused prefill pay them; decode's, inside its CUDA graph, are left to
+        # the online decode offset (the profiled ones are eager, their small-size floor a launch's).
+        self.allreduce: AllReduceCost | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -127,8 +133,18 @@ class Estimator:
         missing = sorted(set(dec) - set(guard.partitions))
         if missing:
             raise TableError(path / GUARD, f"SM counts {missing} not in the guard{refit}")
-        return cls(solo, guard, t.model_shape.num_layers, total, gran,
-                   source=f"table:{path} ({t.attention_backend})")
+        est = cls(solo, guard, t.model_shape.num_layers, total, gran, source=f"table:{path} ({t.attention_backend})")
+        if t.tp_size > 1:
+            try:
+                est.allreduce = AllReduceCost.from_json(path / ALLREDUCE)
+            except (OSError, ValueError) as e:
+                raise TableError(path / ALLREDUCE, f"a TP-{t.tp_size} table needs its all-reduce timings ({e}); "
+                                 f"measure them on {t.tp_size} GPUs: python -m profiling.allreduce --tp-size "
+                                 f"{t.tp_size} --hidden {t.model_shape.hidden_size} --out {path / ALLREDUCE}") from None
+            if est.allreduce.hidden != t.model_shape.hidden_size:
+                raise TableError(path / ALLREDUCE, f"all-reduces timed {est.allreduce.hidden} wide; the model's hidden "
+                                 f"size is {t.model_shape.hidden_size}")
+        return est
 
     @classmethod
     def cold_start(cls, model_shape, probe: Mapping | None = None, total_sms: int = 132,
@@ -190,8 +206,13 @@ class Estimator:
     def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
         """Whole-model prefill latency: the solo GPU estimate times the partition's online
         correction, or the host's time to launch every layer if that is longer."""
-        gpu = self._solo.prefill_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
+        gpu = self._prefill_gpu_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
         return max(gpu, self.host_prefill_ms())
+
+    def _prefill_gpu_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
+        """The solo fit and, at TP > 1, the rank's all-reduces over the batch's tokens."""
+        t = self._solo.prefill_ms(prefill_sms, reqs)
+        return t + self.allreduce.forward_ms(sum(r.n for r in reqs), self.num_layers) if self.allreduce else t
 
     def fused_ms(self, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
         """One fused (mixed) iteration on the whole GPU, as SGLang runs a chunk with
@@ -210,7 +231,7 @@ class Estimator:
         ``graph_tokens``, priced as one more prompt), plus what its one-token rows cost beyond
         one-token queries."""
         pad = graph_padding(sum(r.n for r in rows), self.graph_tokens)
-        solo = self._solo.prefill_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows)
+        solo = self._prefill_gpu_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows)
         return solo + DECODE_ROW_MS * sum(1 for r in rows if r.n == 1)
 
     def host_prefill_ms(self) -> float:
@@ -307,7 +328,7 @@ class Estimator:
         """A measured whole-model prefill (scale a partial-layer timing by layers first).
         Returns measured / the estimate in use before this observation (None: no estimate).
         While the host's launches are the longer part, the GPU correction is left alone."""
-        pred = self._solo.prefill_ms(prefill_sms, reqs)
+        pred = self._prefill_gpu_ms(prefill_sms, reqs)
         if not (pred > 0 and measured_ms > 0):
             return None
         c = self._prefill_corr.get(prefill_sms, 1.0)

@@ -15,6 +15,8 @@ with ``__tp<N>`` appended at TP = N > 1:
                         ``python -m profiling.gemm_curve``; the prefill fit uses it when present)
 - ``fit.json``          Eq. 1/2 coefficients per partition   (written by ``estimator fit``)
 - ``guard.json``        contention-guard grid and cell maxima (written by ``estimator fit``)
+- ``allreduce.json``    TP > 1 only, required: ``python -m profiling.allreduce``'s timings of the
+                        all-reduces a rank adds to its slice (``latency_model.allreduce``)
 
 Every problem raises :class:`TableError` whose message starts with the offending file's path,
 then says what is wrong — a bad table must never silently become a wrong SLO decision. A table
@@ -44,6 +46,7 @@ CONTENTION = "contention.csv"
 GEMM_CURVE = "gemm_curve.csv"
 FIT = "fit.json"
 GUARD = "guard.json"
+ALLREDUCE = "allreduce.json"
 CELLS_LOG = "cells.jsonl"  # profiling.run's raw log: every measured cell with its samples
 
 SOLO_PREFILL_COLS = ["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"]

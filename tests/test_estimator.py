@@ -236,6 +236,7 @@ def test_a_table_serves_only_its_tensor_parallel_degree(good, tmp_path):
     shutil.copytree(good, tp2)
     meta = json.loads((tp2 / "meta.json").read_text())
     (tp2 / "meta.json").write_text(json.dumps({**meta, "tp_size": 2}))
+    write_allreduce(tp2 / "allreduce.json", meta["model"]["hidden_size"])
     assert tp2.name == good.name + "__tp2"
     assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton").source == f"table:{tp1} (triton)"
     assert Estimator.for_model(LLAMA_CFG, "NVIDIA H200", 132, root, "triton",
@@ -254,6 +255,42 @@ def test_a_table_serves_only_its_tensor_parallel_degree(good, tmp_path):
     (tp2 / "meta.json").write_text(json.dumps({**meta, "tp_size": 0}))
     with pytest.raises(TableError, match="tp_size must be a positive integer"):
         Estimator.from_table(tp2)
+
+
+def write_allreduce(path, hidden, floor=0.08, fixed=0.05, per_mb=0.004):
+    """profiling.allreduce's output for two ranks: a floor up to 512 tokens, a line above."""
+    time = [{"lane": "prefill", "sms": 132, "tokens": t,
+             "ms": floor if t <= 512 else fixed + per_mb * t * hidden * 2 / 1e6} for t in (1, 512, 1024, 8192)]
+    path.write_text(json.dumps({"tp_size": 2, "ranks": [{"rank": r, "hidden": hidden, "time": time} for r in (0, 1)]}))
+
+
+def test_a_tp_table_adds_the_ranks_all_reduces_to_prefill_and_needs_their_timings(good, tmp_path):
+    """A TP-2 table's rows are one rank's slice on one GPU: each prefill (layer-wise or fused) adds
+    two all-reduces a layer over its tokens, fitted from allreduce.json; decode (inside its CUDA
+    graph) does not. Without the timings, or timed at another width, the table is refused with
+    the command that measures them."""
+    import shutil
+
+    tp2 = shutil.copytree(good, tmp_path / (good.name + "__tp2"))
+    meta = json.loads((tp2 / "meta.json").read_text())
+    (tp2 / "meta.json").write_text(json.dumps({**meta, "tp_size": 2}))
+    hidden, layers = meta["model"]["hidden_size"], meta["model"]["num_layers"]
+    with pytest.raises(TableError, match=rf"allreduce.json: a TP-2 table needs its all-reduce timings .*python -m "
+                                         rf"profiling.allreduce --tp-size 2 --hidden {hidden} --out {tp2}/allreduce.json"):
+        Estimator.from_table(tp2)
+    write_allreduce(tp2 / "allreduce.json", hidden * 2)
+    with pytest.raises(TableError, match=f"all-reduces timed {hidden * 2} wide; the model's hidden size is {hidden}"):
+        Estimator.from_table(tp2)
+    write_allreduce(tp2 / "allreduce.json", hidden)
+    one, two = Estimator.from_table(good), Estimator.from_table(tp2)
+    assert one.allreduce is None and two.allreduce.ms(4096) == pytest.approx(0.05 + 0.004 * 4096 * hidden * 2 / 1e6)
+    reqs = [PrefillReq(3000, 0), PrefillReq(1096, 500)]
+    ar = 2 * layers * two.allreduce.ms(4096)
+    assert two.prefill_ms(68, reqs) == pytest.approx(one.prefill_ms(68, reqs) + ar)
+    assert two.fused_ms([PrefillReq(4000, 0)], [900] * 96) == pytest.approx(
+        one.fused_ms([PrefillReq(4000, 0)], [900] * 96) + ar)
+    assert two.decode_solo_ms(64, 32, 32000) == one.decode_solo_ms(64, 32, 32000)
+    assert two.observe_prefill(68, reqs, two.prefill_ms(68, reqs)) == pytest.approx(1.0)
 
 
 def test_roofline_pure_functions():
