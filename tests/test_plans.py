@@ -107,3 +107,19 @@ def test_a_gpu_script_refuses_a_port_already_served(tmp_path):
         with pytest.raises(RuntimeError, match="already has a server listening"):
             s.start(5)
         assert s.proc is None
+
+
+def test_a_request_to_a_server_that_never_answers_comes_back_as_a_timeout():
+    """A hung server (it accepts, never answers) must not hang the GPU check that asked it: the
+    request returns {"error": "timeout"} after its timeout."""
+    import socket
+
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import serve_util
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        sk.listen(1)
+        t0 = time.time()
+        r = serve_util.post(f"http://127.0.0.1:{sk.getsockname()[1]}/generate", {"text": "x"}, timeout=0.5)
+        assert r == {"error": "timeout", "body": "no answer within 0.5 s"} and time.time() - t0 < 5

@@ -21,6 +21,9 @@
 # Session 38 (2 x H200, bench/results/tp2_smoke_h200x2_2026-11-27/): the mux's TP-2 tiny server took
 # 2.5 minutes to start (its first decode graph capture alone 83 s) and served the whole check;
 # plain SGLang's was cut by the 276 s left to the part, so give correctness a call of its own.
+# Session 39 (bench/results/h200x2_s39_2026-11-27/): with 480 s the mux's server hung after 8 s of
+# serving (every rank planned alone then; fixed since), and the check waited out the budget. A request
+# unanswered for 120 s now ends the check. Two TP-2 servers start in ~4 minutes: give it 570 s.
 set -u
 OUT=${1:?usage: multi_gpu.sh OUT [seconds]}
 BUDGET=${2:-540}

@@ -86,9 +86,17 @@ def tail(path: str, n: int = 60) -> str:
 
 
 def post(url: str, payload: dict, timeout: float = 600) -> dict:
+    """The JSON response; an HTTP error as {"error": code, "body"}, no answer within ``timeout``
+    seconds as {"error": "timeout"} (a hung server must not hang its caller)."""
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
     except urllib.error.HTTPError as e:
         return {"error": e.code, "body": e.read().decode(errors="replace")[:500]}
+    except TimeoutError:
+        return {"error": "timeout", "body": f"no answer within {timeout:g} s"}
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, TimeoutError):
+            return {"error": "timeout", "body": f"no answer within {timeout:g} s"}
+        raise
