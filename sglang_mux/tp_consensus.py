@@ -54,7 +54,7 @@ def before_group(sched: Any) -> Consensus:
     (TP rank 0 will lead)."""
     if tp_size(sched) <= 1:
         return SingleRank()
-    return PendingTp(leader=int(getattr(sched.ps, "tp_rank", 0) or 0) == 0)
+    return PendingTp(leader=int(getattr(getattr(sched, "ps", None), "tp_rank", 0) or 0) == 0)
 
 
 class PendingTp:

@@ -66,6 +66,7 @@ def test_at_tp_the_group_must_exist_before_anything_is_shared():
     with pytest.raises(RuntimeError, match="before the TP group was joined"):
         follower.min(3)
     assert isinstance(before_group(NS(ps=NS(tp_size=1, tp_rank=0))), SingleRank)
+    assert before_group(NS(server_args=NS(tp_size=2))).leader  # no ps: rank 0
     for sched in (NS(ps=NS(tp_size=2)), NS(ps=NS(tp_size=2), tp_group=NS(world_size=4)),
                   NS(server_args=NS(tp_size=2), tp_group=None)):
         with pytest.raises(RuntimeError, match="TP size 2 but the Scheduler has no TP group of 2 ranks"):
