@@ -129,7 +129,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              planner=None, prefill_slowdown: float | Mapping[int, float] = 1.0,
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
              fused_host_ms: float | Sequence[float] | None = None,
-             start_host_ms: Sequence[float] | None = None) -> SimResult:
+             start_host_ms: Sequence[float] | None = None,
+             fused_host_quantile: float = FUSED_HOST_QUANTILE) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
@@ -141,7 +142,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     ``start_host_ms``: host times that a decode iteration starting a layer-wise batch draws from
     instead (SGLang's batch formation and the first launch: a served timeline's), booked to the
     decode's budget and to the starts' own, told the policy as the server does
-    (``Snapshot.start_host_ms``; None: starts are not told apart).
+    (``Snapshot.start_host_ms``; None: starts are not told apart). ``fused_host_quantile``: the
+    quantile of the fused overruns that budget books (the server's FUSED_HOST_QUANTILE; a what-if
+    may try others).
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode and fused iteration
     (None: nothing is)."""
@@ -171,7 +174,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     if starts is not None and (not starts or min(starts) < 0):
         raise ValueError("start_host_ms: host times >= 0 ms, at least one")
     start_budget = DecodeHostTime() if starts is not None else None  # P90, as the server books starts
-    fused_budget = DecodeHostTime(quantile=FUSED_HOST_QUANTILE) \
+    fused_budget = DecodeHostTime(quantile=fused_host_quantile) \
         if hosts is not None or fused_draws is not None else None  # as served
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
@@ -463,7 +466,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  prefill_slowdown: float | Mapping[int, float] = 1.0,
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
                  fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False,
-                 start_host_ms: Sequence[float] | None = None) -> list[SimResult]:
+                 start_host_ms: Sequence[float] | None = None,
+                 fused_host_quantile: float = FUSED_HOST_QUANTILE) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
@@ -489,7 +493,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
                             prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms,
-                            start_host_ms=start_host_ms))
+                            start_host_ms=start_host_ms, fused_host_quantile=fused_host_quantile))
     return out
 
 

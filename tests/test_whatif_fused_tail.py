@@ -12,3 +12,25 @@ def test_the_served_draws_are_the_timelines_fused_overruns_and_batch_starts():
     assert len(o) == 1688 and np.median(o) == pytest.approx(-0.8, abs=0.05)
     assert np.percentile(o, 99) == pytest.approx(5.2, abs=0.05)
     assert len(st) == 92 and min(st) >= 0.0 and np.median(st) == pytest.approx(8.1, abs=0.05)
+
+
+def test_quantiles_replay_the_served_column_at_each_budget_quantile(monkeypatch, capsys):
+    """--quantiles plays the hybrid with the served overruns and batch starts once per quantile and
+    rate, telling the simulator each quantile; a quantile outside (0, 1) is refused."""
+    calls = []
+    monkeypatch.setattr(W.M, "simulator_inputs", lambda: ("est", "jit", "host", "corun"))
+    monkeypatch.setattr(W, "CELLS", {"code": (W.CELLS["code"][0], (17, 20))})
+
+    def point(est, jit, host, corun, w, tbt, name, rate, tmp, fused_host=None, start_host=None, **kw):
+        calls.append((name, rate, kw["fused_host_quantile"], len(fused_host), len(start_host)))
+        return {"ok": rate < 20, "ttft_p99_s": 1.0, "tbt_p99_ms": 29.0 + kw["fused_host_quantile"]}
+
+    monkeypatch.setattr(W.M, "run_point", point)
+    assert W.main(["--quantiles", "0.9,0.99"]) == 0
+    o = len(W.overruns(W.CELLS["code"][0]))
+    assert calls == [("hybrid", r, q, o, 4) for q in (0.9, 0.99) for r in (17, 20)]
+    out = capsys.readouterr().out
+    assert "| 0.9 | ✓ 1.00 s, 29.9 ms | ✗ 1.00 s, 29.9 ms |" in out
+    with pytest.raises(SystemExit) as e:
+        W.main(["--quantiles", "0.5,1.5"])
+    assert e.value.code == 2

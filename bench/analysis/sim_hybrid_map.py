@@ -107,10 +107,12 @@ def requests(w: dict, rate: float, pool: int | None, tmp: Path) -> list:
     return sim.load_trace(str(path), rate=rate, arrival="poisson", seed=0, cache_tokens=pool)
 
 
-def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=None, start_host=None) -> dict:
+def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=None, start_host=None,
+              **sim_kw) -> dict:
     """One system at one rate; ``fused_host``: the mux's fused host time in place of the
     workload's ``chunk_host`` (a number, or draws: sim.simulate's ``fused_host_ms``);
-    ``start_host``: draws for iterations that start a layer-wise batch (``start_host_ms``)."""
+    ``start_host``: draws for iterations that start a layer-wise batch (``start_host_ms``);
+    ``sim_kw``: more of sim.run_policies' arguments for the mux (e.g. ``fused_host_quantile``)."""
     slow = corun if w["slow"] == "table" else w["slow"]
     pool = w["pools"][0 if name in MUX else 1]
     reqs = requests(w, rate, pool, tmp)
@@ -118,7 +120,7 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
         r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
                              fused_host_ms=w["chunk_host"] if fused_host is None else fused_host,
-                             prefill_graph=True, start_host_ms=start_host)[0]
+                             prefill_graph=True, start_host_ms=start_host, **sim_kw)[0]
     else:
         r = simulate_chunked(reqs, est, budget=int(name.split()[1]), host_ms=w["chunk_host"], tbt_slo_ms=tbt,
                              ttft_slo_ms=w["ttft"][1] * 1e3)

@@ -1,6 +1,6 @@
 """The hybrid at TBT 30 with its served fused host tail (CPU): would the P99 fused budget pass?
 
-    python -m bench.analysis.whatif_fused_tail      (from the repository root)
+    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99]      (repository root)
 
 The predicted map (``sim_hybrid_map``) gives every fused iteration 2 ms of host time, as
 calibrated on chunked prefill's served points. Served at TBT 30 on an H100, the hybrid's fused gaps
@@ -19,6 +19,7 @@ from chunks planned to the old, looser budget. A what-if, not the map of record.
 """
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -50,9 +51,44 @@ def start_hosts(timeline: str) -> np.ndarray:
     return np.maximum((s.gap_ms - s.gpu_ms).to_numpy(), 0.0)
 
 
+def quantiles(text: str) -> list[float]:
+    try:
+        qs = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"numbers in (0, 1) separated by commas, got {text!r}") from None
+    if not qs or not all(0.0 < q < 1.0 for q in qs):
+        raise argparse.ArgumentTypeError(f"numbers in (0, 1), got {text!r}")
+    return qs
+
+
+def by_quantile(qs: list[float]) -> int:
+    """The served-overruns-and-starts column at each fused budget quantile: what budgeting the
+    fused tail less (or more) tightly trades."""
+    est, jit, host, corun = M.simulator_inputs()
+    print(f"TBT {TBT:g} ms; the hybrid with served fused overruns and batch starts; each point: "
+          "pass, P99 TTFT s, P99 TBT ms\n")
+    with tempfile.TemporaryDirectory() as d:
+        for wname, (timeline, rates) in CELLS.items():
+            o, st = overruns(timeline), start_hosts(timeline)
+            print(f"## {wname}\n\n| fused budget quantile | " + " | ".join(f"{r:g} req/s" for r in rates) +
+                  " |\n|---:|" + "---|" * len(rates))
+            for q in qs:
+                pts = [M.run_point(est, jit, host, corun, M.WORKLOADS[wname], TBT, "hybrid", rate, Path(d),
+                                   fused_host=list(o), start_host=list(st), fused_host_quantile=q) for rate in rates]
+                print(f"| {q:g} | " + " | ".join(
+                    f"{'✓' if p['ok'] else '✗'} {p['ttft_p99_s']:.2f} s, {p['tbt_p99_ms']:.1f} ms" for p in pts) + " |")
+            print()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
-    ap.parse_args(argv)
+    ap.add_argument("--quantiles", type=quantiles, default=None,
+                    help="instead, the hybrid with served overruns and batch starts at each of these fused "
+                         "budget quantiles (e.g. 0.9,0.95,0.99; the server's is dispatch.FUSED_HOST_QUANTILE)")
+    a = ap.parse_args(argv)
+    if a.quantiles:
+        return by_quantile(a.quantiles)
     est, jit, host, corun = M.simulator_inputs()
     print(f"TBT {TBT:g} ms; each point: pass, P99 TTFT s, P99 TBT ms\n")
     with tempfile.TemporaryDirectory() as d:
