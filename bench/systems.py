@@ -92,7 +92,7 @@ def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
     if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid") or \
-            re.fullmatch(r"mux-(fixed-\d+|hostq\d\d)", system):
+            re.fullmatch(r"mux-(fixed-\d+|hostq\d\d|hybrid-fq\d\d)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
             re.fullmatch(r"sglang-chunked-\d+(-nomix)?", system):
@@ -100,7 +100,7 @@ def kind(system: str) -> str:
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
-                     "mux-hybrid, "
+                     "mux-hybrid, mux-hybrid-fq<NN>, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -184,6 +184,9 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         q = re.fullmatch(r"mux-hostq(\d\d)", system)
         if q:
             cmd += ["--mux-tbt-host-quantile", f"0.{q.group(1)}"]
+        q = re.fullmatch(r"mux-hybrid-fq(\d\d)", system)
+        if q:
+            cmd += ["--mux-fused-host-quantile", f"0.{q.group(1)}"]
         if tbt_slo_ms is not None:
             cmd += ["--mux-tbt-slo-ms", f"{tbt_slo_ms:g}"]
         if ttft_slo_ms is not None:

@@ -32,6 +32,7 @@ import sys
 from dataclasses import KW_ONLY, dataclass
 from typing import Mapping, Protocol, Sequence
 
+from sglang_mux.mux_args import FUSED_HOST_QUANTILE  # noqa: F401 (the fused budget's default: sim's too)
 from sglang_mux.partitions import PartitionConfig
 
 from sglang_mux.estimator import PrefillReq, fused_iteration_ms
@@ -57,11 +58,6 @@ CHUNK_SIZES = (256, 512, 1024, 2048, 4096)  # fused chunk sizes the hybrid polic
 # would change the TBT-50 batches on which the served cells were measured level, and the
 # simulator split on them: the capped conversation at TBT 50 lost 4.8 req/s, chat-1k gained.
 FINE_SIZES_UP_TO = 1024
-# The quantile of a fused iteration's wall time over its price that the hybrid's TBT budget takes
-# off: the SLO's own percentile. Served at TBT 30 on an H100 (code, capped conversation), fused
-# iterations ran at most 2 ms past their price at P90 but 5.4-5.9 ms at P99, and planned to the P90
-# the P99 token gap was 31-34 ms.
-FUSED_HOST_QUANTILE = 0.99
 
 
 class EstimatorLike(Protocol):

@@ -115,7 +115,7 @@ class MuxLoop:
         import torch
         from sglang.srt.multiplex import pdmux_context
 
-        from sglang_mux.dispatch import FUSED_HOST_QUANTILE, DecodeHostTime, make_policy, policy_name
+        from sglang_mux.dispatch import DecodeHostTime, make_policy, policy_name
         from sglang_mux.estimator import Estimator
         from sglang_mux.green_ctx import GreenPartitionSet, install_stream_groups
         from sglang_mux.mux_args import attention_backend
@@ -152,7 +152,7 @@ class MuxLoop:
         consensus = before_group(sched)  # SGLang creates the TP group after this: run() joins it
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   fused_host_time=DecodeHostTime(quantile=FUSED_HOST_QUANTILE) if args.tbt_host_budget else None,
+                   fused_host_time=DecodeHostTime(quantile=args.fused_host_quantile) if args.tbt_host_budget else None,
                    start_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's

@@ -60,6 +60,15 @@ def test_mux_hostq_sets_the_host_time_quantile():
         systems.kind("mux-hostq5")
 
 
+def test_mux_hybrid_fq_sets_the_fused_budget_quantile():
+    mux, _ = split_argv(systems.server_command("mux-hybrid-fq98", MODEL, 1, tbt_slo_ms=30)[3:])
+    assert systems.kind("mux-hybrid-fq98") == "mux"
+    assert (mux.fused_host_quantile, mux.policy, mux.tbt_slo_ms) == (0.98, "hybrid", 30.0)
+    assert split_argv(systems.server_command("mux-hybrid", MODEL, 1)[3:])[0].fused_host_quantile == 0.99
+    with pytest.raises(ValueError, match="unknown system"):
+        systems.kind("mux-hybrid-fq9")
+
+
 def test_mux_defer_forms_prefill_batches_after_the_decode_launch():
     mux, _ = split_argv(systems.server_command("mux-defer", MODEL, 1, tbt_slo_ms=30)[3:])
     assert systems.kind("mux-defer") == "mux"

@@ -43,6 +43,7 @@ def test_env_round_trip(monkeypatch):
     (dict(policy="fixed", fixed_decode_sms=40), "multiple"),
     (dict(timeline_max_mb=0), "--mux-timeline-max-mb"),
     (dict(tbt_host_quantile=1.5), "--mux-tbt-host-quantile"),
+    (dict(fused_host_quantile=0.0), r"--mux-fused-host-quantile must be in \(0, 1\]"),
 ])
 def test_invalid_args_are_explained(kw, msg):
     with pytest.raises(MuxArgError, match=msg):
@@ -123,11 +124,11 @@ def test_every_field_is_a_flag_with_its_default():
     argv = ["--mux-tbt-slo-ms", "31", "--mux-ttft-slo-ms", "4000", "--mux-ttft-ms-per-token", "0.5",
             "--mux-sm-granularity", "8", "--mux-contention-table", "/t", "--no-mux-preemption", "--mux-policy",
             "fixed", "--mux-fixed-decode-sms", "48", "--mux-timeline", "tl.jsonl", "--mux-timeline-max-mb", "9",
-            "--no-mux-tbt-host-budget", "--mux-tbt-host-quantile", "0.99", "--mux-defer-prefill-start",
-            "--disable-mux"]
+            "--no-mux-tbt-host-budget", "--mux-tbt-host-quantile", "0.99", "--mux-fused-host-quantile", "0.98",
+            "--mux-defer-prefill-start", "--disable-mux"]
     got, rest = split_argv(argv)
     assert rest == [] and got == MuxArgs(31.0, 4000.0, 0.5, 8, "/t", False, "fixed", 48, "tl.jsonl", 9.0, False,
-                                         0.99, True, True)
+                                         0.99, 0.98, True, True)
 
 
 def test_flag_table_has_a_row_per_field():

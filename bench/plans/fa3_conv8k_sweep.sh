@@ -53,6 +53,9 @@
 #   TBT_SLO_MS=30 SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 3.7,4,4.4,4.8 1500
 #   TBT_SLO_MS=30 CLIENT_PROCS=12 WORKLOAD=code SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" \
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 17,18.5,20,22 1250
+# The fused budget at P98 against P99 (session 39's what-if: P98 passes the capped conversation at 4 req/s
+# but at 29.4 ms server-side; bench/results/whatif_fused_tail_2026-11-27/), one host, ~25 minutes:
+#   TBT_SLO_MS=30 SYSTEMS="mux-hybrid-fq98 mux-hybrid sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/c 3.6,4,4.4 1500
 # Two cells at once on a two-GPU lease (device time counts per machine, not per GPU), one per GPU
 # through per_gpu.sh (its GPU, half the cores, its own port), each in the background from a copy of
 # the tree in /tmp, polled as above; every system of a cell still runs on that cell's GPU:
