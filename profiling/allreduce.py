@@ -17,12 +17,17 @@ order; the JSON holds every rank's numbers.
 - ``confinement``: per partition, a compute-bound matmul loop on the prefill lane's stream, timed
   alone, beside all-reduces on the decode lane (its own SMs), and beside the same all-reduces on
   an ordinary full-GPU stream. Kernels kept on the decode lane's SMs leave the matmul nearly as
-  fast as alone; beside the full-GPU stream they take SMs from it.
+  fast as alone; beside the full-GPU stream they take SMs from it. Per ``--confinement-tokens``
+  (default a decode batch's 256 and a prefill chunk's 16,384), as many all-reduces as last twice
+  the loop alone (the largest count of any rank). Session 39's run (1,024 tokens only, 2 x H200:
+  bench/results/h200x2_s39_2026-11-27/allreduce/) could not tell: all-reduces that small slowed
+  the matmul 1.035x (median) on the lane and 1.05x on the full GPU.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import statistics
 import sys
@@ -51,6 +56,12 @@ def confinement(alone_ms: float, beside_lane_ms: float, beside_full_ms: float,
             "slowdown_beside_lane": round(beside_lane_ms / alone_ms, 3),
             "slowdown_beside_full_gpu": round(beside_full_ms / alone_ms, 3),
             "covered": lane_ar_ms >= beside_lane_ms and full_ar_ms >= beside_full_ms}
+
+
+def covering_count(matmul_ms: float, all_reduce_ms: float, cover: float = 2.0, least: int = 10) -> int:
+    """All-reduces that last ``cover`` x the matmul loop alone (so that they sit beside it
+    throughout, slowed or not), at least ``least``."""
+    return max(least, math.ceil(cover * matmul_ms / max(all_reduce_ms, 1e-3)))
 
 
 def _rank(rank: int, a, port: int, q) -> None:
@@ -87,6 +98,14 @@ def _measure(rank: int, a, port: int) -> dict:
             set_pdmux_status(False)
         return s, e
 
+    def _consensus_max(n: int) -> int:  # every rank must issue as many all-reduces: the largest count
+        import torch.distributed as dist
+        from sglang.srt.distributed import get_tp_group
+
+        t = torch.tensor([n], dtype=torch.long)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=get_tp_group().cpu_group)
+        return int(t.item())
+
     def time_ar(x, stream, prefill_lane: bool) -> list[float]:
         all_reduces(x, stream, prefill_lane, a.warmup)[1].synchronize()
         out = []
@@ -118,23 +137,28 @@ def _measure(rank: int, a, port: int) -> dict:
                                     "sms": sms, "tokens": tokens, **summarize(time_ar(x, stream, lane == "prefill"))})
     full = torch.cuda.Stream(dev)
     m = torch.randn(a.matmul_size, a.matmul_size, dtype=torch.bfloat16, device=dev)
-    x = torch.randn(a.confinement_tokens, hidden, dtype=torch.bfloat16, device=dev)
-    for cfg in h.parts.configs:  # the multiplexed partitions
-        p_stream, d_stream = h.parts.streams(cfg)
-        matmuls(p_stream, m, a.matmuls)[1].synchronize()  # warm-up
-        s, e = matmuls(p_stream, m, a.matmuls)
-        e.synchronize()
-        alone = s.elapsed_time(e)
-        beside = {}
-        for name, stream in (("lane", d_stream), ("full", full)):  # the decode lane's TP group on both
-            ar = all_reduces(x, stream, False, a.confinement_all_reduces)
-            mm = matmuls(p_stream, m, a.matmuls)
-            ar[1].synchronize()
-            mm[1].synchronize()
-            beside[name] = (mm[0].elapsed_time(mm[1]), ar[0].elapsed_time(ar[1]))
-        res["confinement"].append({"decode_sms": cfg.decode_sms, "prefill_sms": cfg.prefill_sms,
-                                   **confinement(alone, beside["lane"][0], beside["full"][0],
-                                                 beside["lane"][1], beside["full"][1])})
+    for tokens in a.confinement_tokens:
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device=dev)
+        for cfg in h.parts.configs:  # the multiplexed partitions
+            p_stream, d_stream = h.parts.streams(cfg)
+            matmuls(p_stream, m, a.matmuls)[1].synchronize()  # warm-up
+            s, e = matmuls(p_stream, m, a.matmuls)
+            e.synchronize()
+            alone = s.elapsed_time(e)
+            one = statistics.median(time_ar(x, d_stream, False))
+            n = covering_count(alone, one)  # the same on every rank: the collective counts must match
+            n = _consensus_max(n)
+            beside = {}
+            for name, stream in (("lane", d_stream), ("full", full)):  # the decode lane's TP group on both
+                ar = all_reduces(x, stream, False, n)
+                mm = matmuls(p_stream, m, a.matmuls)
+                ar[1].synchronize()
+                mm[1].synchronize()
+                beside[name] = (mm[0].elapsed_time(mm[1]), ar[0].elapsed_time(ar[1]))
+            res["confinement"].append({"decode_sms": cfg.decode_sms, "prefill_sms": cfg.prefill_sms,
+                                       "tokens": tokens, "all_reduces": n,
+                                       **confinement(alone, beside["lane"][0], beside["full"][0],
+                                                     beside["lane"][1], beside["full"][1])})
     torch.cuda.synchronize(dev)
     return res
 
@@ -160,8 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--warmup", type=pos_i, default=3)
     ap.add_argument("--matmul-size", type=pos_i, default=2048, help="the confinement check's square bf16 matmul")
     ap.add_argument("--matmuls", type=pos_i, default=400, help="matmuls in its timed loop")
-    ap.add_argument("--confinement-tokens", type=pos_i, default=1024, help="tokens of its all-reduces")
-    ap.add_argument("--confinement-all-reduces", type=pos_i, default=600, help="all-reduces beside the loop")
+    ap.add_argument("--confinement-tokens", default="256,16384", type=_cli_io.numbers(int, example="256,16384"),
+                    help="tokens of its all-reduces, comma list: a decode batch's (SGLang's custom all-reduce) and "
+                         "a prefill chunk's (bandwidth-bound, NCCL past the custom one's size); as many as last "
+                         "twice the matmul loop")
     ap.add_argument("--timeout-s", type=pos_i, default=540, help="give up (and say which rank) after this")
     a = ap.parse_args(argv)
     if a.tp_size < 2:
@@ -202,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = "; ".join(f"rank {r}: {(got.get(r) or {}).get('error', 'no result (died or timed out)')}" for r in missing)
         return cli.print_error(f"profiling.allreduce: {why} (partial results in {a.out})")
     for c in got[0]["confinement"]:
-        print(f"D{c['decode_sms']}/P{c['prefill_sms']}: matmul {c['alone_ms']} ms alone, x{c['slowdown_beside_lane']} "
+        print(f"D{c['decode_sms']}/P{c['prefill_sms']}, {c['all_reduces']} all-reduces of {c['tokens']} tokens: "
+              f"matmul {c['alone_ms']} ms alone, x{c['slowdown_beside_lane']} "
               f"beside the lane's all-reduces, x{c['slowdown_beside_full_gpu']} beside a full-GPU stream's"
               + ("" if c["covered"] else " (all-reduces ended first)"))
     print(f"{len(got[0]['time'])} timings a rank -> {a.out}")

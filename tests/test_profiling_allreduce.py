@@ -40,3 +40,12 @@ def test_it_needs_two_ranks_and_a_gpu(tmp_path):
         pass
     p = _run("--tp-size", "2", "--out", str(tmp_path / "a.json"))
     assert p.returncode == 2 and "measures on a GPU" in p.stderr
+
+
+def test_the_confinement_all_reduces_outlast_the_matmul_loop():
+    """Twice the loop alone, in whole all-reduces, and never fewer than ten (a 16K-token one
+    takes ~1 ms on 2 x H200, a 256-token one ~0.08)."""
+    assert AR.covering_count(matmul_ms=18.0, all_reduce_ms=1.0) == 36
+    assert AR.covering_count(matmul_ms=18.0, all_reduce_ms=0.08) == 450
+    assert AR.covering_count(matmul_ms=1.0, all_reduce_ms=1.0) == 10
+    assert AR.covering_count(matmul_ms=18.0, all_reduce_ms=0.0) == 36000  # a zero timing: bounded, not infinite
