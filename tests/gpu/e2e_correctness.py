@@ -101,6 +101,8 @@ def run_workload(url, singles, sessions, prompts=None):
             r = generate(url, prompt, 32)
             with lock:
                 out[f'{spec["name"]}_turn{k}'], prompts[f'{spec["name"]}_turn{k}'] = r, list(prompt)
+            if r.get("error") == "timeout":
+                break  # a hung server: its next turn would wait as long again
             if "output_ids" in r:
                 prompt = prompt + r["output_ids"]
 
