@@ -123,3 +123,28 @@ def test_a_request_to_a_server_that_never_answers_comes_back_as_a_timeout():
         t0 = time.time()
         r = serve_util.post(f"http://127.0.0.1:{sk.getsockname()[1]}/generate", {"text": "x"}, timeout=0.5)
         assert r == {"error": "timeout", "body": "no answer within 0.5 s"} and time.time() - t0 < 5
+
+
+def test_muxoff_pairs_alternate_the_order_then_take_the_ratio(tmp_path):
+    """one_host.sh's muxoff_pairs: PAIRS runs of bench.run, plain SGLang first in odd pairs, each
+    given what is left of BUDGET less 20 s and the caller's arguments, a report each, then
+    bench.analysis.muxoff_ratio over them; it stops when fewer than MIN_LEFT seconds remain."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text(f'#!/bin/bash\necho "$*" >> {tmp_path}/calls\n')
+    (fake / "python").chmod(0o755)
+    script = (f'source {ROOT}/bench/plans/one_host.sh; BUDGET=1000; '
+              f'muxoff_pairs {tmp_path}/out 3 100 --workload sharegpt; BUDGET=50; muxoff_pairs {tmp_path}/o2 2 100')
+    (tmp_path / "out" / "pair1").mkdir(parents=True)
+    (tmp_path / "out" / "pair2").mkdir()
+    (tmp_path / "out" / "pair3").mkdir()
+    p = subprocess.run(["bash", "-c", script], env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"},
+                       capture_output=True, text=True, timeout=60)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    runs = [c for c in calls if c.startswith("-m bench.run")]
+    assert [c.split("--systems ")[1].split()[0] for c in runs] == ["sglang,mux-off", "mux-off,sglang", "sglang,mux-off"]
+    assert all(f"--out {tmp_path}/out/pair" in c and c.endswith("--workload sharegpt") for c in runs)
+    assert 970 <= int(runs[0].split("--time-budget-s ")[1].split()[0]) <= 980
+    assert sum(c.startswith("-m bench.report") for c in calls) == 3
+    assert calls[-2:] == [f"-m bench.analysis.muxoff_ratio {tmp_path}/out", f"-m bench.analysis.muxoff_ratio {tmp_path}/o2"]
+    assert "budget: stopping before pair 1" in p.stdout

@@ -27,13 +27,7 @@ C=(--workload sharegpt --rates 100 --duration-s 12 --drain-s 60 --model-path lau
    --server-args "$SA" --no-progress)
 PARTS=${PARTS:-muxoff correctness serving}
 has() { [[ " $PARTS " == *" $1 "* ]]; }
-has muxoff && for i in $(seq "${PAIRS:-3}"); do
-    order=$([ $((i % 2)) -eq 1 ] && echo sglang,mux-off || echo mux-off,sglang)
-    [ "$(left)" -lt 400 ] && { echo "budget: stopping before pair $i"; break; }
-    python -m bench.run --systems "$order" --out "$OUT/muxoff/pair$i" --time-budget-s "$(left)" "${C[@]}" 2>&1 | tail -n 2
-    python -m bench.report "$OUT/muxoff/pair$i" > "$OUT/muxoff/pair$i/report.md"
-done
-has muxoff && python -m bench.analysis.muxoff_ratio "$OUT/muxoff"
+has muxoff && muxoff_pairs "$OUT/muxoff" "${PAIRS:-3}" 400 "${C[@]}"
 if has correctness && [ "$(left)" -gt 600 ]; then
     python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
     timeout $(( $(left) - 300 )) python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst \

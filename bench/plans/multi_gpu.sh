@@ -59,12 +59,11 @@ fi
 if has rankkill; then
     R=$OUT/rankkill; mkdir -p "$R"
     URL=http://127.0.0.1:30000
-    healthy() { python -c "import urllib.request; urllib.request.urlopen('$URL/health', timeout=2)" 2> /dev/null; }
     for i in $(seq "${KILLS:-3}"); do
         [ "$(left)" -lt 260 ] && { echo "budget: $(left)s left, stopping before kill $i"; break; }
         SGLANG_MUX_NO_INSTALL=1 setsid bash launch/serve.sh llama-3.1-8b --tp-size 2 --enable-metrics \
             > "$R/server_$i.log" 2>&1 < /dev/null &
-        for _ in $(seq 240); do healthy && break; sleep 1; done
+        for _ in $(seq 240); do healthy "$URL" && break; sleep 1; done
         pid=$(pgrep -f "[s]glang_mux.launch_server" | head -1)
         [ -n "$pid" ] || { echo "kill $i: the server did not start"; tail -20 "$R/server_$i.log"; break; }
         python -m bench.faults --server-url $URL --faults "" --rate 0 --kill-rank 1 --server-pid "$pid" \
@@ -76,14 +75,9 @@ if has rankkill; then
 fi
 
 if has muxoff; then
-    for i in $(seq "${PAIRS:-2}"); do
-        order=$([ $((i % 2)) -eq 1 ] && echo sglang,mux-off || echo mux-off,sglang)
-        [ "$(left)" -lt 300 ] && { echo "budget: stopping before pair $i"; break; }
-        python -m bench.run --systems "$order" --out "$OUT/muxoff/pair$i" --time-budget-s "$(( $(left) - 20 ))" \
-            --workload sharegpt --rates 100 --duration-s 12 --drain-s 60 --model-path launch/models/llama-3.1-8b \
-            --server-args "--sampling-backend pytorch --grammar-backend none --tp-size 2" --no-progress 2>&1 | tail -n 2
-    done
-    python -m bench.analysis.muxoff_ratio "$OUT/muxoff"
+    muxoff_pairs "$OUT/muxoff" "${PAIRS:-2}" 300 --workload sharegpt --rates 100 --duration-s 12 --drain-s 60 \
+        --model-path launch/models/llama-3.1-8b --no-progress \
+        --server-args "--sampling-backend pytorch --grammar-backend none --tp-size 2"
     gpu_free || exit 2
 fi
 

@@ -1,5 +1,5 @@
-# Sourced by the sweep plans (BUDGET set first): every call of one comparison must run on one GPU,
-# and each call gets the seconds left of its BUDGET.
+# Sourced by the plans: one_host / gpu_free (every call of one comparison on one GPU; BUDGET set first
+# for left: the seconds left of it), healthy URL, muxoff_pairs (--disable-mux against SGLang).
 T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 one_host() {  # one_host OUT: record this call's GPU in OUT/host.txt; stop if OUT began on another
@@ -21,4 +21,21 @@ gpu_free() {  # no other process on this call's GPU(s): a server left by an earl
     done
     echo "GPU busy before this plan: pid, memory = $(echo $busy): stop it (a server left behind?) and run again"
     return 1
+}
+healthy() {  # healthy URL: the server there answers /health
+    python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/health', timeout=2)" "$1" 2> /dev/null
+}
+muxoff_pairs() {  # muxoff_pairs OUT PAIRS MIN_LEFT BENCH_RUN_ARGS...: --disable-mux against plain SGLang,
+    # PAIRS pairs in alternating order (the second system of a pair runs on a warmer host), while
+    # MIN_LEFT seconds remain; then their ratio (bench.analysis.muxoff_ratio)
+    local out=$1 pairs=$2 min=$3 i order
+    shift 3
+    for i in $(seq "$pairs"); do
+        order=$([ $((i % 2)) -eq 1 ] && echo sglang,mux-off || echo mux-off,sglang)
+        [ "$(left)" -lt "$min" ] && { echo "budget: stopping before pair $i"; break; }
+        python -m bench.run --systems "$order" --out "$out/pair$i" --time-budget-s "$(( $(left) - 20 ))" "$@" 2>&1 \
+            | tail -n 2
+        python -m bench.report "$out/pair$i" > "$out/pair$i/report.md"
+    done
+    python -m bench.analysis.muxoff_ratio "$out"
 }

@@ -35,15 +35,15 @@ set -u
 STEP=${1:?serve|soak|faults|preempt|fuzz|wait|end|kv}
 R=/tmp/rel; PORT=30000; URL=http://127.0.0.1:$PORT
 mkdir -p $R
-healthy() { python -c "import urllib.request; urllib.request.urlopen('$URL/health', timeout=2)" 2> /dev/null; }
+source "$(dirname "$0")/one_host.sh"  # healthy
 serve() {  # $1: log prefix, then extra server arguments
     local L=$1; shift
     nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> $R/gpu.txt
     SGLANG_MUX_NO_INSTALL=1 PORT=$PORT setsid bash launch/serve.sh llama-3.1-8b --enable-metrics "$@" \
         --mux-ttft-ms-per-token 0.5 \
         --mux-timeline ${L}timeline.jsonl --mux-timeline-max-mb 4 > ${L}server.log 2>&1 < /dev/null &
-    for _ in $(seq 300); do healthy && break; sleep 1; done
-    healthy || { echo "server did not start"; tail -30 ${L}server.log; exit 1; }
+    for _ in $(seq 300); do healthy "$URL" && break; sleep 1; done
+    healthy "$URL" || { echo "server did not start"; tail -30 ${L}server.log; exit 1; }
     pgrep -f "[s]glang_mux.launch_server" | head -1 > ${L}server.pid   # the launcher, not bash
 }
 case $STEP in
