@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from profiling.grid import KIND_CONTENTION, KIND_SOLO_DECODE, KIND_SOLO_PREFILL, Cell
-from sglang_mux.tables import CELLS_LOG
+from sglang_mux.tables import CELLS_LOG, tp_of
 
 logger = logging.getLogger(__name__)
 
@@ -261,8 +261,8 @@ def check_meta_compatible(old: dict, new: dict) -> list[str]:
     for k in ("gpu_name", "sm_count", "granularity"):
         if k in old and k in new and old[k] != new[k]:
             problems.append(f"{k}: table has {old[k]!r}, this run {new[k]!r}")
-    if old.get("tp_size", 1) != new.get("tp_size", 1):  # absent: TP 1
-        problems.append(f"tp_size: table has {old.get('tp_size', 1)!r}, this run {new.get('tp_size', 1)!r}")
+    if tp_of(old) != tp_of(new):
+        problems.append(f"tp_size: table has {tp_of(old)!r}, this run {tp_of(new)!r}")
     if "model" in old and "model" in new and old["model"] != new["model"]:
         diff = [k for k in new["model"] if old["model"].get(k) != new["model"][k]]
         problems.append(f"model shape differs in {diff}")
