@@ -51,6 +51,11 @@ def start_hosts(timeline: str) -> np.ndarray:
     return np.maximum((s.gap_ms - s.gpu_ms).to_numpy(), 0.0)
 
 
+def point_text(p: dict) -> str:
+    """A simulated point as a table cell: pass, P99 TTFT s, P99 TBT ms."""
+    return f"{'✓' if p['ok'] else '✗'} {p['ttft_p99_s']:.2f} s, {p['tbt_p99_ms']:.1f} ms"
+
+
 def quantiles(text: str) -> list[float]:
     try:
         qs = [float(x) for x in text.split(",")]
@@ -75,8 +80,7 @@ def by_quantile(qs: list[float]) -> int:
             for q in qs:
                 pts = [M.run_point(est, jit, host, corun, M.WORKLOADS[wname], TBT, "hybrid", rate, Path(d),
                                    fused_host=list(o), start_host=list(st), fused_host_quantile=q) for rate in rates]
-                print(f"| {q:g} | " + " | ".join(
-                    f"{'✓' if p['ok'] else '✗'} {p['ttft_p99_s']:.2f} s, {p['tbt_p99_ms']:.1f} ms" for p in pts) + " |")
+                print(f"| {q:g} | " + " | ".join(map(point_text, pts)) + " |")
             print()
     return 0
 
@@ -107,8 +111,7 @@ def main(argv=None) -> int:
                          M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d), fused_host=list(o),
                                      start_host=list(st)),
                          M.run_point(est, jit, host, corun, w, TBT, "chunked 512 + mixed", rate, Path(d))]
-                print(f"| {rate:g} | " + " | ".join(
-                    f"{'✓' if p['ok'] else '✗'} {p['ttft_p99_s']:.2f} s, {p['tbt_p99_ms']:.1f} ms" for p in cells) + " |")
+                print(f"| {rate:g} | " + " | ".join(map(point_text, cells)) + " |")
             print()
     return 0
 
