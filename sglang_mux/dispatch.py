@@ -193,9 +193,10 @@ class Policy(Protocol):
     def plan(self, snap: Snapshot) -> Plan: ...
 
 
-def fused_ms(est, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
-    """A fused iteration's GPU time (ms): ``est.fused_ms`` where the estimator has it, else the
-    same price from its ``prefill_ms`` on the whole GPU (pieces plus one-token decode rows)."""
+def fused_ms(est, pieces: Sequence[PrefillReq], decode_contexts) -> float:
+    """A fused iteration's GPU time (ms): ``est.fused_ms`` where the estimator has it (the decode
+    contexts as a list, or summed by its ``decode_rows``), else the same price from its
+    ``prefill_ms`` on the whole GPU (pieces plus one-token decode rows)."""
     f = getattr(est, "fused_ms", None)
     return f(pieces, decode_contexts) if f is not None else fused_iteration_ms(est, pieces, decode_contexts)
 
@@ -555,6 +556,8 @@ class HybridPolicy(MuxDispatcher):
         if snap.fused_rate_host_ms is not None:  # the rate's time is the median's, the budget the tail's
             host = max(snap.fused_rate_host_ms, 0.0)
         ctx = decode_contexts(snap)
+        if hasattr(self.est, "decode_rows"):  # summed once for the dozen prices below
+            ctx = self.est.decode_rows(ctx)
         # On an unlearned price (the prior: the solo price) a cut commits to one more chunk at most:
         # cutting a long prompt on it held the loop fused for its every chunk once the true price
         # was known.

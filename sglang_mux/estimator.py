@@ -39,8 +39,8 @@ from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
 from .fused_price import DECODE_ROW_MS, FusedPrice, graph_padding
-from .latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, UnprofiledPartition,
-                            decode_kernel, l2_knee_tokens, min_batch_tokens)
+from .latency_model import (DecodeHyper, DecodeRows, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel,
+                            UnprofiledPartition, decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model.allreduce import AllReduceCost
 from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
@@ -209,30 +209,44 @@ class Estimator:
         gpu = self._prefill_gpu_ms(prefill_sms, reqs) * self._prefill_corr.get(prefill_sms, 1.0)
         return max(gpu, self.host_prefill_ms())
 
-    def _prefill_gpu_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
-        """The solo fit and, at TP > 1, the rank's all-reduces over the batch's tokens."""
-        t = self._solo.prefill_ms(prefill_sms, reqs)
-        return t + self.allreduce.forward_ms(sum(r.n for r in reqs), self.num_layers) if self.allreduce else t
+    def _prefill_gpu_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
+        """The solo fit and, at TP > 1, the rank's all-reduces over the batch's tokens (``extra``:
+        more rows, summed beforehand: `decode_rows`)."""
+        t = self._solo.prefill_ms(prefill_sms, reqs, extra)
+        if not self.allreduce:
+            return t
+        return t + self.allreduce.forward_ms(sum(r.n for r in reqs) + (len(extra.contexts) if extra else 0),
+                                             self.num_layers)
 
-    def fused_ms(self, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> float:
+    def decode_rows(self, decode_contexts: Sequence[int]) -> DecodeRows:
+        """A fused iteration's one-token decode rows on their contexts, summed once for every
+        chunk a plan prices beside them (`fused_ms`): a walk over 300 rows for each of a plan's
+        dozen prices took its decision to 2.5 ms, served at sharegpt's 60 req/s."""
+        return self._solo.decode_rows(decode_contexts)
+
+    def fused_ms(self, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int] | DecodeRows) -> float:
         """One fused (mixed) iteration on the whole GPU, as SGLang runs a chunk with
         ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
         before it as reused context) and one new token per decoding request on its context
-        (``decode_contexts``, tokens): the solo prefill fit on ``total_sms`` over those rows
-        (`fused_batch`) plus ``DECODE_ROW_MS`` per one-token row (`fused_base_ms`), mapped to served
-        time by ``fused_price`` (learned by ``observe_fused``; the identity until then). The policy
-        and both simulators use this one price; 0.0 for an empty batch."""
-        rows = fused_batch(pieces, decode_contexts)
-        return self.fused_price.price(self.fused_base_ms(rows)) if rows else 0.0
+        (``decode_contexts``, tokens, or those rows summed by `decode_rows`): the solo prefill
+        fit on ``total_sms`` over those rows plus ``DECODE_ROW_MS`` per one-token row
+        (`fused_base_ms`), mapped to served time by ``fused_price`` (learned by
+        ``observe_fused``; the identity until then). The policy and both simulators use this one
+        price; 0.0 for an empty batch."""
+        dec = decode_contexts if isinstance(decode_contexts, DecodeRows) else self.decode_rows(decode_contexts)
+        if not pieces and not dec.contexts:
+            return 0.0
+        return self.fused_price.price(self.fused_base_ms(pieces, dec))
 
-    def fused_base_ms(self, rows: Sequence[PrefillReq]) -> float:
+    def fused_base_ms(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
         """A fused batch's price before the served mapping: the solo prefill fit on ``total_sms``
-        over its extend rows and the prefill graph's padding (`graph_padding` over
-        ``graph_tokens``, priced as one more prompt), plus what its one-token rows cost beyond
-        one-token queries."""
-        pad = graph_padding(sum(r.n for r in rows), self.graph_tokens)
-        solo = self._prefill_gpu_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows)
-        return solo + DECODE_ROW_MS * sum(1 for r in rows if r.n == 1)
+        over its extend rows (``rows`` and the summed ``extra``: `decode_rows`) and the prefill
+        graph's padding (`graph_padding` over ``graph_tokens``, priced as one more prompt), plus
+        what its one-token rows cost beyond one-token queries."""
+        k = len(extra.contexts) if extra else 0  # one-token rows, one token each
+        pad = graph_padding(sum(r.n for r in rows) + k, self.graph_tokens)
+        solo = self._prefill_gpu_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows, extra)
+        return solo + DECODE_ROW_MS * (sum(1 for r in rows if r.n == 1) + k)
 
     def host_prefill_ms(self) -> float:
         """The host's time to launch a whole prefill (0 until a launch was observed)."""

@@ -29,6 +29,7 @@ import bisect
 from typing import Mapping, Sequence
 
 from .latency_model import PrefillReq
+from .latency_model.model import DecodeRows
 from .tables import ModelShape
 
 # Measured on an H200 (132 SMs) — the name is the project's interface; an H100 SXM has the
@@ -164,8 +165,11 @@ class RooflineModel:
             r = self._rates[sms] = probe_at(self.probe, sms)
         return r
 
-    def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
-        """= roofline_ms(prefill_ops(...)) + overhead, without building the op list."""
+    def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
+        """= roofline_ms(prefill_ops(...)) + overhead, without building the op list; ``extra``:
+        one-token rows (`decode_rows`)."""
+        if extra is not None:
+            reqs = [*reqs, *extra.rows()]
         n = 0
         for q in reqs:
             n += q.n
@@ -180,6 +184,12 @@ class RooflineModel:
             b = (ba * qn + bkv * (qn + q.r)) / B
             t += f if f > b else b
         return 1e3 * t + self.overhead_ms
+
+    @staticmethod
+    def decode_rows(contexts: Sequence[int]) -> DecodeRows:
+        """One-token rows for `prefill_ms`'s ``extra``: their contexts alone (a roofline sums over
+        rows; there is nothing to add up beforehand)."""
+        return DecodeRows(tuple(sorted((int(c) for c in contexts), reverse=True)), 0, 0, (), (), 0)
 
     def decode_ms(self, decode_sms: int, bs: int, sum_reused: int, max_reused: float | None = None) -> float:
         """= roofline_ms(decode_ops(...)) + overhead, without building the op list.

@@ -486,3 +486,27 @@ def test_probe_runs_only_for_a_cold_start(tmp_path, good):
         cold = Estimator.for_model(meta["model"], gpu_name="Some Other GPU", total_sms=132,
                                    tables_root=table_root, attention_backend="triton", probe=probe)
     assert cold.source == "cold-start" and calls == [1]
+
+
+@pytest.mark.parametrize("table", ["llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3", "llama-3.1-8b__nvidia-h200__triton",
+                                   "cold start"])
+def test_summed_decode_rows_price_as_the_rows_themselves(table):
+    """A fused iteration's decode rows summed once (`decode_rows`) give the price of the same
+    rows walked one by one: FA3's waves and cold reads, triton's padded queries (rows re-read),
+    the roofline of a cold start."""
+    import random
+
+    if table == "cold start":
+        with pytest.warns(UserWarning):
+            e = Estimator.cold_start(LLAMA_8B, DEFAULT_H100_PROBE, 132, 16)
+    else:
+        e = Estimator.from_table(ROOT / "contention_tables" / table)
+    rng = random.Random(0)
+    for _ in range(60):
+        pieces = [PrefillReq(rng.randint(1, 1500), rng.choice([0, rng.randint(1, 40000)]))
+                  for _ in range(rng.randint(0, 4))]
+        ctx = [rng.choice([0, rng.randint(1, 60000)]) for _ in range(rng.randint(0, 400))]
+        rows = [*pieces, *(PrefillReq(1, c) for c in ctx)]
+        want = e.fused_price.price(e.fused_base_ms(rows)) if rows else 0.0
+        assert e.fused_ms(pieces, e.decode_rows(ctx)) == pytest.approx(want, rel=1e-12, abs=1e-12)
+        assert e.fused_ms(pieces, ctx) == pytest.approx(want, rel=1e-12, abs=1e-12)

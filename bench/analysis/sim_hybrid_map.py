@@ -75,6 +75,12 @@ WORKLOADS = {
                  ttft=("flat", 5.0), walk_on=True, rates=(8, 9, 10, 11, 12, 13, 14, 15.5, 17, 18, 20, 22, 24, 26)),
     "chat-1k": dict(generator="chat-1k", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow="table",
                     ttft=("flat", 5.0), walk_on=True, rates=(10, 11, 12, 13, 14.5, 16, 17.5, 19, 20, 22, 24, 26, 29, 32)),
+    "sharegpt": dict(generator="sharegpt", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow="table",
+                     ttft=("flat", 5.0), walk_on=True,
+                     rates=(16, 18, 20, 22, 24, 26, 29, 32, 35, 38, 42, 46, 50, 55, 60, 66, 72)),
+    "loogle": dict(generator="loogle", span=90, cap=None, pools=(358_800, 423_494), chunk_host=2.0, slow="table",
+                   ttft=("length", 2.0, 0.2), walk_on=True,
+                   rates=(0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1, 1.1, 1.2)),
 }
 # The points H100 runs measured (bench.run; the hybrid and chunked 1024 / 512 + mixed), TBT 50:
 # bench/results/overlap_fused_h100_2026-11-27/code, chat1k_h100_2026-11-27, capped_tbt50_h100_2026-11-27.

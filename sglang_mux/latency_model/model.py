@@ -2,8 +2,10 @@
 decode iteration on an S-SM partition, in ms, from per-partition named coefficients.
 
 Hot path (``prefill_ms``, ``decode_ms``): plain floats, no numpy/sklearn import, a loop over the
-requests and a handful of multiplications (budget <= 20 µs a call). The terms are those of
-``PrefillTheta`` / ``DecodeTheta`` (terms.py); docs/latency_model.md says why each exists.
+requests and a handful of multiplications (budget <= 20 µs a call). A fused iteration's hundreds
+of one-token decode rows are summed once (``decode_rows``) and added to each chunk priced beside
+them (``prefill_ms``'s ``extra``). The terms are those of ``PrefillTheta`` / ``DecodeTheta``
+(terms.py); docs/latency_model.md says why each exists.
 
 Partitions not profiled (``s`` SMs):
 - between two profiled ones: coefficients interpolated linearly in 1/SMs (FA3's decode γ, a
@@ -22,7 +24,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import asdict
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from .gemm_curve import GemmCurves
 from .terms import (DECODE_FEATURES, PREFILL_FEATURES, DecodeHyper, DecodeTheta, PrefillHyper, PrefillReq,
@@ -31,6 +33,21 @@ from .terms import (DECODE_FEATURES, PREFILL_FEATURES, DecodeHyper, DecodeTheta,
 FORMAT = 10  # fit.json's format as written; READ_FORMATS are read (docs/latency_model.md, "Fit formats")
 READ_FORMATS = (8, 10)
 REFIT = "refit the table: python -m sglang_mux.estimator fit DIR"
+
+
+class DecodeRows(NamedTuple):
+    """A fused iteration's one-token decode rows (`SoloLatencyModel.decode_rows`), summed as
+    `SoloLatencyModel.prefill_ms` reads a batch, to be added to the prompt rows (its ``extra``)."""
+
+    contexts: tuple  # each row's prefix (tokens), longest first
+    nr: int  # Σ r
+    nh: int  # Σ r over prefixes past the L2 knee
+    blocks: tuple  # (r, block-rounded tokens), longest prefix first
+    resident: tuple  # prefixes that stay in L2, longest first
+    resident_sum: int
+
+    def rows(self) -> list[PrefillReq]:
+        return [PrefillReq(1, r) for r in self.contexts]
 
 
 class _PartitionTable:
@@ -119,18 +136,83 @@ class SoloLatencyModel:
     def decode_theta(self, decode_sms: int) -> DecodeTheta:
         return self._decode(decode_sms)
 
-    def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq]) -> float:
-        """Solo latency (ms) of one whole-model prefill forward; 0 for an empty batch."""
-        t = self._prefill(prefill_sms)
-        blk, knee = self._blk, self._knee_or_inf
-        b1 = blk - 1
-        sq = nr = n = nh = bt = 0
-        r_lo = r_hi = reqs[0].r if reqs else 0
-        blocks = []  # (r, block-rounded tokens) per request
-        resident = []  # prefixes that stay in L2: read cold once
+    def prefill_ms(self, prefill_sms: int, reqs: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
+        """Solo latency (ms) of one whole-model prefill forward; 0 for an empty batch. ``extra``:
+        one-token rows of the batch summed beforehand (`decode_rows`): a fused iteration's decode
+        rows, the same for every chunk a plan prices, are then not walked again for each."""
+        if extra is not None and self._pad_q:  # every row's padding depends on the longest query
+            reqs, extra = [*reqs, *extra.rows()], None
         # Padded query blocks (triton): every request runs the longest one's; a dead block sweeps
         # its request's prefix and new tokens with no valid row.
-        qmax = (max(q.n for q in reqs) + b1) // blk * blk if self._pad_q and len(reqs) > 1 else 0
+        qmax = (max(q.n for q in reqs) + self._blk - 1) // self._blk * self._blk \
+            if self._pad_q and len(reqs) > 1 else 0
+        count, n, sq, nr, nh, bt, max_n, max_nr, r_lo, r_hi, blocks, resident = self._accumulate(reqs, qmax)
+        if extra is not None and extra.contexts:
+            k = len(extra.contexts)
+            r_lo, r_hi = (extra.contexts[-1], extra.contexts[0]) if not count else (
+                min(r_lo, extra.contexts[-1]), max(r_hi, extra.contexts[0]))
+            count += k
+            n += k
+            sq += k
+            nr += extra.nr
+            nh += extra.nh
+            bt += k * self._blk
+            max_n, max_nr = max(max_n, 1), max(max_nr, 1 + extra.contexts[0])
+            blocks = [*extra.blocks, *blocks]  # sorted in _waves: two runs, merged in one pass
+        if n <= 0:
+            return 0.0
+        t = self._prefill(prefill_sms)
+        knee = self._knee_or_inf
+        cap = self._tau * prefill_sms  # query tokens per wave (0: no wave quantization)
+        if cap and self._fa3 is not None:  # FA3: s× the blocks, each sweeping r / s keys (fa3_kernels)
+            s = self._fa3.splits(count, max_n, max_nr)
+            if r_lo == r_hi:
+                span = -(-(s * bt) // cap) * cap
+                a1 = span * r_hi / s
+                a2 = a1 if r_hi > knee else 0.0
+            else:
+                a1, a2 = self._waves(blocks, cap, knee, s)
+                a1, a2 = a1 / s, a2 / s
+        elif not cap:
+            a1, a2 = nr, nh
+        elif r_lo == r_hi:  # one prefix length (e.g. no cache hits): every wave is alike
+            span = -(-bt // cap) * cap
+            a1 = span * r_hi
+            a2 = span * r_hi if r_hi > knee else 0.0
+        else:
+            a1, a2 = self._waves(blocks, cap, knee)
+        cold = 0
+        more = extra.resident if extra is not None else ()
+        if resident or more:  # one cold read per cold wave, of the longest prefixes (all if K >= their count)
+            k = cold_waves(count, self._heads, prefill_sms)
+            if k >= len(resident) + len(more):
+                cold = sum(resident) + (extra.resident_sum if more else 0)
+            else:  # only the k longest of ``more`` (sorted) can be among the k longest
+                cold = sum(heapq.nlargest(k, [*resident, *more[:k]]))
+        lin = self._lin(t, prefill_sms, n)
+        floor = t.launch_floor
+        return (t.sum_new_sq * sq + t.sum_new_reused_waves * a1 + t.sum_new_spill_waves * a2
+                + t.sum_reused_resident * cold + (lin if lin > floor else floor))
+
+    def decode_rows(self, contexts: Sequence[int]) -> DecodeRows:
+        """One-token rows on ``contexts`` (tokens) for `prefill_ms`'s ``extra``: what `_accumulate`
+        would add up for them, with builtins (a fused iteration prices 300 of them a dozen times)."""
+        rs = sorted((int(c) for c in contexts), reverse=True)
+        knee = self._knee_or_inf
+        resident = tuple(r for r in rs if 0 < r <= knee)
+        return DecodeRows(tuple(rs), sum(rs), sum(r for r in rs if r > knee), tuple((r, self._blk) for r in rs),
+                          resident, sum(resident))
+
+    def _accumulate(self, reqs: Sequence[PrefillReq], qmax: int) -> tuple:
+        """One pass over a batch: (rows, Σn, Σn² with padding, Σ query rows × prefix, the same over
+        prefixes past the L2 knee, block-rounded tokens, max n, max n + r, min r, max r,
+        [(r, block-rounded tokens)], [prefixes that stay in L2: read cold once])."""
+        blk, knee = self._blk, self._knee_or_inf
+        b1 = blk - 1
+        sq = nr = n = nh = bt = max_n = max_nr = 0
+        r_lo = r_hi = reqs[0].r if reqs else 0
+        blocks = []
+        resident = []
         for q in reqs:
             qn = q.n
             qr = q.r
@@ -147,38 +229,15 @@ class SoloLatencyModel:
             tok += dead
             bt += tok
             blocks.append((qr, tok))
+            if qn > max_n:
+                max_n = qn
+            if qn + qr > max_nr:
+                max_nr = qn + qr
             if qr > r_hi:
                 r_hi = qr
             elif qr < r_lo:
                 r_lo = qr
-        if n <= 0:
-            return 0.0
-        cap = self._tau * prefill_sms  # query tokens per wave (0: no wave quantization)
-        if cap and self._fa3 is not None:  # FA3: s× the blocks, each sweeping r / s keys (fa3_kernels)
-            s = self._fa3.splits(len(reqs), max(q.n for q in reqs), max(q.n + q.r for q in reqs))
-            if r_lo == r_hi:
-                span = -(-(s * bt) // cap) * cap
-                a1 = span * r_hi / s
-                a2 = a1 if r_hi > knee else 0.0
-            else:
-                a1, a2 = self._waves([(r, tok * s) for r, tok in blocks], cap, knee)
-                a1, a2 = a1 / s, a2 / s
-        elif not cap:
-            a1, a2 = nr, nh
-        elif r_lo == r_hi:  # one prefix length (e.g. no cache hits): every wave is alike
-            span = -(-bt // cap) * cap
-            a1 = span * r_hi
-            a2 = span * r_hi if r_hi > knee else 0.0
-        else:
-            a1, a2 = self._waves(blocks, cap, knee)
-        cold = 0
-        if resident:  # one cold read per cold wave, of the longest prefixes (all of them if K >= their count)
-            k = cold_waves(len(reqs), self._heads, prefill_sms)
-            cold = sum(resident) if k >= len(resident) else sum(heapq.nlargest(k, resident))
-        lin = self._lin(t, prefill_sms, n)
-        floor = t.launch_floor
-        return (t.sum_new_sq * sq + t.sum_new_reused_waves * a1 + t.sum_new_spill_waves * a2
-                + t.sum_reused_resident * cold + (lin if lin > floor else floor))
+        return len(reqs), n, sq, nr, nh, bt, max_n, max_nr, r_lo, r_hi, blocks, resident
 
     def _lin(self, t: PrefillTheta, sms: int, n: float) -> float:
         """The token-linear work of an n-token batch: θ3·g·n + θ4 + θ8·(n − m_k)+ + θ9·(n − m_k2)+
@@ -200,15 +259,16 @@ class SoloLatencyModel:
         return 1.0 + q * gemm_share(tokens, self._gemm_lo, self._gemm_hi) if q else 1.0
 
     @staticmethod
-    def _waves(blocks, cap: int, knee: float) -> tuple[float, float]:
+    def _waves(blocks, cap: int, knee: float, mult: int = 1) -> tuple[float, float]:
         """Wave-quantized attention work: blocks packed longest prefix first into waves of
         ``cap`` query tokens, each wave as long as its longest block (r of its first block).
         Equals W·Σn·r (and W·Σn·r·[r > r0]) on a uniform batch; on a mixed one a wave is never
-        averaged down by short blocks, and adding a request never lowers the estimate."""
+        averaged down by short blocks, and adding a request never lowers the estimate. ``mult``:
+        every block's tokens taken that many times (FA3's splits)."""
         a1 = a2 = 0.0
         pos = nxt = 0  # tokens packed so far; where the next wave begins
         for r, tok in sorted(blocks, reverse=True):
-            pos += tok
+            pos += tok * mult
             if pos > nxt:  # waves begin at nxt, nxt + cap, ... below pos
                 starts = (pos - nxt - 1) // cap + 1
                 nxt += starts * cap
