@@ -64,13 +64,13 @@ if has rankkill; then
         SGLANG_MUX_NO_INSTALL=1 setsid bash launch/serve.sh llama-3.1-8b --tp-size 2 --enable-metrics \
             > "$R/server_$i.log" 2>&1 < /dev/null &
         for _ in $(seq 240); do healthy "$URL" && break; sleep 1; done
-        pid=$(pgrep -f "[s]glang_mux.launch_server" | head -1)
+        pid=$(pgrep -f "$SERVER_PAT" | head -1)
         [ -n "$pid" ] || { echo "kill $i: the server did not start"; tail -20 "$R/server_$i.log"; break; }
         python -m bench.faults --server-url $URL --faults "" --rate 0 --kill-rank 1 --server-pid "$pid" \
             --out "$R/kill_$i.json" > /dev/null
         python -c "import json,sys; print('kill $i:', json.load(open(sys.argv[1]))['rank_kill'])" "$R/kill_$i.json"
         grep -m1 "Subprocess scheduler" "$R/server_$i.log"
-        pkill -9 -f "sglang_mux.launch_server|sglang::" 2> /dev/null; gpu_free || exit 2
+        pkill -9 -f "$SERVER_TREE_PAT" 2> /dev/null; gpu_free || exit 2
     done
 fi
 

@@ -44,7 +44,7 @@ serve() {  # $1: log prefix, then extra server arguments
         --mux-timeline ${L}timeline.jsonl --mux-timeline-max-mb 4 > ${L}server.log 2>&1 < /dev/null &
     for _ in $(seq 300); do healthy "$URL" && break; sleep 1; done
     healthy "$URL" || { echo "server did not start"; tail -30 ${L}server.log; exit 1; }
-    pgrep -f "[s]glang_mux.launch_server" | head -1 > ${L}server.pid   # the launcher, not bash
+    pgrep -f "$SERVER_PAT" | head -1 > ${L}server.pid   # the launcher, not bash
 }
 case $STEP in
 serve) serve $R/ ;;
@@ -96,8 +96,8 @@ end)
         --sigterm-pid "$(cat $R/server.pid)" --out $R/sigterm.json | tail -20
     ;;
 kv)
-    pkill -f "[s]glang_mux.launch_server"
-    for _ in $(seq 90); do pgrep -f "[s]glang_mux.launch_server" > /dev/null || break; sleep 1; done
+    pkill -f "$SERVER_PAT"
+    for _ in $(seq 90); do pgrep -f "$SERVER_PAT" > /dev/null || break; sleep 1; done
     # a 16K-token pool and decode graphs up to batch 16 only (a short capture); bursts of 10 x 2K
     # prompts asking 512 tokens each: admission reserves only new-token-ratio (0.7 decaying to 0.1)
     # x 512 per request, so the 6-7 admitted outgrow the pool in decode: the retraction path.
