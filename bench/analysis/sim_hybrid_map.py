@@ -2,7 +2,7 @@
 
     python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_sizes_2026-11-27/map.md   (repository root)
 
-What it simulates (issue 43 item 3), seed 0, on the H100 FA3 table (TABLE), the mux with host
+What it simulates (issue 43 item 3), seed 0 (``--seed``), on the H100 FA3 table (TABLE), the mux with host
 times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
 workloads (WORKLOADS): the capped conversation (bundled ``conversation``, <= 8000 tokens, 45 s per
 rate), the uncapped conversation (bench/data/conversation_sessions20.jsonl, 90 s) and the Mooncake
@@ -10,7 +10,7 @@ synthetic slice (bench/data/synthetic_first500.jsonl, <= 100K, 90 s), each calib
 earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``code`` and
 ``chat-1k``, built in-process per rate by ``bench.workloads`` with bench.run's salt
 (``rate=<R>``, 45 s, round(45 R) requests) and replayed with the very Poisson arrivals bench.run
-sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=0)``): no prefix reuse, chunked
+sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=SEED)``): no prefix reuse, chunked
 prefill 2 ms host per iteration as the capped conversation, and the mux's prefill beside decode at
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
 A mixed batch on the whole GPU is priced alike whichever loop forms it, hybrid or SGLang's chunked
@@ -100,28 +100,30 @@ def ttft_p99(res, reqs, rule) -> float:
     return float(np.percentile(t, 99))
 
 
-def requests(w: dict, rate: float, pool: int | None, tmp: Path) -> list:
+def requests(w: dict, rate: float, pool: int | None, tmp: Path, seed: int = 0) -> list:
     """One rate point's requests: a trace's first round(rate x span), or the generator's bench.run
-    point (its salt, round(rate x span) requests) written as a trace; Poisson arrivals, seed 0."""
+    point (its salt, round(rate x span) requests) written as a trace; Poisson arrivals, ``seed``
+    (bench.run's --seed: the arrivals and a generator's draws)."""
     if "generator" not in w:
-        return sim.load_trace(w["trace"], limit=round(rate * w["span"]), rate=rate, arrival="poisson", seed=0,
+        return sim.load_trace(w["trace"], limit=round(rate * w["span"]), rate=rate, arrival="poisson", seed=seed,
                               cache_tokens=pool, input_cap=w["cap"])
-    wl = workloads.build(w["generator"], rate=rate, duration_s=w["span"], seed=0, salt=f"rate={rate:g}",
+    wl = workloads.build(w["generator"], rate=rate, duration_s=w["span"], seed=seed, salt=f"rate={rate:g}",
                          input_cap=w["cap"])
-    path = tmp / f"{w['generator']}__{rate:g}.jsonl"
+    path = tmp / f"{w['generator']}__{rate:g}__{seed}.jsonl"
     workloads.write_trace(wl, path)
-    return sim.load_trace(str(path), rate=rate, arrival="poisson", seed=0, cache_tokens=pool)
+    return sim.load_trace(str(path), rate=rate, arrival="poisson", seed=seed, cache_tokens=pool)
 
 
 def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=None, start_host=None,
-              **sim_kw) -> dict:
+              seed: int = 0, **sim_kw) -> dict:
     """One system at one rate; ``fused_host``: the mux's fused host time in place of the
     workload's ``chunk_host`` (a number, or draws: sim.simulate's ``fused_host_ms``);
     ``start_host``: draws for iterations that start a layer-wise batch (``start_host_ms``);
-    ``sim_kw``: more of sim.run_policies' arguments for the mux (e.g. ``fused_host_quantile``)."""
+    ``seed``: the workload's (`requests`); ``sim_kw``: more of sim.run_policies' arguments for the
+    mux (e.g. ``fused_host_quantile``)."""
     slow = corun if w["slow"] == "table" else w["slow"]
     pool = w["pools"][0 if name in MUX else 1]
-    reqs = requests(w, rate, pool, tmp)
+    reqs = requests(w, rate, pool, tmp, seed)
     if name in MUX:
         r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
@@ -144,11 +146,11 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
     return pt
 
 
-def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path):
+def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path, seed: int = 0):
     """The walk: rates from the lowest up to the first failure; (goodput, points)."""
     points, good = [], None
     for rate in w["rates"]:
-        pt = run_point(est, jit, host, corun, w, tbt, name, rate, tmp)
+        pt = run_point(est, jit, host, corun, w, tbt, name, rate, tmp, seed=seed)
         points.append(pt)
         if not pt["ok"]:
             break
@@ -156,7 +158,7 @@ def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path):
     return good, points
 
 
-def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path) -> dict:
+def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path, seed: int = 0) -> dict:
     """Past the walk's first failure, on up the rates until two fail in a row: whether that
     failure was an edge (a later rate passes) and the highest rate passed, as bench.run
     --no-stop-on-fail would find it on this grid."""
@@ -165,7 +167,7 @@ def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path) -> dict:
     for rate in rest:
         if fails >= 2:
             break
-        more.append(run_point(est, jit, host, corun, w, tbt, name, rate, tmp))
+        more.append(run_point(est, jit, host, corun, w, tbt, name, rate, tmp, seed=seed))
         fails = 0 if more[-1]["ok"] else fails + 1
     passed = [p["rate"] for p in points + more if p["ok"]]
     return {"highest_pass": max(passed) if passed else None, "points": more}
@@ -190,12 +192,13 @@ def simulator_inputs(table: str = TABLE) -> tuple:
 
 
 def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
-              tbts: tuple[float, ...] = (50.0, 30.0)) -> None:
+              tbts: tuple[float, ...] = (50.0, 30.0), seed: int = 0) -> None:
     """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
-    (None: all); ``tbts``: the TBT SLO columns."""
+    (None: all); ``tbts``: the TBT SLO columns; ``seed``: the workloads' (bench.run's --seed; the
+    H100 points are seed 0's and left out for another)."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
-    out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": 0, "cells": []}
+    out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "cells": []}
     chosen = {k: w for k, w in WORKLOADS.items() if workloads_ is None or k in workloads_}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -203,15 +206,16 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
             for wname, w in chosen.items():
                 cell = {"workload": wname, "tbt_slo_ms": tbt, "ttft_rule": w["ttft"], "goodput": {}, "points": {}}
                 for name in SYSTEMS:
-                    cell["goodput"][name], cell["points"][name] = run_cell(est, jit, host, corun, w, tbt, name, tmp)
+                    cell["goodput"][name], cell["points"][name] = run_cell(est, jit, host, corun, w, tbt, name, tmp,
+                                                                           seed)
                     if w.get("walk_on"):
                         cell.setdefault("past_first_failure", {})[name] = walk_on(
-                            est, jit, host, corun, w, tbt, name, cell["points"][name], tmp)
+                            est, jit, host, corun, w, tbt, name, cell["points"][name], tmp, seed)
                     print(f"{wname} TBT {tbt:g}: {name} {cell['goodput'][name]} ({time.time() - t0:.0f} s)",
                           file=sys.stderr)
                 out["cells"].append(cell)
         h100 = []
-        for wname, rate in (H100_POINTS if table == TABLE and H100_TBT in tbts else ()):
+        for wname, rate in (H100_POINTS if table == TABLE and H100_TBT in tbts and seed == 0 else ()):
             if wname not in chosen:
                 continue
             cell = next(c for c in out["cells"] if c["workload"] == wname and c["tbt_slo_ms"] == H100_TBT)
@@ -282,6 +286,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default=None,
                     help="comma list of workloads (default all): " + ", ".join(WORKLOADS))
     ap.add_argument("--tbt", default="50,30", type=_cli_io.numbers(example="50,30"), help="TBT SLOs, ms, comma list")
+    ap.add_argument("--seed", type=int, default=0, help="the workloads' seed (bench.run's --seed)")
     a = ap.parse_args(argv)
     chosen = None
     if a.workloads:
@@ -290,7 +295,7 @@ def main(argv=None) -> int:
         if bad:
             ap.error(f"--workloads: unknown {', '.join(bad)}; choose from {'; '.join(WORKLOADS)}")
     table = str(_cli_io.table_dir(a.table))
-    build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt))
+    build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt), a.seed)
     return 0
 
 
