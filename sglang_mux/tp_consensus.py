@@ -18,7 +18,7 @@ the ranks' plans parted (a TP-2 server hung, bench/results/h200x2_s39_2026-11-27
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 
 class Consensus(Protocol):
@@ -86,8 +86,10 @@ class TpConsensus:
     """TP > 1 over SGLang's TP CPU group. ``broadcast(data, rank, group, src)`` is SGLang's
     ``broadcast_pyobj``; ``all_min(value, group)`` an all-reduce of one integer with MIN."""
 
-    def __init__(self, group: Any, rank: int, src: int, broadcast: Callable, all_min: Callable[[int, Any], int]):
+    def __init__(self, group: Any, rank: int, src: int, broadcast: Callable, all_min: Callable[[int, Any], int],
+                 ranks: Sequence[int] = ()):
         self.group, self.rank, self.src = group, rank, src
+        self.ranks = tuple(ranks)  # the group's global ranks, in TP order (for naming a lost peer)
         self.leader = rank == src
         self._broadcast, self._all_min = broadcast, all_min
 
@@ -112,13 +114,27 @@ class TpConsensus:
             dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group)
             return int(t.item())
 
-        return cls(tp.cpu_group, tp.rank, tp.ranks[0], broadcast_pyobj, all_min)
+        return cls(tp.cpu_group, tp.rank, tp.ranks[0], broadcast_pyobj, all_min, tp.ranks)
 
     def share(self, decision: Any) -> Any:
-        got = self._broadcast([decision] if self.leader else [], self.rank, self.group, src=self.src)
+        try:
+            got = self._broadcast([decision] if self.leader else [], self.rank, self.group, src=self.src)
+        except RuntimeError as e:  # gloo: a peer's socket closed (the rank died); name it for the log
+            raise RuntimeError(f"sglang_mux: {self._who()} lost the TP group while sharing a plan: "
+                               f"{self._peers()} ended ({e}); the server stops") from e
         if not got:
             raise RuntimeError(f"sglang_mux: TP rank {self.rank} received no decision from rank {self.src}")
         return got[0]
 
     def min(self, value: int) -> int:
         return self._all_min(value, self.group)
+
+    def _who(self) -> str:
+        return f"TP rank {self.ranks.index(self.rank)}" if self.rank in self.ranks else f"rank {self.rank}"
+
+    def _peers(self) -> str:
+        """The other TP ranks (the dead one among them; with two ranks, it)."""
+        others = [i for i, r in enumerate(self.ranks) if r != self.rank]
+        if not others:
+            return "another rank"
+        return f"TP rank {others[0]}" if len(others) == 1 else f"one of TP ranks {others}"

@@ -71,3 +71,18 @@ def test_at_tp_the_group_must_exist_before_anything_is_shared():
                   NS(server_args=NS(tp_size=2), tp_group=None)):
         with pytest.raises(RuntimeError, match="TP size 2 but the Scheduler has no TP group of 2 ranks"):
             TpConsensus.of(sched)
+
+
+def test_a_lost_peer_is_named_in_the_error():
+    """A rank that died closes its gloo socket: the survivor's broadcast raises, and the error says
+    which TP rank ended (with two ranks, the other one)."""
+    def dead(data, rank, group, src):
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:538] Read error: Connection reset by peer")
+
+    leader = TpConsensus("g", rank=8, src=8, broadcast=dead, all_min=min, ranks=(8, 9))
+    with pytest.raises(RuntimeError, match=r"TP rank 0 lost the TP group while sharing a plan: TP rank 1 ended "
+                                           r"\(.*Connection reset by peer\); the server stops"):
+        leader.share("plan")
+    follower = TpConsensus("g", rank=2, src=0, broadcast=dead, all_min=min, ranks=(0, 1, 2, 3))
+    with pytest.raises(RuntimeError, match=r"TP rank 2 lost .*: one of TP ranks \[0, 1, 3\] ended"):
+        follower.share(None)
