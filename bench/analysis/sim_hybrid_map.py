@@ -3,13 +3,14 @@
     python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_sizes_2026-11-27/map.md   (repository root)
 
 What it simulates (issue 43 item 3), seed 0 (``--seed``), on the H100 FA3 table (TABLE), the mux with host
-times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for five
+times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for seven
 workloads (WORKLOADS): the capped conversation (bundled ``conversation``, <= 8000 tokens, 45 s per
 rate), the uncapped conversation (bench/data/conversation_sessions20.jsonl, 90 s) and the Mooncake
 synthetic slice (bench/data/synthetic_first500.jsonl, <= 100K, 90 s), each calibrated as the
-earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``code`` and
-``chat-1k``, built in-process per rate by ``bench.workloads`` with bench.run's salt
-(``rate=<R>``, 45 s, round(45 R) requests) and replayed with the very Poisson arrivals bench.run
+earlier predictions were (bench/results/sim_hybrid_2026-11-27/README.md); and ``code``,
+``chat-1k``, ``sharegpt`` (45 s) and ``loogle`` (300 s, the length-aware TTFT rule), built
+in-process per rate by ``bench.workloads`` with bench.run's salt (``rate=<R>``, round(span R)
+requests) and replayed with the very Poisson arrivals bench.run
 sends (``sim.load_trace(..., arrival="poisson", rate=R, seed=SEED)``): no prefix reuse, chunked
 prefill 2 ms host per iteration as the capped conversation, and the mux's prefill beside decode at
 the table's co-run slowdown (served code on an H100 ran at 1.07-1.13x, not the conversation's 1.4x).
@@ -78,7 +79,9 @@ WORKLOADS = {
     "sharegpt": dict(generator="sharegpt", span=45, cap=None, pools=(None, None), chunk_host=2.0, slow="table",
                      ttft=("flat", 5.0), walk_on=True,
                      rates=(16, 18, 20, 22, 24, 26, 29, 32, 35, 38, 42, 46, 50, 55, 60, 66, 72)),
-    "loogle": dict(generator="loogle", span=90, cap=None, pools=(358_800, 423_494), chunk_host=2.0, slow="table",
+    # loogle: 30K-token prompts at ~0.25 req/s; a 90-s point held 18-22 requests, and the drift
+    # test on so few failed at random. 300 s holds 60-75 (still one or two prompts make the P99).
+    "loogle": dict(generator="loogle", span=300, cap=None, pools=(358_800, 423_494), chunk_host=2.0, slow="table",
                    ttft=("length", 2.0, 0.2), walk_on=True,
                    rates=(0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1, 1.1, 1.2)),
 }
