@@ -232,3 +232,19 @@ def test_a_tp_tables_kernels_are_a_ranks(good, tmp_path):
     assert t2.model_shape == t.model_shape and t2.rank_shape.num_heads == t.model_shape.num_heads // 2
     assert table_fa3(t2).heads == t.model_shape.num_heads // 2
     assert table_decode_kernel(t2).head_groups == t.model_shape.num_kv_heads // 2
+
+
+def test_the_70b_shape_fits_two_h200s_and_not_one():
+    """launch/models/llama-3.1-70b (issue 44's model): at TP 2 a rank holds ~66 GiB of weights,
+    which leaves an H200 (~140 GiB) a KV pool of hundreds of thousands of tokens; one GPU holds none."""
+    from profiling.grid import GpuSpec, estimate_kv_pool_tokens
+
+    m = ModelShape.from_config(ROOT / "launch/models/llama-3.1-70b/config.json")
+    assert (m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.intermediate_size) == (80, 8192, 64, 8, 28672)
+    assert m.weight_bytes / 1e9 == pytest.approx(141.1, rel=0.01)  # 70.6B parameters in bf16
+    r = m.per_rank(2)
+    h200, h100 = GpuSpec(mem_gib=139.8), GpuSpec()
+    assert r.weight_bytes / 2**30 == pytest.approx(65.7, rel=0.01)
+    assert 300_000 < estimate_kv_pool_tokens(r, h200, 0.85) < 400_000
+    assert estimate_kv_pool_tokens(m, h200, 0.85) == 0
+    assert estimate_kv_pool_tokens(m.per_rank(4), h100, 0.85) > 100_000
