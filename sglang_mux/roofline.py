@@ -28,8 +28,7 @@ from __future__ import annotations
 import bisect
 from typing import Mapping, Sequence
 
-from .latency_model import PrefillReq
-from .latency_model.model import DecodeRows
+from .latency_model import DecodeRows, PrefillReq
 from .tables import ModelShape
 
 # Measured on an H200 (132 SMs) — the name is the project's interface; an H100 SXM has the

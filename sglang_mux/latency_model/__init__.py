@@ -26,8 +26,8 @@ from .terms import (BLOCK_TOKENS, DECODE_FEATURES, MIN_BATCH_TOKENS, PREFILL_FEA
 _FIT_NAMES = frozenset({"fit_nonneg", "fit_prefill_frame", "fit_decode_frame", "heldout_errors", "prefill_domain",
                         "fit_model", "predict_prefill_frame"})
 
-__all__ = ["BLOCK_TOKENS", "DECODE_FEATURES", "DecodeRows", "FORMAT", "MIN_BATCH_TOKENS", "PREFILL_FEATURES", "DecodeHyper",
-           "DecodeTheta", "Fa3Grid", "GemmCurves", "PrefillHyper", "PrefillReq", "PrefillTheta",
+__all__ = ["BLOCK_TOKENS", "DECODE_FEATURES", "FORMAT", "MIN_BATCH_TOKENS", "PREFILL_FEATURES", "DecodeHyper",
+           "DecodeRows", "DecodeTheta", "Fa3Grid", "GemmCurves", "PrefillHyper", "PrefillReq", "PrefillTheta",
            "SoloLatencyModel", "UnprofiledCurve", "UnprofiledPartition", "cold_waves", "decode_kernel",
            "gemm_excess", "gemm_share", "key_waves", "l2_knee_tokens", "min_batch_tokens", "prefill_features",
            *sorted(_FIT_NAMES)]

@@ -144,8 +144,8 @@ class SoloLatencyModel:
             reqs, extra = [*reqs, *extra.rows()], None
         # Padded query blocks (triton): every request runs the longest one's; a dead block sweeps
         # its request's prefix and new tokens with no valid row.
-        qmax = (max(q.n for q in reqs) + self._blk - 1) // self._blk * self._blk \
-            if self._pad_q and len(reqs) > 1 else 0
+        blk = self._blk
+        qmax = (max(q.n for q in reqs) + blk - 1) // blk * blk if self._pad_q and len(reqs) > 1 else 0
         count, n, sq, nr, nh, bt, max_n, max_nr, r_lo, r_hi, blocks, resident = self._accumulate(reqs, qmax)
         if extra is not None and extra.contexts:
             k = len(extra.contexts)
@@ -156,7 +156,7 @@ class SoloLatencyModel:
             sq += k
             nr += extra.nr
             nh += extra.nh
-            bt += k * self._blk
+            bt += k * blk
             max_n, max_nr = max(max_n, 1), max(max_nr, 1 + extra.contexts[0])
             blocks = [*extra.blocks, *blocks]  # sorted in _waves: two runs, merged in one pass
         if n <= 0:
