@@ -327,12 +327,16 @@ class Estimator:
         self._decode_corr[decode_sms] = c
         self._decode_corr_max = max(self._decode_corr.values())
 
-    def observe_fused(self, rows: Sequence[PrefillReq], measured_ms: float) -> float | None:
+    def observe_fused(self, rows: Sequence[PrefillReq], measured_ms: float,
+                      extra: DecodeRows | None = None) -> float | None:
         """A served fused iteration of ``measured_ms`` (its time on the forward stream, from the
-        batch before it to its own end): ``rows`` =
-        its extend rows (prompt pieces and one-token decode rows, each with its cached context).
-        Returns measured / the price in use before (None: not taken, fused_price.RATIO_BOUNDS)."""
-        return self.fused_price.observe(self.fused_base_ms(rows), measured_ms) if rows else None
+        batch before it to its own end): ``rows`` = its extend rows (prompt pieces and one-token
+        decode rows, each with its cached context), or some of them and the rest summed in
+        ``extra`` (`decode_rows`). Returns measured / the price in use before (None: not taken,
+        fused_price.RATIO_BOUNDS)."""
+        if not rows and not (extra and extra.contexts):
+            return None
+        return self.fused_price.observe(self.fused_base_ms(rows, extra), measured_ms)
 
     def decode_correction(self, decode_sms: int) -> float:
         """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""

@@ -63,7 +63,7 @@ class FusedLaunch:
     live: ScheduleBatch  # the batch SGLang goes on with: merged into the running batch by the next formation
     start: torch.cuda.Event
     end: torch.cuda.Event
-    rows: list[PrefillReq] | None  # its extend rows; None: the decode batch alone
+    rows: FusedRows | None  # its extend rows; None: the decode batch alone
     it: Iteration
     merged: bool = False  # a later formation has merged ``live`` into the running batch
     note: dict | None = None  # its launch, for the timeline (graph replayed, host waited)
@@ -160,12 +160,30 @@ def chunked_view(req: Req | None, now: float, arrival: dict[str, float]) -> Wait
     return WaitingReq(rid=req.rid, arrival_s=arrival.get(req.rid, now), n=max(1, total - done), r=done)
 
 
-def fused_rows(batch: ScheduleBatch) -> list[PrefillReq]:
-    """An extend batch's rows as the estimator prices them: (new tokens, cached context) per row,
-    the decode rows of a mixed batch included (SGLang's ``extend_lens`` / ``prefix_lens``)."""
+class FusedRows(NamedTuple):
+    """A fused batch's extend rows as the estimator prices them: its prompt pieces, and the
+    contexts of its one-token rows (the decode rows; a one-token piece is priced as one), summed
+    by ``Estimator.decode_rows`` rather than made into hundreds of ``PrefillReq``."""
+    pieces: list
+    contexts: list
+
+    @property
+    def tokens(self) -> int:
+        return sum(p.n for p in self.pieces) + len(self.contexts)
+
+
+def fused_rows(batch: ScheduleBatch) -> FusedRows:
+    """An extend batch's rows (new tokens, cached context) per row, the decode rows of a mixed
+    batch included (SGLang's ``extend_lens`` / ``prefix_lens``)."""
     from sglang_mux.estimator import PrefillReq
 
-    return [PrefillReq(int(n), int(r)) for n, r in zip(batch.extend_lens, batch.prefix_lens)]
+    pieces, contexts = [], []
+    for n, r in zip(batch.extend_lens, batch.prefix_lens):
+        if n == 1:
+            contexts.append(int(r))
+        else:
+            pieces.append(PrefillReq(int(n), int(r)))
+    return FusedRows(pieces, contexts)
 
 
 def prefill_state(batch: ScheduleBatch, now: float, arrival: dict[str, float]) -> PrefillBatchState:

@@ -717,18 +717,20 @@ class MuxLoop:
             sched.running_batch.merge_batch(batch)
 
     def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None) -> None:
-        """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows; None for a
-        decode alone): the TBT host budget (a fused iteration's own where there is one), the
+        """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows, `fused_rows`; None
+        for a decode alone): the TBT host budget (a fused iteration's own where there is one), the
         estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
-        self.book_host(it.plan, done, ms, fused=bool(rows))
-        ratio = self.estimator.observe_fused(rows, ms) if rows else None
+        fused = rows is not None
+        self.book_host(it.plan, done, ms, fused=fused)
+        est = self.estimator
+        ratio = est.observe_fused(rows.pieces, ms, est.decode_rows(rows.contexts)) if fused else None
         if self.metrics:
             self.metrics.on_decode(it.plan, ms, count_decision=False)
         if self.timeline:
             self.timeline.write(it.plan, now=it.now, decode_bs=it.snap.decode_bs, measured_decode_ms=ms,
-                                extend_tokens=sum(r.n for r in rows) if rows else 0,
+                                extend_tokens=rows.tokens if fused else 0,
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
                                 fused_price=self.estimator.fused_price.to_dict(),
                                 decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,

@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from sglang_mux import scheduler_loop as sl
-from sglang_mux.loop_state import PrefillRun, decode_shape, guard_record
+from sglang_mux.loop_state import PrefillRun, decode_shape, fused_rows, guard_record
 from sglang_mux.dispatch import Plan
 from sglang_mux.estimator import PrefillReq
 from sglang_mux.partitions import full_modes, partition_configs
@@ -290,3 +290,14 @@ def test_a_fused_iteration_books_its_gap_against_its_price_to_its_own_budget():
     m.fused_host_time = None  # no fused budget: the decode's, against GPU time
     m.book_host(fused, 1.080, 26.0, fused=True)
     assert m.host_time._gaps == pytest.approx([1.0, 4.0])
+
+
+def test_fused_rows_split_prompt_pieces_from_one_token_rows():
+    """A mixed batch's rows: prompt pieces as PrefillReq, one-token rows (decodes, and a one-token
+    piece, priced alike) as contexts, in SGLang's order; the batch's tokens counted once each."""
+    from sglang_mux.estimator import PrefillReq
+
+    batch = NS(extend_lens=[400, 1, 1, 37, 1], prefix_lens=[0, 1002, 1199, 4096, 0])
+    rows = fused_rows(batch)
+    assert rows.pieces == [PrefillReq(400, 0), PrefillReq(37, 4096)] and rows.contexts == [1002, 1199, 0]
+    assert rows.tokens == 440
