@@ -148,3 +148,25 @@ def test_muxoff_pairs_alternate_the_order_then_take_the_ratio(tmp_path):
     assert sum(c.startswith("-m bench.report") for c in calls) == 3
     assert calls[-2:] == [f"-m bench.analysis.muxoff_ratio {tmp_path}/out", f"-m bench.analysis.muxoff_ratio {tmp_path}/o2"]
     assert "budget: stopping before pair 1" in p.stdout
+
+
+def test_server_pattern_finds_the_server_and_not_a_shell_that_names_it(tmp_path):
+    """SERVER_PAT (one_host.sh) matches the server's own command line only: a pattern met
+    anywhere also matched the shell whose command named it, and a rank-kill plan watched that
+    shell for the server's exit (bench/results/h200x4_s40_2026-11-27/rankkill/)."""
+    pkg = tmp_path / "sglang_mux"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text("import time\ntime.sleep(30)\n")
+    server = subprocess.Popen([sys.executable, "-m", "sglang_mux.launch_server", "--port", "1"], cwd=tmp_path)
+    shell = subprocess.Popen(["bash", "-c", "sleep 30; : sglang_mux.launch_server sglang::"])
+    try:
+        time.sleep(0.5)
+        script = f'source {ROOT}/bench/plans/one_host.sh; pgrep -f "$SERVER_PAT"; echo --; pgrep -f "$SERVER_TREE_PAT"'
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.split("--")
+        assert [int(x) for x in out[0].split()] == [server.pid]
+        assert [int(x) for x in out[1].split()] == [server.pid]
+    finally:
+        for p in (server, shell):
+            p.kill()
+            p.wait()

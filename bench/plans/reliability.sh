@@ -17,6 +17,8 @@
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE [WARM_S] # soak report (slopes after WARM_S, default 60);
 #                                                     # SIGTERM under load; exit time
+#   bash bench/plans/reliability.sh sigterms N RATE   # N times: a fresh server, RATE of load, SIGTERM under
+#                                                     # it; each run's requests and exit time (sigterm_<i>.json)
 #   bash bench/plans/reliability.sh kv RATE           # a server with a 16K-token KV pool and a 300 ms TTFT
 #                                                     # SLO: 20 bursts of 10 x 2K prompts (the retraction
 #                                                     # path) under load, then 20 disconnects of a 12K prompt
@@ -30,16 +32,18 @@
 # wait ...; end 4 60 (~27 minutes with the install: the preemption faults are the soak's warm-up).
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
-# tar it to $OUT after each command.
+# tar it to $OUT after each command. SERVER_ARGS: more arguments for every server the plan starts
+# (e.g. "--mux-policy hybrid", issue 43's reliability run; "--tp-size 2", issue 44's).
 set -u
-STEP=${1:?serve|soak|faults|preempt|fuzz|wait|end|kv}
+STEP=${1:?serve|soak|faults|preempt|fuzz|wait|end|sigterms|kv}
 R=/tmp/rel; PORT=30000; URL=http://127.0.0.1:$PORT
 mkdir -p $R
 source "$(dirname "$0")/one_host.sh"  # healthy
 serve() {  # $1: log prefix, then extra server arguments
     local L=$1; shift
     nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> $R/gpu.txt
-    SGLANG_MUX_NO_INSTALL=1 PORT=$PORT setsid bash launch/serve.sh llama-3.1-8b --enable-metrics "$@" \
+    # shellcheck disable=SC2086  # SERVER_ARGS: words
+    SGLANG_MUX_NO_INSTALL=1 PORT=$PORT setsid bash launch/serve.sh llama-3.1-8b --enable-metrics ${SERVER_ARGS:-} "$@" \
         --mux-ttft-ms-per-token 0.5 \
         --mux-timeline ${L}timeline.jsonl --mux-timeline-max-mb 4 > ${L}server.log 2>&1 < /dev/null &
     for _ in $(seq 300); do healthy "$URL" && break; sleep 1; done
@@ -95,6 +99,17 @@ end)
     python -m bench.faults --server-url $URL --faults "" --rate "${2:?rate, req/s}" --load-s 30 \
         --sigterm-pid "$(cat $R/server.pid)" --out $R/sigterm.json | tail -20
     ;;
+sigterms)
+    N=${2:?times}; RATE=${3:?rate, req/s}
+    for i in $(seq "$N"); do
+        pkill -f "$SERVER_PAT"
+        for _ in $(seq 90); do pgrep -f "$SERVER_PAT" > /dev/null || break; sleep 1; done
+        serve $R/sigterm_${i}_
+        python -m bench.faults --server-url $URL --faults "" --rate "$RATE" --load-s 30 \
+            --sigterm-pid "$(cat $R/sigterm_${i}_server.pid)" --out $R/sigterm_$i.json > $R/sigterm_$i.log 2>&1
+        python -c "import json, sys; print('sigterm $i:', json.load(open(sys.argv[1])).get('sigterm'))" $R/sigterm_$i.json
+    done
+    ;;
 kv)
     pkill -f "$SERVER_PAT"
     for _ in $(seq 90); do pgrep -f "$SERVER_PAT" > /dev/null || break; sleep 1; done
@@ -115,5 +130,5 @@ kv)
     tail -30 $R/preempt.log
     echo "retractions logged: $(grep -c 'KV cache pool is full' $R/kv_server.log)" | tee $R/kv_retractions.txt
     ;;
-*) echo "step: serve, soak, faults, preempt, fuzz, wait, end or kv"; exit 2 ;;
+*) echo "step: serve, soak, faults, preempt, fuzz, wait, end, sigterms or kv"; exit 2 ;;
 esac
