@@ -151,9 +151,9 @@ def test_muxoff_pairs_alternate_the_order_then_take_the_ratio(tmp_path):
 
 
 def test_server_pattern_finds_the_server_and_not_a_shell_that_names_it(tmp_path):
-    """SERVER_PAT (one_host.sh) matches the server's own command line only: a pattern met
-    anywhere also matched the shell whose command named it, and a rank-kill plan watched that
-    shell for the server's exit (bench/results/h200x4_s40_2026-11-27/rankkill/)."""
+    """SERVER_PAT and SERVER_TREE_PAT (one_host.sh) match the server's own command line, not a
+    shell whose command names the server (a plan watching that shell for the server's exit would
+    wait for good)."""
     pkg = tmp_path / "sglang_mux"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")

@@ -23,8 +23,7 @@ gpu_free() {  # no other process on this call's GPU(s): a server left by an earl
     return 1
 }
 # The server's own process (serve.sh execs it) and its schedulers, by the start of their command
-# lines: a pattern met anywhere also matched the shell whose command named it (session 40 watched
-# that shell for the server's exit, and a pkill there killed the call's own command).
+# lines: a pattern met anywhere also matches any shell whose command names it, the caller's too.
 SERVER_PAT='^([^ ]*/)?python[0-9.]* -m sglang_mux.launch_server'
 SERVER_TREE_PAT='^(([^ ]*/)?python[0-9.]* -m sglang_mux.launch_server|sglang::)'
 healthy() {  # healthy URL: the server there answers /health
