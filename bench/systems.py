@@ -15,6 +15,9 @@ name                     server
 ``mux-hybrid``           ``... --mux-policy hybrid`` (per iteration a fused mixed chunk on the whole
                          GPU or the dispatcher's partition; the launcher adds SGLang's prefill CUDA
                          graph for the fused chunks)
+``mux-hybrid-fq<NN>``    ``... --mux-policy hybrid --mux-fused-host-quantile 0.NN``
+``mux-hybrid-fs``        ``... --mux-policy hybrid --mux-fused-start-budget`` (a fused streak's first
+                         iteration budgeted apart)
 ``mux-off``              ``python -m sglang_mux.launch_server ... --disable-mux``: exactly the
                          ``sglang`` system's arguments plus ``--disable-mux`` (plain SGLang
                          scheduling through the mux launcher; its overhead vs ``sglang``)
@@ -92,7 +95,7 @@ def kind(system: str) -> str:
     """How it schedules: 'mux' (multiplexing on: gets the --mux-* flags) | 'sglang' (SGLang's
     scheduler, ``mux-off`` included) | 'stub'; raises on an unknown name."""
     if system in ("mux", "mux-nopreempt", "mux-nohost", "mux-defer", "mux-hybrid") or \
-            re.fullmatch(r"mux-(fixed-\d+|hostq\d\d|hybrid-fq\d\d)", system):
+            re.fullmatch(r"mux-(fixed-\d+|hostq\d\d|hybrid-fq\d\d|hybrid-fs)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
             re.fullmatch(r"sglang-chunked-\d+(-nomix)?", system):
@@ -100,7 +103,7 @@ def kind(system: str) -> str:
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
-                     "mux-hybrid, mux-hybrid-fq<NN>, "
+                     "mux-hybrid, mux-hybrid-fq<NN>, mux-hybrid-fs, "
                      "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
 
 
@@ -187,6 +190,8 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         q = re.fullmatch(r"mux-hybrid-fq(\d\d)", system)
         if q:
             cmd += ["--mux-fused-host-quantile", f"0.{q.group(1)}"]
+        if system == "mux-hybrid-fs":
+            cmd += ["--mux-fused-start-budget"]
         if tbt_slo_ms is not None:
             cmd += ["--mux-tbt-slo-ms", f"{tbt_slo_ms:g}"]
         if ttft_slo_ms is not None:

@@ -29,7 +29,7 @@ import itertools
 import json
 import math
 import sys
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Mapping, Protocol, Sequence
 
 from sglang_mux.mux_args import FUSED_HOST_QUANTILE  # noqa: F401 (the fused budget's default: sim's too)
@@ -124,6 +124,12 @@ class Snapshot:
     # Host time a decode iteration that starts a layer-wise batch adds (its own DecodeHostTime:
     # SGLang's batch formation and the batch's first launch land in that token's gap); None: unknown.
     start_host_ms: float | None = None
+    # A fused batch is in flight: a fused plan continues its streak. The first fused iteration after
+    # any other kind pays SGLang's set-up of a mixed batch in its gap (served: its launch 11-18 ms
+    # against 6-10 within a streak), so it is budgeted apart: ``fused_start_host_ms``, that
+    # iteration's own overrun at the same quantile (None: not told apart).
+    fused_streak: bool = False
+    fused_start_host_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -465,8 +471,10 @@ class HybridPolicy(MuxDispatcher):
          batch is c tokens, as SGLang counts a mixed chunk's budget, a size its prefill graph
          captured); its iteration t_f = ``fused_ms(est, chunk, decode contexts)``. The
          largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's
-         overrun, ``snap.fused_host_ms``, else ``decode_host_ms``) is the candidate, rate = chunk
-         tokens / (t_f + the median overrun, ``snap.fused_rate_host_ms``, else the budget's) (a
+         overrun, ``snap.fused_host_ms``, else ``decode_host_ms``; for a streak's first, ``not
+         snap.fused_streak``, the larger of that and ``snap.fused_start_host_ms``) is the
+         candidate, rate = chunk tokens / (t_f + the median overrun,
+         ``snap.fused_rate_host_ms``, else the budget's) (a
          fused iteration's prefill stops while the host works; a spatial one's runs on) over what
          it commits to (`commitment`: the rest of a prompt it cuts, which rule 0 will finish
          fused). None fits: no fused candidate.
@@ -479,7 +487,10 @@ class HybridPolicy(MuxDispatcher):
          in a token's gap (served at TBT 30, a quarter of such iterations' tokens waited over 30
          ms). Where that fits no partition, the dispatcher holds the start while its deadline
          allows, and the fused candidate runs meanwhile.
-       The higher rate wins; ties go to spatial.
+       The higher rate wins; ties go to spatial. A streak's first fused iteration is sized for its
+       own budget (``fused_start_host_ms``) but weighed at the rate of the streak it starts (the
+       candidate within the streak's budget): weighed alone, its small chunk lost to spatial
+       plans, whose decodes missed TBT 30 (replayed on served overruns).
     A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,
     prefill_layers = 0, no new batch, ``chunk`` = ((rid, tokens), ...), a prefix of ``waiting``
     (the last entry may be part of its request's tokens), reason "fused". No chunk budget to tune:
@@ -552,6 +563,8 @@ class HybridPolicy(MuxDispatcher):
         (`commitment`); None if none does. ``force`` (rule 0): the smallest chunk if none fits,
         rated alone."""
         host = max(snap.decode_host_ms if snap.fused_host_ms is None else snap.fused_host_ms, 0.0)
+        if not snap.fused_streak and snap.fused_start_host_ms is not None:  # a streak's first: never less
+            host = max(host, snap.fused_start_host_ms)
         budget = self.tbt_budget_ms(snap, host)
         if snap.fused_rate_host_ms is not None:  # the rate's time is the median's, the budget the tail's
             host = max(snap.fused_rate_host_ms, 0.0)
@@ -625,9 +638,14 @@ class HybridPolicy(MuxDispatcher):
         if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:
             return spatial  # rules 1 and 2
         fused = self.fused_candidate(snap)
-        if fused is not None and fused[1] > self.spatial_rate(spatial, snap):
-            return fused[0]
-        return spatial
+        if fused is None:
+            return spatial
+        rate = fused[1]
+        if not snap.fused_streak and snap.fused_start_host_ms is not None:
+            # A streak pays its first iteration's set-up once: weighed at the rate it goes on at
+            steady = self.fused_candidate(replace(snap, fused_streak=True))
+            rate = steady[1] if steady is not None else rate
+        return fused[0] if rate > self.spatial_rate(spatial, snap) else spatial
 
 
 class FixedPolicy(_BasePolicy):

@@ -102,6 +102,14 @@ class MuxArgs:
             "TBT budget takes off the SLO: the SLO's own P99 by default. Served on an H100 the overruns were "
             "bimodal (P98 3.0 ms, P99 5.2): replayed, 0.98 passed the capped conversation at TBT 30 up to "
             "4 req/s and 0.99 to 3.3 (bench/results/whatif_fused_tail_2026-11-27/); not yet served")
+    fused_start_budget: bool = _flag(
+        False, "budget the first fused iteration of a streak for its own overrun (--mux-policy hybrid), apart from "
+               "the streak's",
+        doc="budget the first fused iteration of a streak (after any other kind) for its own overrun of its "
+            "price, apart from the streak's (`--mux-policy hybrid`): served, SGLang's set-up of the first mixed "
+            "batch overran by 5-18 ms where the streak's P99 was 3 ms, and pooled they set every fused "
+            "iteration's budget. Replayed at TBT 30 it left goodput as it was (the capped conversation 3.3, code "
+            "≥ 20 req/s: bench/results/whatif_fused_tail_2026-11-27/streaks.md); not yet served")
     # scheduler_loop forms the batch after the decode launch when this is set.
     defer_prefill_start: bool = _flag(
         False, "form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after the decode "

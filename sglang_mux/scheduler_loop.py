@@ -76,12 +76,15 @@ class MuxLoop:
                  policy: Policy, estimator: Estimator, *, metrics: MuxMetrics | None = None,
                  timeline: TimelineWriter | None = None, host_time: DecodeHostTime | None = None,
                  fused_host_time: DecodeHostTime | None = None, start_host_time: DecodeHostTime | None = None,
+                 fused_start_host_time: DecodeHostTime | None = None,
                  clock: LoopClock | None = None, consensus: Consensus | None = None):
         """``cfgs``: the partitions in SGLang's stream-group order (index = stream index);
         ``host_time``: None leaves the loop's host time out of the TBT budget; ``fused_host_time``:
         a fused iteration's own (None: it counts in ``host_time``); ``start_host_time``: that of a
         decode iteration that starts a layer-wise batch, also counted in ``host_time`` (None: not
-        kept); ``consensus``: how TP ranks agree on each iteration (None: a single rank)."""
+        kept); ``fused_start_host_time``: that of the first fused iteration of a streak, not
+        counted in ``fused_host_time`` (None: counted there); ``consensus``: how TP ranks agree on
+        each iteration (None: a single rank)."""
         self.sched = sched
         self.args = args
         self.parts = parts
@@ -94,6 +97,7 @@ class MuxLoop:
         self.host_time = host_time
         self.fused_host_time = fused_host_time
         self.start_host_time = start_host_time
+        self.fused_start_host_time = fused_start_host_time
         self.clock = clock if clock is not None else LoopClock(os_stats=False)
         self.consensus = consensus if consensus is not None else SingleRank()
         self.idx = 0  # the current stream group
@@ -154,6 +158,8 @@ class MuxLoop:
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
                    fused_host_time=DecodeHostTime(quantile=args.fused_host_quantile) if args.tbt_host_budget else None,
                    start_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
+                   fused_start_host_time=DecodeHostTime(quantile=args.fused_host_quantile)
+                   if args.tbt_host_budget and args.fused_start_budget else None,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's
             return loop
@@ -448,6 +454,9 @@ class MuxLoop:
             fused_host_ms=self.fused_host_time.value_ms if self.fused_host_time is not None else None,
             fused_rate_host_ms=self.fused_host_time.median_ms if self.fused_host_time is not None else None,
             start_host_ms=self.start_host_time.value_ms if self.start_host_time is not None else None,
+            fused_streak=self.pending is not None,
+            fused_start_host_ms=self.fused_start_host_time.value_ms if self.fused_start_host_time is not None
+            else None,
         )
 
     def forget_gone(self) -> None:
@@ -619,7 +628,7 @@ class MuxLoop:
             if self.timeline else None
         # SGLang's record of what is in flight: its result is processed against the batch as launched
         sched.result_queue.append((batch.copy(), result))
-        self.pending = FusedLaunch(batch, start, end, rows, it, note=note)
+        self.pending = FusedLaunch(batch, start, end, rows, it, note=note, starts_streak=prev is None)
         sched.last_batch = batch
         if prev is not None:
             self.finish_fused(prev)
@@ -660,7 +669,7 @@ class MuxLoop:
             if r is not chunked:
                 self.arrival.pop(r.rid, None)
         self.clock.lap("result")
-        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end), note=f.note)
+        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end), note=f.note, starts_streak=f.starts_streak)
 
     def drain_fused(self) -> None:
         """End a fused streak: process the last fused iteration's result, merge what goes on
@@ -716,14 +725,16 @@ class MuxLoop:
         else:
             sched.running_batch.merge_batch(batch)
 
-    def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None) -> None:
+    def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None,
+                      starts_streak: bool = False) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows, `fused_rows`; None
         for a decode alone): the TBT host budget (a fused iteration's own where there is one), the
-        estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
+        estimator's served fused price, metrics, timeline (with ``note``: its launch);
+        ``starts_streak``: the first of a fused streak (booked to its own budget)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
         fused = rows is not None
-        self.book_host(it.plan, done, ms, fused=fused)
+        self.book_host(it.plan, done, ms, fused=fused, starts_streak=starts_streak)
         est = self.estimator
         ratio = est.observe_fused(rows.pieces, ms, est.decode_rows(rows.contexts)) if fused else None
         if self.metrics:
@@ -734,7 +745,9 @@ class MuxLoop:
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
                                 fused_price=self.estimator.fused_price.to_dict(),
                                 decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
-                                fused_host_ms=it.snap.fused_host_ms, host_ms=host_ms, os_ms=self.clock.last_os,
+                                fused_host_ms=it.snap.fused_host_ms, fused_streak=it.snap.fused_streak,
+                                fused_start_host_ms=it.snap.fused_start_host_ms, host_ms=host_ms,
+                                os_ms=self.clock.last_os,
                                 **({"launch": note} if note else {}))
 
     # ---- launch prefill ---------------------------------------------------------------------
@@ -820,16 +833,19 @@ class MuxLoop:
         note, self.launch_note = self.launch_note, None
         return {"launch": note} if note else {}
 
-    def book_host(self, plan: Plan, done: float, ms: float, fused: bool = False) -> None:
+    def book_host(self, plan: Plan, done: float, ms: float, fused: bool = False, starts_streak: bool = False) -> None:
         """An iteration of ``ms`` GPU time that gave decoding requests a token finished at ``done``
         (perf_counter): its wall time since the last such result goes to the TBT host budget, and,
         when its plan started a layer-wise batch, to the start's own (SGLang's batch formation and
         first launch). A ``fused`` iteration with prompt rows books its gap against its planned
-        price to the fused budget where there is one: a host that outlasts the GPU shows as GPU
-        time (kernels wait for their launches), so against ``ms`` the budget would not see it."""
+        price to the fused budget where there is one (the first of a streak, ``starts_streak``, to
+        its own where there is one): a host that outlasts the GPU shows as GPU time (kernels wait
+        for their launches), so against ``ms`` the budget would not see it."""
         if self.last_decode_done is not None:
             wall = (done - self.last_decode_done) * 1e3
-            if fused and self.fused_host_time is not None:
+            if fused and starts_streak and self.fused_start_host_time is not None:
+                self.fused_start_host_time.observe(wall, plan.t_decode_worst_ms)
+            elif fused and self.fused_host_time is not None:
                 self.fused_host_time.observe(wall, plan.t_decode_worst_ms)
             else:
                 if self.host_time is not None:

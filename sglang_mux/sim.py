@@ -130,7 +130,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
              fused_host_ms: float | Sequence[float] | None = None,
              start_host_ms: Sequence[float] | None = None,
-             fused_host_quantile: float = FUSED_HOST_QUANTILE) -> SimResult:
+             fused_host_quantile: float = FUSED_HOST_QUANTILE,
+             fused_start_host_ms: Sequence[float] | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
@@ -144,7 +145,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     decode's budget and to the starts' own, told the policy as the server does
     (``Snapshot.start_host_ms``; None: starts are not told apart). ``fused_host_quantile``: the
     quantile of the fused overruns that budget books (the server's FUSED_HOST_QUANTILE; a what-if
-    may try others).
+    may try others). ``fused_start_host_ms``: overruns that the first fused iteration of a streak
+    (after any other kind) draws from instead, booked to its own budget and told the policy as
+    the server does (``Snapshot.fused_start_host_ms``; None: streak starts are not told apart).
     ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode and fused iteration
     (None: nothing is)."""
@@ -176,6 +179,11 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     start_budget = DecodeHostTime() if starts is not None else None  # P90, as the server books starts
     fused_budget = DecodeHostTime(quantile=fused_host_quantile) \
         if hosts is not None or fused_draws is not None else None  # as served
+    fused_starts = None if fused_start_host_ms is None else [float(x) for x in fused_start_host_ms]
+    if fused_starts is not None and (not fused_starts or fused_budget is None):
+        raise ValueError("fused_start_host_ms: at least one overrun, beside fused_host_ms draws or host_draws")
+    fused_start_budget = DecodeHostTime(quantile=fused_host_quantile) if fused_starts is not None else None
+    streak = False  # the last iteration was fused: a fused plan continues its streak
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
@@ -245,9 +253,13 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                                     decode_contexts=ctxs, chunked=chunked,
                                     fused_host_ms=fused_host_ms if fused_budget is None else fused_budget.value_ms,
                                     fused_rate_host_ms=None if fused_budget is None else fused_budget.median_ms,
-                                    start_host_ms=None if start_budget is None else start_budget.value_ms))
+                                    start_host_ms=None if start_budget is None else start_budget.value_ms,
+                                    fused_streak=streak,
+                                    fused_start_host_ms=None if fused_start_budget is None
+                                    else fused_start_budget.value_ms))
         decisions += 1
         reasons[plan.reason] += 1
+        starts_streak, streak = not streak, bool(plan.chunk)
         active, paused, k = apply_plan(plan, active, paused, waiting)
         for _ in range(k):
             waiting.popleft()
@@ -278,13 +290,16 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             gpu = fused_ms(est, pieces, fctx)
             if planner is not None and hasattr(planner, "observe_fused"):
                 planner.observe_fused(fused_batch(pieces, fctx), gpu)
-            if fused_draws is not None:
+            first = fused_starts is not None and starts_streak
+            if first:
+                h = rng.choice(fused_starts)
+            elif fused_draws is not None:
                 h = rng.choice(fused_draws)
             else:
                 h = fused_host_ms if fused_host_ms is not None else host_ms if hosts is None else rng.choice(hosts[0])
             tau = max(gpu + h, 0.5 * gpu)  # a served gap below half its price is not a host time
             if fused_budget is not None:  # as served: the gap against the planned price
-                fused_budget.observe(tau, plan.t_decode_worst_ms)
+                (fused_start_budget if first else fused_budget).observe(tau, plan.t_decode_worst_ms)
             prefill_busy_ms += gpu
         elif runs_decode:
             d = plan.decode_sms
@@ -467,7 +482,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
                  fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False,
                  start_host_ms: Sequence[float] | None = None,
-                 fused_host_quantile: float = FUSED_HOST_QUANTILE) -> list[SimResult]:
+                 fused_host_quantile: float = FUSED_HOST_QUANTILE,
+                 fused_start_host_ms: Sequence[float] | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
@@ -493,7 +509,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                             ttft_ms_per_token=ttft_ms_per_token, slowdown=slowdown, seed=seed,
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
                             prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms,
-                            start_host_ms=start_host_ms, fused_host_quantile=fused_host_quantile))
+                            start_host_ms=start_host_ms, fused_host_quantile=fused_host_quantile,
+                            fused_start_host_ms=fused_start_host_ms))
     return out
 
 

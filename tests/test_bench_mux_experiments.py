@@ -69,6 +69,13 @@ def test_mux_hybrid_fq_sets_the_fused_budget_quantile():
         systems.kind("mux-hybrid-fq9")
 
 
+def test_mux_hybrid_fs_budgets_a_fused_streaks_first_iteration_apart():
+    mux, _ = split_argv(systems.server_command("mux-hybrid-fs", MODEL, 1, tbt_slo_ms=30)[3:])
+    assert systems.kind("mux-hybrid-fs") == "mux"
+    assert (mux.fused_start_budget, mux.policy, mux.tbt_slo_ms) == (True, "hybrid", 30.0)
+    assert split_argv(systems.server_command("mux-hybrid", MODEL, 1)[3:])[0].fused_start_budget is False
+
+
 def test_mux_defer_forms_prefill_batches_after_the_decode_launch():
     mux, _ = split_argv(systems.server_command("mux-defer", MODEL, 1, tbt_slo_ms=30)[3:])
     assert systems.kind("mux-defer") == "mux"

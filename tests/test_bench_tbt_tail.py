@@ -49,6 +49,17 @@ def test_the_command_prints_the_table_and_the_fused_overrun(tmp_path, capsys):
     assert "over 30 ms: 30 of 90 tokens (33.33%)" in out
     assert "| best-fit+new | 20 | 20 | 100.0% | prefill_launch 26.0, plan 5.0 |" in out
     assert "fused gap less its price (ms): P50 3.0, P90 6.2, P99 6.9 (2 iterations)" in out
+    assert "within a streak (ms): P50 7.0, P90 7.0, P99 7.0 (1 iterations)" in out
+    assert "a streak's first (ms): P50 -1.0, P90 -1.0, P99 -1.0 (1 iterations)" in out
+
+
+def test_a_streaks_first_fused_iteration_is_told_apart():
+    """From the row before it, or the server's own ``fused_streak`` flag where recorded."""
+    g = T.gaps(timeline(*ROWS))
+    assert list(g.starts_streak) == [True, False, False, False, False]
+    assert list(T.fused_overruns(g, starts=True)) == [-1.0] and list(T.fused_overruns(g, starts=False)) == [7.0]
+    t = timeline(*ROWS).assign(fused_streak=[True, False, None, None, None, None])  # the server's view wins
+    assert list(T.gaps(t).starts_streak) == [False, True, False, False, False]
 
 
 def test_a_timeline_without_laps_is_refused_with_what_to_do(tmp_path):

@@ -818,6 +818,20 @@ def test_hybrid_budgets_a_fused_chunk_by_the_tail_overrun_and_rates_it_by_the_me
     assert small.chunk == (("a", 252),) and small.t_decode_worst_ms <= 16.0
 
 
+def test_hybrid_budgets_the_first_fused_iteration_of_a_streak_by_its_own_overrun():
+    """The case above at TBT 30: a streak's first fused iteration (none in flight) takes the larger
+    of its own overrun and the streak's; one that continues a streak takes the streak's alone."""
+    tight = D.HybridPolicy(HybridFake(), tbt_slo_ms=30.0)
+    base = Snapshot(100.0, 4, 4000, decode_max_reused=1000, waiting=(WaitingReq("a", 99.0, 300, 0),),
+                    fused_host_ms=2.0, fused_rate_host_ms=0.5, fused_start_host_ms=14.0)
+    first, _ = tight.fused_candidate(base)
+    assert first.chunk == (("a", 252),) and first.t_decode_worst_ms <= 16.0
+    assert tight.fused_candidate(dataclasses.replace(base, fused_streak=True))[0].chunk == (("a", 300),)
+    # a start budget below the streak's (not learned yet) does not loosen it
+    low = dataclasses.replace(base, fused_host_ms=14.0, fused_start_host_ms=0.0)
+    assert tight.fused_candidate(low)[0].chunk == (("a", 252),)
+
+
 def test_host_time_keeps_its_tail_quantile_and_its_median():
     h = D.DecodeHostTime(window=100, quantile=0.99, refresh=1)
     for x in range(100):

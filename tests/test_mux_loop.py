@@ -612,11 +612,15 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     # no gap before it): the second fused one went to the fused budget, the decode to its own
     mux = sched.untracked("_mux")
     assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 1)
+    assert mux.fused_start_host_time is None  # --mux-fused-start-budget is off by default
     assert [s.fused_host_ms for s in script.snaps] == [0.0, 0.0, 0.0, mux.fused_host_time.value_ms]
     # while a fused batch is in flight the decode batch is its rows (SGLang mixed the running batch
     # into it), less the chunked request: the plan made before the drain saw the three as after it
     assert [(s.decode_bs, s.decode_contexts) for s in script.snaps] == [
         (2, [1002, 1199]), (2, [1002, 1199]), (3, [599, 1002, 1199]), (3, [599, 1002, 1199])]
+    # a fused plan continues a streak while a fused batch is in flight, and starts one after a drain
+    assert [s.fused_streak for s in script.snaps] == [False, True, True, False]
+    assert [r.get("fused_streak") for r in rows] == [False, True, None]
     assert "fused_host_ms" in rows[0] and "fused_host_ms" not in rows[2]
 
 

@@ -292,6 +292,24 @@ def test_a_fused_iteration_books_its_gap_against_its_price_to_its_own_budget():
     assert m.host_time._gaps == pytest.approx([1.0, 4.0])
 
 
+def test_the_first_fused_iteration_of_a_streak_books_to_its_own_budget():
+    """SGLang's set-up of the first mixed batch after another kind of iteration lands in that
+    token's gap: booked apart, so that the streak's budget is not its tail (and without a start
+    budget, to the streak's as before)."""
+    from sglang_mux.dispatch import DecodeHostTime
+
+    m = mux_state()
+    m.fused_host_time, m.fused_start_host_time = DecodeHostTime(refresh=1), DecodeHostTime(refresh=1)
+    fused = Plan(132, 0, 25.0, 25.0, 0, (), False, "fused", chunk=(("a", 480),))
+    m.book_host(fused, 1.000, 20.0)  # a decode alone
+    m.book_host(fused, 1.040, 24.0, fused=True, starts_streak=True)  # 40 ms: 15 past its price
+    m.book_host(fused, 1.066, 24.0, fused=True)  # 26 ms: 1 past
+    assert m.fused_start_host_time._gaps == pytest.approx([15.0]) and m.fused_host_time._gaps == pytest.approx([1.0])
+    m.fused_start_host_time = None
+    m.book_host(fused, 1.106, 24.0, fused=True, starts_streak=True)
+    assert m.fused_host_time._gaps == pytest.approx([1.0, 15.0])
+
+
 def test_fused_rows_split_prompt_pieces_from_one_token_rows():
     """A mixed batch's rows: prompt pieces as PrefillReq, one-token rows (decodes, and a one-token
     piece, priced alike) as contexts, in SGLang's order; the batch's tokens counted once each."""

@@ -435,6 +435,25 @@ def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
         sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_host_ms=[])
 
 
+def test_a_streaks_first_fused_iteration_draws_and_books_its_own_overrun():
+    """``fused_start_host_ms``: the first fused iteration after any other kind draws its overrun
+    from those (here 12 ms) and books it to its own budget, told the policy with the streak flag
+    as the server tells it; the others draw and book the streak's (here -1 ms)."""
+    snaps = []
+    est = FakeEstimator()
+    reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
+    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0], fused_start_host_ms=[12.0])
+    assert snaps[0].fused_streak is False and snaps[0].fused_start_host_ms == 0.0  # nothing seen yet
+    streaks = [s.fused_streak for s in snaps]
+    assert True in streaks and streaks.count(False) > 1
+    after = [s for s in snaps[1:] if s.fused_start_host_ms]
+    assert after and {round(s.fused_start_host_ms, 9) for s in after} == {12.0}
+    assert max(s.fused_host_ms for s in snaps) == pytest.approx(0.0)  # -1 ms past the price: books 0
+    assert r.summary["reasons"]["fused"] > 0
+    with pytest.raises(ValueError, match="fused_start_host_ms: at least one overrun"):
+        sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_start_host_ms=[1.0])
+
+
 def test_fused_chunk_must_be_the_head_of_the_queue():
     from sglang_mux.dispatch import Plan
 

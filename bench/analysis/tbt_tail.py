@@ -28,8 +28,16 @@ from sglang_mux.mux_metrics import load_timeline
 def gaps(t, lo: float | None = None, hi: float | None = None):
     """One row per decoding iteration of timeline ``t``: ``kind``, ``tokens`` (decode rows),
     ``gap_ms`` (the sum of its laps), ``planned_ms``, its ``host_ms`` laps, ``started`` (its plan
-    formed a layer-wise batch) and ``gpu_ms`` (its measured GPU time; NaN where not recorded)."""
+    formed a layer-wise batch), ``gpu_ms`` (its measured GPU time; NaN where not recorded) and
+    ``starts_streak`` (a fused iteration after any other kind: the timeline's ``fused_streak``
+    where recorded, else the row before it)."""
     import pandas as pd
+
+    fused = t.reason == "fused"
+    after_other = t.reason.shift(1) != "fused"
+    if "fused_streak" in t:  # as the server saw it: no fused batch in flight
+        after_other = after_other.where(t.fused_streak.isna(), t.fused_streak.eq(False))
+    t = t.assign(starts_streak=fused & after_other)
 
     if lo is not None:
         t = t[t.time >= lo]
@@ -43,13 +51,17 @@ def gaps(t, lo: float | None = None, hi: float | None = None):
     return pd.DataFrame({"kind": kind.values, "tokens": t.decode_bs.values.astype(int),
                          "gap_ms": [float(sum(h.values())) for h in t.host_ms],
                          "planned_ms": t.t_decode_worst_ms.values.astype(float), "host_ms": list(t.host_ms),
-                         "started": (t.new_prefill > 0).values, "gpu_ms": gpu.values.astype(float)})
+                         "started": (t.new_prefill > 0).values, "gpu_ms": gpu.values.astype(float),
+                         "starts_streak": t.starts_streak.values.astype(bool)})
 
 
-def fused_overruns(g) -> np.ndarray:
+def fused_overruns(g, starts: bool | None = None) -> np.ndarray:
     """What each fused iteration's gap exceeded its planned price by (ms), of ``gaps``' rows:
-    what the hybrid's fused TBT budget books."""
+    what the hybrid's fused TBT budgets book. ``starts``: True, a streak's first iterations only;
+    False, the others; None, all."""
     f = g[(g.kind == "fused") & (g.planned_ms > 0)]
+    if starts is not None:
+        f = f[f.starts_streak == starts]
     return (f.gap_ms - f.planned_ms).to_numpy()
 
 
@@ -100,10 +112,12 @@ def main(argv=None) -> int:
     for r in tail_by_kind(g, a.tbt):
         laps = ", ".join(f"{k} {v}" for k, v in r["laps"].items()) or "–"
         print(f"| {r['kind']} | {r['tokens']} | {r['over']} | {r['share']:.1%} | {laps} |")
-    o = fused_overruns(g)
-    if len(o):
-        q = np.percentile(o, [50, 90, 99])
-        print(f"fused gap less its price (ms): P50 {q[0]:.1f}, P90 {q[1]:.1f}, P99 {q[2]:.1f} ({len(o)} iterations)")
+    for what, starts in (("", None), (" within a streak", False), (", a streak's first", True)):
+        o = fused_overruns(g, starts)
+        if len(o):
+            q = np.percentile(o, [50, 90, 99])
+            print(f"fused gap less its price{what} (ms): P50 {q[0]:.1f}, P90 {q[1]:.1f}, P99 {q[2]:.1f} "
+                  f"({len(o)} iterations)")
     return 0
 
 

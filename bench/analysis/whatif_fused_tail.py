@@ -1,6 +1,6 @@
 """The hybrid at TBT 30 with its served fused host tail (CPU): would the P99 fused budget pass?
 
-    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99]      (repository root)
+    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99 | --streaks]      (repository root)
 
 The predicted map (``sim_hybrid_map``) gives every fused iteration 2 ms of host time, as
 calibrated on chunked prefill's served points. Served at TBT 30 on an H100, the hybrid's fused gaps
@@ -85,14 +85,44 @@ def by_quantile(qs: list[float]) -> int:
     return 0
 
 
+def by_streak() -> int:
+    """The served overruns and batch starts at the server's budget quantile, a fused streak's
+    first iterations (``tbt_tail.gaps``' ``starts_streak``) pooled with the rest, as the server
+    booked them when served, or drawn and budgeted apart (``Snapshot.fused_start_host_ms``)."""
+    est, jit, host, corun = M.simulator_inputs()
+    print(f"TBT {TBT:g} ms; the hybrid with served fused overruns and batch starts; each point: "
+          "pass, P99 TTFT s, P99 TBT ms\n")
+    with tempfile.TemporaryDirectory() as d:
+        for wname, (timeline, rates) in CELLS.items():
+            w, g, st = M.WORKLOADS[wname], gaps(load_timeline(timeline)), start_hosts(timeline)
+            inside, first = fused_overruns(g, starts=False), fused_overruns(g, starts=True)
+            print(f"## {wname}: fused overruns within a streak {len(inside)}, P99 {np.percentile(inside, 99):.1f} ms; "
+                  f"a streak's first {len(first)}, P50 {np.median(first):.1f} ms, P99 {np.percentile(first, 99):.1f} ms\n")
+            print("| req/s | pooled (one budget) | apart (a streak's first budgeted on its own) | chunked 512 + mixed |")
+            print("|---:|---|---|---|")
+            for rate in rates:
+                cells = [M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d),
+                                     fused_host=[*inside, *first], start_host=list(st)),
+                         M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d), fused_host=list(inside),
+                                     start_host=list(st), fused_start_host_ms=list(first)),
+                         M.run_point(est, jit, host, corun, w, TBT, "chunked 512 + mixed", rate, Path(d))]
+                print(f"| {rate:g} | " + " | ".join(map(point_text, cells)) + " |")
+            print()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quantiles", type=quantiles, default=None,
                     help="instead, the hybrid with served overruns and batch starts at each of these fused "
                          "budget quantiles (e.g. 0.9,0.95,0.99; the server's is dispatch.FUSED_HOST_QUANTILE)")
+    ap.add_argument("--streaks", action="store_true",
+                    help="instead, a fused streak's first iterations pooled with the rest or budgeted apart")
     a = ap.parse_args(argv)
     if a.quantiles:
         return by_quantile(a.quantiles)
+    if a.streaks:
+        return by_streak()
     est, jit, host, corun = M.simulator_inputs()
     print(f"TBT {TBT:g} ms; each point: pass, P99 TTFT s, P99 TBT ms\n")
     with tempfile.TemporaryDirectory() as d:
