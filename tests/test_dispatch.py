@@ -858,3 +858,28 @@ def test_hybrid_budgets_a_batch_start_for_its_host_time_and_fuses_while_none_fit
     assert held.kind == D.KIND_FUSED and held.chunk == (("long", 480),)
     # a host time below the decode's own changes nothing
     assert pol.plan(dataclasses.replace(s, start_host_ms=0.0)) == spatial
+
+
+def test_a_hybrid_plan_sums_the_decode_rows_once(monkeypatch):
+    """At ~300 decoding requests each fused price walked every decode row, and the decision took
+    2-3 ms of a host-bound loop (bench/results/h200x4_s40_2026-11-27/sharegpt): a plan now sums
+    them once (``Estimator.decode_rows``) and each price walks only the chunk's pieces."""
+    import random
+
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.latency_model import SoloLatencyModel
+
+    est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200__fa3")
+    walked, summed = [], []
+    walk, total = SoloLatencyModel._accumulate, Estimator.decode_rows
+    monkeypatch.setattr(SoloLatencyModel, "_accumulate", lambda self, reqs, qmax: walked.append(len(reqs)) or
+                        walk(self, reqs, qmax))
+    monkeypatch.setattr(Estimator, "decode_rows", lambda self, ctx: summed.append(len(ctx)) or total(self, ctx))
+    rng = random.Random(0)
+    ctx = [rng.randint(20, 1200) for _ in range(300)]
+    snap = Snapshot(1.0, 300, sum(ctx), decode_max_reused=max(ctx), decode_contexts=ctx,
+                    waiting=tuple(WaitingReq(f"r{i}", 0.0, rng.randint(10, 800), 0) for i in range(8)),
+                    fused_host_ms=5.0, fused_rate_host_ms=2.0)
+    D.HybridPolicy(est, tbt_slo_ms=50.0).plan(snap)  # fused candidates priced beside a spatial one
+    assert summed == [300]
+    assert walked and max(walked) <= 9  # a chunk's pieces (and the graph's padding), never the 300 rows
