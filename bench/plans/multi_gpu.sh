@@ -24,6 +24,10 @@
 # Session 39 (bench/results/h200x2_s39_2026-11-27/): with 480 s the mux's server hung after 8 s of
 # serving (every rank planned alone then; fixed since), and the check waited out the budget. A request
 # unanswered for 120 s now ends the check. Two TP-2 servers start in ~4 minutes: give it 570 s.
+# On a 4-GPU host (session 40, bench/results/h200x4_s40_2026-11-27/job.sh) the TP parts ran on two
+# GPUs beside one-GPU cells on the other two:
+#   CUDA_VISIBLE_DEVICES=0,1 taskset -c 0-31 env PARTS=correctness bash bench/plans/multi_gpu.sh /tmp/mg 570
+#   and per_gpu.sh 2 / per_gpu.sh 3 for the cells (their ports 32000 and 33000; correctness uses 31000)
 set -u
 OUT=${1:?usage: multi_gpu.sh OUT [seconds]}
 BUDGET=${2:-540}
