@@ -67,7 +67,6 @@ class FusedLaunch:
     it: Iteration
     merged: bool = False  # a later formation has merged ``live`` into the running batch
     note: dict | None = None  # its launch, for the timeline (graph replayed, host waited)
-    starts_streak: bool = False  # the first fused batch after another kind of iteration
 
 
 class ReqsView(NamedTuple):

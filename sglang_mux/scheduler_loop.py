@@ -628,7 +628,7 @@ class MuxLoop:
             if self.timeline else None
         # SGLang's record of what is in flight: its result is processed against the batch as launched
         sched.result_queue.append((batch.copy(), result))
-        self.pending = FusedLaunch(batch, start, end, rows, it, note=note, starts_streak=prev is None)
+        self.pending = FusedLaunch(batch, start, end, rows, it, note=note)
         sched.last_batch = batch
         if prev is not None:
             self.finish_fused(prev)
@@ -669,7 +669,7 @@ class MuxLoop:
             if r is not chunked:
                 self.arrival.pop(r.rid, None)
         self.clock.lap("result")
-        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end), note=f.note, starts_streak=f.starts_streak)
+        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end), note=f.note)
 
     def drain_fused(self) -> None:
         """End a fused streak: process the last fused iteration's result, merge what goes on
@@ -725,16 +725,15 @@ class MuxLoop:
         else:
             sched.running_batch.merge_batch(batch)
 
-    def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None,
-                      starts_streak: bool = False) -> None:
+    def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows, `fused_rows`; None
-        for a decode alone): the TBT host budget (a fused iteration's own where there is one), the
-        estimator's served fused price, metrics, timeline (with ``note``: its launch);
-        ``starts_streak``: the first of a fused streak (booked to its own budget)."""
+        for a decode alone): the TBT host budget (a fused iteration's own where there is one; the
+        first of a streak, no fused batch in flight when it was planned, to its own), the
+        estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
         fused = rows is not None
-        self.book_host(it.plan, done, ms, fused=fused, starts_streak=starts_streak)
+        self.book_host(it.plan, done, ms, fused=fused, starts_streak=not it.snap.fused_streak)
         est = self.estimator
         ratio = est.observe_fused(rows.pieces, ms, est.decode_rows(rows.contexts)) if fused else None
         if self.metrics:
