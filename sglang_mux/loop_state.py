@@ -101,6 +101,7 @@ class Iteration:
     decode: DecodeLaunch | None = None  # None: no decode this iteration
     prefill: PrefillRun | None = None  # the active prefill once the prefill launch phase ran
     launch_prefill: bool = True  # Decision.launch_prefill
+    overlapped: bool = False  # a decode alone run as SGLang's overlap loop runs one (MuxLoop.overlaps)
 
     @property
     def has_work(self) -> bool:

@@ -110,6 +110,15 @@ class MuxArgs:
             "batch overran by 5-18 ms where the streak's P99 was 3 ms, and pooled they set every fused "
             "iteration's budget. Replayed at TBT 30 it left goodput as it was (the capped conversation 3.3, code "
             "≥ 20 req/s: bench/results/whatif_fused_tail_2026-11-27/streaks.md); not yet served")
+    overlap_decode: bool = _flag(
+        True, "with --mux-policy hybrid, run a decode alone (no prefill anywhere) as SGLang's overlap loop does, "
+              "so a fused streak goes on through it",
+        doc="with `--mux-policy hybrid`, a decode alone (no prefill batch anywhere) runs as SGLang's overlap "
+            "loop runs one: on the whole GPU, the next batch formed and launched before the last one's result "
+            "is processed. A fused streak goes on through it instead of ending, and its next fused iteration "
+            "needs no new set-up. Served on sharegpt at ~300 decoding requests, processing a result took "
+            "~11 ms of host time that a synchronous decode adds to a token's gap, and 810 of 2,932 fused "
+            "iterations started a streak after a decode alone (bench/results/h200x4_s40_2026-11-27/)")
     # scheduler_loop forms the batch after the decode launch when this is set.
     defer_prefill_start: bool = _flag(
         False, "form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after the decode "

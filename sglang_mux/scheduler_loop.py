@@ -225,7 +225,7 @@ class MuxLoop:
         now = time.monotonic()
         self.receive(now)
         it = self.plan(now)
-        if it.plan.chunk:
+        if it.plan.chunk or it.overlapped:
             self.run_fused(it)
             return
         if not it.has_work:
@@ -278,12 +278,18 @@ class MuxLoop:
         (`Iteration.deferred`)."""
         sched = self.sched
         d, snap, decide_us = self.decide(now)
-        if self.pending is not None and not d.plan.chunk:
+        if self.pending is not None and not d.plan.chunk and not self.overlaps(d.plan, snap):
             # The fused streak ends: its last batch's tokens and requests are needed (the running
             # batch catches up), and the plan is made again on that state.
             self.drain_fused()
             d, snap, decide_us = self.decide(now)
         plan = d.plan
+        if self.overlaps(plan, snap):
+            self.clock.lap("plan")
+            if self.metrics:
+                self.metrics.on_plan(plan, decide_us)
+                self.metrics.on_memory(now=now)
+            return Iteration(now, snap, plan, False, True, False, overlapped=True)
         decoding = sched.running_batch is not None and not sched.running_batch.is_empty()
         deferred = self.apply_plan(plan, now, defer_start=self.may_defer_start(decoding))
         if self.active is not None:
@@ -536,6 +542,16 @@ class MuxLoop:
         finally:
             sched.waiting_queue = sched.waiting_queue + others
 
+    def overlaps(self, plan: Plan, snap: Snapshot) -> bool:
+        """Whether ``plan``, a decode alone, runs as SGLang's overlap loop runs a decode
+        (`run_fused` with no chunk: the whole GPU, its result processed after the next launch):
+        ``--mux-overlap-decode`` with the hybrid, requests decoding (``snap``'s; in a fused streak
+        they are the batch in flight's, SGLang's running batch is empty) and no prefill anywhere
+        (none to start, active, paused, or chunked by SGLang), as every TP rank sees alike."""
+        return bool(self.args.overlap_decode and self.args.policy == "hybrid") and not plan.chunk \
+            and not plan.new_prefill_rids and self.active is None and self.paused is None \
+            and getattr(self.sched, "chunked_req", None) is None and snap.decode_bs > 0
+
     def may_defer_start(self, decoding: bool) -> bool:
         """Whether a new prefill batch may be formed after this iteration's decode launch: the flag is
         on, a decode runs (its GPU time is what the formation overlaps), and the last deferred start did
@@ -733,7 +749,10 @@ class MuxLoop:
         done = time.perf_counter()
         host_ms = self.clock.take()
         fused = rows is not None
-        self.book_host(it.plan, done, ms, fused=fused, starts_streak=not it.snap.fused_streak)
+        if fused:
+            self.book_host(it.plan, done, ms, fused=True, starts_streak=not it.snap.fused_streak)
+        else:  # a decode alone: its host work overlapped the GPU's, unlike a synchronous decode's
+            self.last_decode_done = done
         est = self.estimator
         ratio = est.observe_fused(rows.pieces, ms, est.decode_rows(rows.contexts)) if fused else None
         if self.metrics:

@@ -125,10 +125,10 @@ def test_every_field_is_a_flag_with_its_default():
             "--mux-sm-granularity", "8", "--mux-contention-table", "/t", "--no-mux-preemption", "--mux-policy",
             "fixed", "--mux-fixed-decode-sms", "48", "--mux-timeline", "tl.jsonl", "--mux-timeline-max-mb", "9",
             "--no-mux-tbt-host-budget", "--mux-tbt-host-quantile", "0.99", "--mux-fused-host-quantile", "0.98",
-            "--mux-fused-start-budget", "--mux-defer-prefill-start", "--disable-mux"]
+            "--mux-fused-start-budget", "--no-mux-overlap-decode", "--mux-defer-prefill-start", "--disable-mux"]
     got, rest = split_argv(argv)
     assert rest == [] and got == MuxArgs(31.0, 4000.0, 0.5, 8, "/t", False, "fixed", 48, "tl.jsonl", 9.0, False,
-                                         0.99, 0.98, True, True, True)
+                                         0.99, 0.98, True, False, True, True)
 
 
 def test_flag_table_has_a_row_per_field():

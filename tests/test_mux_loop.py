@@ -244,7 +244,8 @@ class Scheduler:
         w, chunked, waiting = u("w"), u("chunked_req"), list(u("waiting_queue"))
         w("get_next_batch_to_run", u("chunked_prefill_size"), u("is_mixed_chunk"), chunked.rid if chunked else None,
           [r.rid for r in waiting], last_batch.name if last_batch is not None else None, u("enable_overlap"))
-        if last_batch is not None and getattr(last_batch, "extend_lens", None) is not None:
+        if last_batch is not None and getattr(last_batch, "extend_lens", None) is not None \
+                and last_batch.forward_mode != "DECODE":
             # the last extend batch joins the running batch, the chunked request kept out
             last_batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked else [])
             if running is None or running.is_empty():
@@ -264,6 +265,9 @@ class Scheduler:
             room -= take
         object.__setattr__(self, "waiting_queue", [r for r in waiting if all(r is not x for x, _, _ in rows)])
         object.__setattr__(self, "chunked_req", new_chunked)
+        if not rows:  # no new batch: SGLang runs the running batch's decode
+            running = self.update_running_batch(running)
+            return NS(batch_to_run=running if not running.is_empty() else None, running_batch=running)
         batch = Batch(w, next(u("prefill_names")), [r for r, _, _ in rows] + decoding)
         batch.extend_lens = [n for _, n, _ in rows] + [1] * len(decoding)
         batch.prefix_lens = [d for _, _, d in rows] + [len(r.origin_input_ids) + len(r.output_ids) - 1
@@ -577,7 +581,8 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
         monkeypatch, tmp_path, good,
         [fused([("p1", 400)]), fused([("p1", 200)]), plan(132, 0, 0, reason="decode-only"),
          plan(132, 0, 0, reason="decode-only")],
-        mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 600)], wants_decode_contexts=True, event_ms=15.0,
+        mux_flags=["--mux-policy", "hybrid", "--no-mux-overlap-decode"], waiting=[req("p1", 600)],
+        wants_decode_contexts=True, event_ms=15.0,
         running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
     assert log == FUSED
     assert sched.untracked("touched") == SCHEDULER_ATTRIBUTES - {"get_new_batch_prefill", "on_idle", "model_config"} | {
@@ -659,18 +664,20 @@ class Follower:
         return value
 
 
-@pytest.mark.parametrize("scenario", ["mux_then_merge", "preempt_resume", "fused_streak"])
+@pytest.mark.parametrize("scenario", ["mux_then_merge", "preempt_resume", "fused_streak", "fused_streak_ends"])
 def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(monkeypatch, tmp_path, good,
                                                                                   scenario):
     """A follower never plans: it retires the chunks the leader retired, waiting on its own event
     where its GPU is behind (its chunk ev7 / ev11 has not finished when the leader's had), and
     then makes exactly the leader's calls into SGLang, in the same order, on the same streams. A
-    fused streak's end takes two decisions on every rank (the plan made again after the drain)."""
+    fused streak goes on through a decode alone; where it ends instead (--no-mux-overlap-decode),
+    that takes two decisions on every rank (the plan made again after the drain)."""
     decode = lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)])  # noqa: E731
-    if scenario == "fused_streak":
+    if scenario.startswith("fused_streak"):
+        off = ["--no-mux-overlap-decode"] if scenario == "fused_streak_ends" else []
         kw = dict(plans=[fused([("p1", 400)]), fused([("p1", 200)]), plan(132, 0, 0, reason="decode-only"),
                          plan(132, 0, 0, reason="decode-only")],
-                  waiting=[req("p1", 600)], running=decode, mux_flags=["--mux-policy", "hybrid"],
+                  waiting=[req("p1", 600)], running=decode, mux_flags=["--mux-policy", "hybrid", *off],
                   wants_decode_contexts=True)
         behind = None
     elif scenario == "mux_then_merge":
@@ -796,7 +803,7 @@ def test_a_formation_that_gives_nothing_ends_the_streak_without_merging_twice(mo
 
     def formed(self, running, last_batch):
         calls.append(last_batch)
-        if len(calls) < 2:
+        if len(calls) != 2:
             return real(self, running, last_batch)
         self.untracked("w")("get_next_batch_to_run (no KV)", last_batch.name)
         last_batch.filter_batch()
@@ -815,3 +822,51 @@ def test_a_formation_that_gives_nothing_ends_the_streak_without_merging_twice(mo
     assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p1", "d1"]
     assert sched.untracked("enable_overlap") is False and sched.untracked("_mux").pending is None
     assert "update_running_batch prefill1 2" in log  # the decode plan ran on them
+
+
+def test_a_decode_alone_goes_on_with_the_fused_streak_in_overlap_mode(monkeypatch, tmp_path, good):
+    """With the hybrid (--mux-overlap-decode, on by default), a decode alone with no prefill
+    anywhere runs as SGLang's overlap loop runs one: formed by SGLang with the last batch in
+    flight, launched on the forward stream, and only then the last result processed. The streak
+    does not end, so the next fused chunk is formed in overlap mode with no drain before it; its
+    host time is not booked as a synchronous decode's."""
+    log, sched, rows, script = serve(
+        monkeypatch, tmp_path, good,
+        [fused([("p1", 400)]), plan(132, 0, 0, reason="decode-only"), plan(132, 0, 0, reason="decode-only"),
+         fused([("p2", 200)])],
+        mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 400)], arrivals=[[], [], [req("p2", 200)]],
+        wants_decode_contexts=True, event_ms=15.0,
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    assert log[log.index("--- loop"):] == [
+        "--- loop", "empty_cache",
+        # a fused chunk that finishes p1's prompt: the streak starts
+        "recv_requests", "process_input_requests 0",
+        "record ev1 Dfull", "wait_event Pfull ev1", "set_current_stream_idx 8", "update_decode_attn_backend 8",
+        "wait_stream fwd Pfull", "wait_stream fwd Dfull", "set_pdmux_status False",
+        "get_next_batch_to_run 402 True None ['p1'] None False",
+        "record ev2 fwd", "run_batch prefill1 3", "war_barrier", "record ev3 fwd",
+        # a decode alone, with that batch in flight: SGLang merges it and decodes; only then its result
+        "recv_requests", "process_input_requests 0", "set_pdmux_status False",
+        "get_next_batch_to_run 3 True None [] prefill1 True", "filter_batch prefill1",
+        "update_running_batch prefill1 3", "record ev4 fwd", "run_batch prefill1 3", "war_barrier", "record ev5 fwd",
+        "process_batch_result prefill1 result:prefill1",
+        "recv_requests", "process_input_requests 1", "set_pdmux_status False",
+        "get_next_batch_to_run 3 True None [] prefill1 True",
+        "update_running_batch prefill1 3", "record ev6 fwd", "run_batch prefill1 3", "war_barrier", "record ev7 fwd",
+        "process_batch_result prefill1 result:prefill1",
+        # the next chunk goes on with the streak: formed in overlap mode, no drain, no stream wait
+        "recv_requests", "process_input_requests 0", "set_pdmux_status False",
+        "get_next_batch_to_run 203 True None ['p2'] prefill1 True",
+        "record ev8 fwd", "run_batch prefill2 4", "war_barrier", "record ev9 fwd",
+        "process_batch_result prefill1 result:prefill1",
+        # the server's exit drains the last one
+        "process_batch_result prefill2 result:prefill2", "filter_batch prefill2",
+        "wait_stream Pfull fwd", "wait_stream Dfull fwd"]
+    assert [s.fused_streak for s in script.snaps] == [False, True, True, True]
+    assert [(r["reason"], r["decode_bs"], r["extend_tokens"]) for r in rows] == [
+        ("fused", 2, 402), ("decode-only", 3, 0), ("decode-only", 3, 0), ("fused", 3, 203)]
+    # the chunk after the decodes is a streak's, booked to the fused budget; no synchronous decode ran
+    mux = sched.untracked("_mux")
+    assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 0)
+    assert sched.untracked("enable_overlap") is False and not sched.untracked("result_queue")
+    assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p2", "p1", "d1", "d2"]

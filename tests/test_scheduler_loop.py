@@ -285,7 +285,7 @@ def test_a_fused_iteration_books_its_gap_against_its_price_to_its_own_budget():
     m.book_host(fused, 1.000, 24.0, fused=True)
     m.book_host(fused, 1.031, 24.0, fused=True)  # 31 ms: 6 past its 25-ms price, 7 past its GPU time
     assert m.fused_host_time._gaps == pytest.approx([6.0]) and m.host_time._gaps == []
-    m.book_host(fused, 1.050, 18.0)  # a decode alone in the streak: the decode's budget, against its GPU time
+    m.book_host(fused, 1.050, 18.0)  # a synchronous decode: the decode's budget, against its GPU time
     assert m.host_time._gaps == pytest.approx([1.0])
     m.fused_host_time = None  # no fused budget: the decode's, against GPU time
     m.book_host(fused, 1.080, 26.0, fused=True)
