@@ -64,6 +64,22 @@ SLEEP_CYCLES_PER_MS = 2.0e6  # torch.cuda._sleep spins cycles; ~2 GHz on H100/H2
 MAX_HOLD_MS = 500.0
 
 
+# Layers timed under one hold. A stream queues ~1000 launches and a layer's prefill is ~16 (the
+# 8B's 32 layers, ~500, were timed whole); past that the host blocks on the full queue while the
+# GPU drains it, so no hold can keep it ahead: the 70B shape's 80 layers were 0 of 3 pure at the
+# 500 ms cap (bench/results/x4_s41_2026-11-27/). Deeper models are timed in segments, summed.
+MAX_LAYERS_PER_HOLD = 32
+
+
+def hold_segments(num_layers: int, max_layers: int = MAX_LAYERS_PER_HOLD) -> list[int]:
+    """The model's layers in as few near-equal segments of at most ``max_layers`` as there can
+    be, each timed under its own hold; e.g. 80 -> [27, 27, 26], 32 -> [32]."""
+    if num_layers < 1 or max_layers < 1:
+        raise ValueError(f"need at least one layer and one per segment, got {num_layers}, {max_layers}")
+    n = -(-num_layers // max_layers)
+    return [num_layers // n + (1 if i < num_layers % n else 0) for i in range(n)]
+
+
 def hold_ms(host_ms: float) -> float:
     """How long the prefill stream sleeps before a timed prefill so that the host can enqueue
     all of it first: 1.5x the expected host time plus slack, at most MAX_HOLD_MS."""
@@ -517,7 +533,9 @@ class Harness:
         ``hold_host`` (the default): the GPU's time. Before each repeat the stream runs a sleep
         kernel long enough for the host to enqueue the whole prefill, and the repeats count
         only if the GPU had not reached a repeat's start event when its last launch was
-        enqueued (else the hold doubles and the cell is timed again). Without the hold a short
+        enqueued (else the hold doubles and the cell is timed again). A model deeper than
+        ``MAX_LAYERS_PER_HOLD`` is timed in segments (`hold_segments`), each under its own hold,
+        and a repeat is the sum of its segments' GPU times. Without the hold a short
         prefill times the host's launches, and this host's CPU speed swings 2x within seconds
         (bench/results/host_floor_h100.json). The host's enqueue time per repeat is kept in ``last_host_ms``;
         the engine tracks the host's share online (estimator.observe_prefill_launch).
@@ -531,43 +549,52 @@ class Harness:
         with self._cell(), torch.inference_mode():
             batch, fb = self._extend_batch(self._prefill_reqs(reqs), split=True)
             torch.cuda.synchronize()
-            hold = hold_ms(self.num_layers * self._host_layer_ms) if hold_host else 0.0
+            segments = hold_segments(self.num_layers) if hold_host else [self.num_layers]
+            hold = hold_ms(max(segments) * self._host_layer_ms) if hold_host else 0.0
             with torch.cuda.stream(ps):
                 set_pdmux_status(True)
                 if warmup_layers:  # allocator + kernels warm, at a fraction of the cost
                     self._reset_split(fb)
                     self._launch_layers(fb, min(warmup_layers, self.num_layers))
                 for _attempt in range(HOLD_ATTEMPTS):
-                    pairs, hosts, pure = [], [], []
+                    pairs, hosts, pure, seg_hosts = [], [], [], []
                     for _ in range(repeats):
-                        # One repeat per hold, and an empty queue before each: the stream's
-                        # launch queue is finite (~1000 launches; a prefill is ~500), and a host
-                        # blocked on a full queue times the sleeps, not its launches.
-                        if hold:
-                            torch.cuda._sleep(int(hold * SLEEP_CYCLES_PER_MS))
-                        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        t0 = time.perf_counter()
-                        s.record(ps)
-                        self._run_split(fb, lpl)
-                        e.record(ps)
-                        hosts.append((time.perf_counter() - t0) * 1e3)
-                        pure.append(not s.query())  # GPU not yet at this repeat: all of it was queued
-                        pairs.append((s, e))
-                        if hold:
-                            ps.synchronize()
+                        # One segment per hold, and an empty queue before each: the stream's
+                        # launch queue is finite (~1000 launches), and a host blocked on a full
+                        # queue times the sleeps, not its launches.
+                        self._reset_split(fb)
+                        rep, host = [], 0.0
+                        for seg in segments:
+                            if hold:
+                                torch.cuda._sleep(int(hold * SLEEP_CYCLES_PER_MS))
+                            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                            t0 = time.perf_counter()
+                            s.record(ps)
+                            end = fb.split_index + seg
+                            while fb.split_index < end:
+                                self._launch_layers(fb, min(lpl, end - fb.split_index))
+                            e.record(ps)
+                            seg_hosts.append((time.perf_counter() - t0) * 1e3)
+                            host += seg_hosts[-1]
+                            pure.append(not s.query())  # GPU not yet at this segment: all of it was queued
+                            rep.append((s, e))
+                            if hold:
+                                ps.synchronize()
+                        hosts.append(host)
+                        pairs.append(rep)
                     if not hold or all(pure):
                         break
                     ps.synchronize()
-                    hold = min(MAX_HOLD_MS, max(2 * hold, hold_ms(statistics.median(hosts))))
+                    hold = min(MAX_HOLD_MS, max(2 * hold, hold_ms(statistics.median(seg_hosts))))
                 else:
                     set_pdmux_status(False)
-                    raise CellSkipped(f"the host could not be held ahead of the GPU ({sum(pure)}/{repeats} "
-                                      f"repeats pure with a {hold:.0f} ms hold)")
+                    raise CellSkipped(f"the host could not be held ahead of the GPU ({sum(pure)}/{len(pure)} "
+                                      f"launches of {segments} layers pure with a {hold:.0f} ms hold)")
                 set_pdmux_status(False)
                 if hold:  # pure repeats: the host was never blocked, so this is its launch time
                     self._host_layer_ms = statistics.median(hosts) / self.num_layers
             ps.synchronize()
-            out = [s.elapsed_time(e) for s, e in pairs]
+            out = [sum(s.elapsed_time(e) for s, e in rep) for rep in pairs]
             self.last_host_ms = hosts
             del batch, fb
         return out

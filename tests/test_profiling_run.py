@@ -246,3 +246,14 @@ def test_prefill_hold_covers_the_host_and_is_capped():
     assert hold_ms(40.0) == pytest.approx(65.0)  # 1.5x the expected host time + 5 ms slack
     assert hold_ms(0.0) == pytest.approx(5.0)
     assert hold_ms(1e6) == MAX_HOLD_MS  # a stalled host must not hold the GPU for minutes
+
+
+def test_a_deep_model_is_timed_in_segments_a_launch_queue_can_hold():
+    from profiling.harness import hold_segments
+
+    assert hold_segments(32) == [32]  # the 8B shapes: whole, as their tables were made
+    assert hold_segments(80) == [27, 27, 26]  # the 70B shape: 80 layers overfilled the queue
+    assert hold_segments(33) == [17, 16] and hold_segments(1) == [1]
+    assert sum(hold_segments(126)) == 126 and max(hold_segments(126)) <= 32
+    with pytest.raises(ValueError):
+        hold_segments(0)
