@@ -131,7 +131,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              fused_host_ms: float | Sequence[float] | None = None,
              start_host_ms: Sequence[float] | None = None,
              fused_host_quantile: float = FUSED_HOST_QUANTILE,
-             fused_start_host_ms: Sequence[float] | None = None) -> SimResult:
+             fused_start_host_ms: Sequence[float] | None = None, overlap_decode: bool = True) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
@@ -148,7 +148,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     may try others). ``fused_start_host_ms``: overruns that the first fused iteration of a streak
     (after any other kind) draws from instead, booked to its own budget and told the policy as
     the server does (``Snapshot.fused_start_host_ms``; None: streak starts are not told apart).
-    ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
+    ``overlap_decode``: under a fusing policy (``wants_decode_contexts``), a decode alone with no
+    prefill anywhere has no host time in its gap and keeps the fused streak going, as the server's
+    ``--mux-overlap-decode`` runs it. ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
     the estimator `policy` plans with, refined online by every co-run decode and fused iteration
     (None: nothing is)."""
     fused_draws = None
@@ -259,10 +261,14 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                                     else fused_start_budget.value_ms))
         decisions += 1
         reasons[plan.reason] += 1
-        starts_streak, streak = not streak, bool(plan.chunk)
         active, paused, k = apply_plan(plan, active, paused, waiting)
         for _ in range(k):
             waiting.popleft()
+        # A decode alone with no prefill anywhere, under a fusing policy: SGLang's overlap loop
+        # runs it (MuxLoop.overlaps), its host time hidden and the fused streak going on.
+        overlapped = overlap_decode and wants_ctx and not plan.chunk and dec_bs > 0 \
+            and active is None and paused is None and chunked is None
+        starts_streak, streak = not streak, bool(plan.chunk) or overlapped
         if plan.preempt:
             preemptions += 1
         if active is not None and id(active) not in progress:
@@ -315,12 +321,14 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                 tau *= g if slowdown == "worst" else rng.uniform(1.0, g)
             if co_run and planner is not None:
                 planner.observe_decode(d, dec_bs, dec_ctx, pn, pr, tau, max_reused=dec_max)
-            if starts is not None and plan.new_prefill_rids:
+            if overlapped:
+                h = 0.0
+            elif starts is not None and plan.new_prefill_rids:
                 h = rng.choice(starts)
                 start_budget.observe(tau + h, tau)
             else:
                 h = host_ms if hosts is None else rng.choice(hosts[0] if co_run else hosts[1])
-            if host_budget is not None:
+            if host_budget is not None and not overlapped:
                 host_budget.observe(tau + h, tau)
             tau += h  # a token's gap: the GPU's time, then the loop's
         elif runs_prefill:

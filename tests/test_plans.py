@@ -170,3 +170,25 @@ def test_server_pattern_finds_the_server_and_not_a_shell_that_names_it(tmp_path)
         for p in (server, shell):
             p.kill()
             p.wait()
+
+
+def test_a_plan_finds_the_server_on_its_own_port_only(tmp_path):
+    """server_pat_on (one_host.sh): with servers on ports 1 and 10 of one host (one cell per GPU),
+    the pattern for port 1 matches that server alone, so reliability.sh stops and signals only its own."""
+    pkg = tmp_path / "sglang_mux"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text("import time\ntime.sleep(30)\n")
+    servers = [subprocess.Popen([sys.executable, "-m", "sglang_mux.launch_server", "--port", port, "--x"],
+                                cwd=tmp_path) for port in ("1", "10")]
+    last = subprocess.Popen([sys.executable, "-m", "sglang_mux.launch_server", "--port", "1"], cwd=tmp_path)
+    try:
+        time.sleep(0.5)
+        script = f'source {ROOT}/bench/plans/one_host.sh; pgrep -f "$(server_pat_on 1)"'
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.split()
+        assert sorted(int(x) for x in out) == sorted([servers[0].pid, last.pid])
+        assert 'MY_PAT=$(server_pat_on "$PORT")' in (ROOT / "bench/plans/reliability.sh").read_text()
+    finally:
+        for p in (*servers, last):
+            p.kill()
+            p.wait()

@@ -410,7 +410,8 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     snaps = []
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0)
+    sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0,
+                 overlap_decode=False)
     seen = [(s.decode_host_ms, s.fused_host_ms) for s in snaps]
     assert seen[0] == (0.0, 0.0) and {round(f, 9) for _, f in seen[1:]} == {2.0}  # nothing seen yet: 0
     assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
@@ -418,6 +419,32 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     est = FakeEstimator()
     sim.simulate(reqs, est, PricedFused(est, snaps), host_ms=3.0)
     assert {(s.decode_host_ms, s.fused_host_ms) for s in snaps} == {(3.0, None)}
+
+
+def test_a_decode_alone_overlapped_keeps_the_streak_and_books_no_host_time():
+    """Under a fusing policy a decode alone with no prefill anywhere runs as SGLang's overlap loop
+    runs it (the server's --mux-overlap-decode): its gap is its GPU time alone, the decode's host
+    budget books nothing, and the next fused iteration continues the streak. Off, it is a
+    synchronous decode: 1 ms of host time each, booked, and the streak ends."""
+    reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
+    runs = {}
+    for overlap in (True, False):
+        snaps, est = [], FakeEstimator()
+        r = sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0,
+                         overlap_decode=overlap)
+        runs[overlap] = (snaps, r)
+    def alone(snaps):  # decodes alone with nothing to prefill, and the snapshot after each
+        return [(s, snaps[i + 1]) for i, s in enumerate(snaps[:-1])
+                if not s.waiting and s.chunked is None and s.active_prefill is None and s.decode_bs > 0]
+
+    on, off = alone(runs[True][0]), alone(runs[False][0])
+    assert on and off
+    assert {s.decode_host_ms for s in runs[True][0]} == {0.0}  # none booked
+    assert all(nxt.fused_streak for _, nxt in on)  # the streak went on through each
+    assert not any(nxt.fused_streak for _, nxt in off)  # each ended it
+    assert {s.decode_host_ms for s in runs[False][0]} == {0.0, 1.0}
+    # the host time hidden: requests finish sooner
+    assert runs[True][1].finish_s.sum() < runs[False][1].finish_s.sum()
 
 
 def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
@@ -442,7 +469,8 @@ def test_a_streaks_first_fused_iteration_draws_and_books_its_own_overrun():
     snaps = []
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0], fused_start_host_ms=[12.0])
+    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0], fused_start_host_ms=[12.0],
+                     overlap_decode=False)  # decodes alone end streaks: many starts
     assert snaps[0].fused_streak is False and snaps[0].fused_start_host_ms == 0.0  # nothing seen yet
     streaks = [s.fused_streak for s in snaps]
     assert True in streaks and streaks.count(False) > 1

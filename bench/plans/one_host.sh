@@ -26,6 +26,9 @@ gpu_free() {  # no other process on this call's GPU(s): a server left by an earl
 # lines: a pattern met anywhere also matches any shell whose command names it, the caller's too.
 SERVER_PAT='^([^ ]*/)?python[0-9.]* -m sglang_mux.launch_server'
 SERVER_TREE_PAT='^(([^ ]*/)?python[0-9.]* -m sglang_mux.launch_server|sglang::)'
+server_pat_on() {  # server_pat_on PORT: the pattern of the server on that port only (others may run beside)
+    echo "$SERVER_PAT .*--port $1( |\$)"
+}
 healthy() {  # healthy URL: the server there answers /health
     python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/health', timeout=2)" "$1" 2> /dev/null
 }

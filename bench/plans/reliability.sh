@@ -34,11 +34,14 @@
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
 # tar it to $OUT after each command. SERVER_ARGS: more arguments for every server the plan starts
 # (e.g. "--mux-policy hybrid", issue 43's reliability run; "--tp-size 2", issue 44's).
+# On a multi-GPU host beside other cells: through per_gpu.sh (its GPU and PORT) with REL_OUT set
+# apart; the plan then finds, stops and signals only the server on its own port.
 set -u
 STEP=${1:?serve|soak|faults|preempt|fuzz|wait|end|sigterms|kv}
-R=/tmp/rel; PORT=30000; URL=http://127.0.0.1:$PORT
+R=${REL_OUT:-/tmp/rel}; PORT=${PORT:-30000}; URL=http://127.0.0.1:$PORT
 mkdir -p $R
 source "$(dirname "$0")/one_host.sh"  # healthy
+MY_PAT=$(server_pat_on "$PORT")  # this plan's server, not another cell's
 serve() {  # $1: log prefix, then extra server arguments
     local L=$1; shift
     nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> $R/gpu.txt
@@ -48,7 +51,7 @@ serve() {  # $1: log prefix, then extra server arguments
         --mux-timeline ${L}timeline.jsonl --mux-timeline-max-mb 4 > ${L}server.log 2>&1 < /dev/null &
     for _ in $(seq 300); do healthy "$URL" && break; sleep 1; done
     healthy "$URL" || { echo "server did not start"; tail -30 ${L}server.log; exit 1; }
-    pgrep -f "$SERVER_PAT" | head -1 > ${L}server.pid   # the launcher, not bash
+    pgrep -f "$MY_PAT" | head -1 > ${L}server.pid   # the launcher, not bash
 }
 case $STEP in
 serve) serve $R/ ;;
@@ -102,8 +105,8 @@ end)
 sigterms)
     N=${2:?times}; RATE=${3:?rate, req/s}
     for i in $(seq "$N"); do
-        pkill -f "$SERVER_PAT"
-        for _ in $(seq 90); do pgrep -f "$SERVER_PAT" > /dev/null || break; sleep 1; done
+        pkill -f "$MY_PAT"
+        for _ in $(seq 90); do pgrep -f "$MY_PAT" > /dev/null || break; sleep 1; done
         serve $R/sigterm_${i}_
         python -m bench.faults --server-url $URL --faults "" --rate "$RATE" --load-s 30 \
             --sigterm-pid "$(cat $R/sigterm_${i}_server.pid)" --out $R/sigterm_$i.json > $R/sigterm_$i.log 2>&1
@@ -111,8 +114,8 @@ sigterms)
     done
     ;;
 kv)
-    pkill -f "$SERVER_PAT"
-    for _ in $(seq 90); do pgrep -f "$SERVER_PAT" > /dev/null || break; sleep 1; done
+    pkill -f "$MY_PAT"
+    for _ in $(seq 90); do pgrep -f "$MY_PAT" > /dev/null || break; sleep 1; done
     # a 16K-token pool and decode graphs up to batch 16 only (a short capture); bursts of 10 x 2K
     # prompts asking 512 tokens each: admission reserves only new-token-ratio (0.7 decaying to 0.1)
     # x 512 per request, so the 6-7 admitted outgrow the pool in decode: the retraction path.
