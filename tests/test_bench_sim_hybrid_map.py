@@ -27,3 +27,13 @@ def test_help(capsys):
     with pytest.raises(SystemExit) as e:
         M.main(["--help"])
     assert e.value.code == 0 and "--json" in capsys.readouterr().out
+
+
+def test_a_span_replaces_each_chosen_workloads_own():
+    from bench.analysis.sim_hybrid_map import WORKLOADS, chosen_workloads
+
+    name = "uncapped conversation (1 session in 20)"
+    got = chosen_workloads((name,), 300.0)
+    assert list(got) == [name] and got[name]["span"] == 300.0 and WORKLOADS[name]["span"] == 90
+    assert chosen_workloads((name,))[name] is WORKLOADS[name]  # no span: the workload's own
+    assert len(chosen_workloads()) == len(WORKLOADS)

@@ -194,15 +194,23 @@ def simulator_inputs(table: str = TABLE) -> tuple:
     return est, sim.decode_jitter(TIMELINE), sim.served_host_ms(TIMELINE), sim.table_prefill_slowdown(table, est)
 
 
+def chosen_workloads(names: tuple[str, ...] | None = None, span_s: float | None = None) -> dict:
+    """WORKLOADS' entries named (None: all), each point ``span_s`` seconds of arrivals when given
+    (bench.run's --duration-s) instead of its own."""
+    return {k: (dict(w, span=span_s) if span_s else w) for k, w in WORKLOADS.items() if names is None or k in names}
+
+
 def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
-              tbts: tuple[float, ...] = (50.0, 30.0), seed: int = 0) -> None:
+              tbts: tuple[float, ...] = (50.0, 30.0), seed: int = 0, span_s: float | None = None) -> None:
     """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
     (None: all); ``tbts``: the TBT SLO columns; ``seed``: the workloads' (bench.run's --seed; the
-    H100 points are seed 0's and left out for another)."""
+    H100 points are seed 0's and left out for another); ``span_s``: seconds of arrivals per point
+    in place of each workload's own."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
-    out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "cells": []}
-    chosen = {k: w for k, w in WORKLOADS.items() if workloads_ is None or k in workloads_}
+    out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
+           "cells": []}
+    chosen = chosen_workloads(workloads_, span_s)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for tbt in tbts:
@@ -218,7 +226,8 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
                           file=sys.stderr)
                 out["cells"].append(cell)
         h100 = []
-        for wname, rate in (H100_POINTS if table == TABLE and H100_TBT in tbts and seed == 0 else ()):
+        served = table == TABLE and H100_TBT in tbts and seed == 0 and span_s is None  # as the H100 ran them
+        for wname, rate in (H100_POINTS if served else ()):
             if wname not in chosen:
                 continue
             cell = next(c for c in out["cells"] if c["workload"] == wname and c["tbt_slo_ms"] == H100_TBT)
@@ -290,6 +299,10 @@ def main(argv=None) -> int:
                     help="comma list of workloads (default all): " + ", ".join(WORKLOADS))
     ap.add_argument("--tbt", default="50,30", type=_cli_io.numbers(example="50,30"), help="TBT SLOs, ms, comma list")
     ap.add_argument("--seed", type=int, default=0, help="the workloads' seed (bench.run's --seed)")
+    ap.add_argument("--span", type=cli.positive(float), default=None, metavar="SECONDS",
+                    help="seconds of arrivals per point for every chosen workload, in place of its own "
+                         "(e.g. 300 for the uncapped conversation: in 90 s its sessions' long later turns "
+                         "barely come)")
     a = ap.parse_args(argv)
     chosen = None
     if a.workloads:
@@ -298,7 +311,8 @@ def main(argv=None) -> int:
         if bad:
             ap.error(f"--workloads: unknown {', '.join(bad)}; choose from {'; '.join(WORKLOADS)}")
     table = str(_cli_io.table_dir(a.table))
-    build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt), a.seed)
+    build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt), a.seed,
+              a.span)
     return 0
 
 
