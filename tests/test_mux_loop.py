@@ -543,16 +543,20 @@ def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, goo
 # its last 200 with them; in between it is SGLang's chunked request, kept out of the running batch.
 # Each fused batch is launched before the last one's result is processed; a decode plan ends the
 # streak (the last result processed and merged) and is made again. Then the three decode alone.
-FUSED = [
-    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
-    # iteration 1: the full GPU; SGLang's forward stream after the partitions' work; chunk budget
-    # 400 + 2 decode rows, mixing on, only the chunk's request shown, formed with nothing in flight
-    # (overlap off), then launched in overlap mode; nothing to process yet
+# A streak's first fused iteration (400 prompt tokens of p1 beside two decode rows): the full GPU;
+# SGLang's forward stream after the partitions' work; chunk budget 400 + 2 decode rows, mixing on,
+# only the chunk's request shown, formed with nothing in flight (overlap off), then launched in
+# overlap mode; nothing to process yet.
+FIRST_FUSED = [
     "recv_requests", "process_input_requests 0",
     "record ev1 Dfull", "wait_event Pfull ev1", "set_current_stream_idx 8", "update_decode_attn_backend 8",
     "wait_stream fwd Pfull", "wait_stream fwd Dfull", "set_pdmux_status False",
     "get_next_batch_to_run 402 True None ['p1'] None False",
     "record ev2 fwd", "run_batch prefill1 3", "war_barrier", "record ev3 fwd",
+]
+FUSED = [
+    "green_partitions 0 16", "set_current_stream_idx 0", "--- loop", "empty_cache",
+    *FIRST_FUSED,  # iteration 1
     # iteration 2: the chunked request's last 200 tokens; SGLang merges the first batch into the
     # running batch (the chunked request kept out), the budget counts its two decode rows; only
     # once this one is launched is the first one's result processed
@@ -839,12 +843,7 @@ def test_a_decode_alone_goes_on_with_the_fused_streak_in_overlap_mode(monkeypatc
         running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
     assert log[log.index("--- loop"):] == [
         "--- loop", "empty_cache",
-        # a fused chunk that finishes p1's prompt: the streak starts
-        "recv_requests", "process_input_requests 0",
-        "record ev1 Dfull", "wait_event Pfull ev1", "set_current_stream_idx 8", "update_decode_attn_backend 8",
-        "wait_stream fwd Pfull", "wait_stream fwd Dfull", "set_pdmux_status False",
-        "get_next_batch_to_run 402 True None ['p1'] None False",
-        "record ev2 fwd", "run_batch prefill1 3", "war_barrier", "record ev3 fwd",
+        *FIRST_FUSED,  # a fused chunk that finishes p1's prompt: the streak starts
         # a decode alone, with that batch in flight: SGLang merges it and decodes; only then its result
         "recv_requests", "process_input_requests 0", "set_pdmux_status False",
         "get_next_batch_to_run 3 True None [] prefill1 True", "filter_batch prefill1",
