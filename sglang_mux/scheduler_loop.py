@@ -744,8 +744,9 @@ class MuxLoop:
     def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None) -> None:
         """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows, `fused_rows`; None
         for a decode alone): the TBT host budget (a fused iteration's own where there is one; the
-        first of a streak, no fused batch in flight when it was planned, to its own), the
-        estimator's served fused price, metrics, timeline (with ``note``: its launch)."""
+        first of a streak, no fused batch in flight when it was planned, to its own; a decode alone
+        to none, its host work overlapped), the estimator's served fused price, metrics, timeline
+        (with ``note``: its launch)."""
         done = time.perf_counter()
         host_ms = self.clock.take()
         fused = rows is not None

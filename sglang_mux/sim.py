@@ -150,9 +150,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     the server does (``Snapshot.fused_start_host_ms``; None: streak starts are not told apart).
     ``overlap_decode``: under a fusing policy (``wants_decode_contexts``), a decode alone with no
     prefill anywhere has no host time in its gap and keeps the fused streak going, as the server's
-    ``--mux-overlap-decode`` runs it. ``jitter``: co-run decode takes the truth's worst case times a draw from it. ``planner``:
-    the estimator `policy` plans with, refined online by every co-run decode and fused iteration
-    (None: nothing is)."""
+    ``--mux-overlap-decode`` runs it. ``jitter``: co-run decode takes the truth's worst case times
+    a draw from it. ``planner``: the estimator `policy` plans with, refined online by every co-run
+    decode and fused iteration (None: nothing is)."""
     fused_draws = None
     if fused_host_ms is not None and not isinstance(fused_host_ms, (int, float)):
         fused_draws, fused_host_ms = [float(x) for x in fused_host_ms], None
