@@ -33,7 +33,7 @@ fi
 HYB="--mux-policy hybrid"  # reliability.sh's servers (SERVER_ARGS); the cells name their systems
 ( rel() { SERVER_ARGS=$HYB REL_OUT=$R/rel bash bench/plans/per_gpu.sh 0 bash bench/plans/reliability.sh "$@"; }
   rel serve > $R/rel_serve.log 2>&1
-  rel soak $SOAK_RATE $(( ($(left) - 180) / 60 )) > $R/rel_soak.log 2>&1
+  rel soak $SOAK_RATE $(( ($(left) - 330) / 60 )) > $R/rel_soak.log 2>&1   # arrivals end ~5.5 min early: drain, report, SIGTERM
   rel wait $(( $(left) - 120 )) > $R/rel_wait.log 2>&1
   rel end $SOAK_RATE 60 > $R/rel_end.log 2>&1 ) &
 ( SERVER_ARGS=$HYB REL_OUT=$R/sig bash bench/plans/per_gpu.sh 1 bash bench/plans/reliability.sh sigterms 5 $SOAK_RATE > $R/sig.log 2>&1
