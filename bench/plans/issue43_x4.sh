@@ -3,7 +3,8 @@
 # copy of the tree in /tmp/t in the background with an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue43_x4.sh END > /tmp/job.log 2>&1 < /dev/null &)
 # GPU 0: the reliability soak with the hybrid at the capped conversation's goodput (H100 4.4, H200 4.8
-#        req/s at TBT 50) until ~2 minutes before END, then its report and a SIGTERM under load.
+#        req/s at TBT 50), its arrivals ending ~5.5 minutes before END (drain, report), then a SIGTERM
+#        under load. About 20 minutes of arrivals fit a lease with the install and the start.
 # GPU 1: SIGTERM under load 5 times (a fresh hybrid server each), then the token-identity check with
 #        fused iterations in the mix (tiny random Llama, --burst: a preemption; no logprobs, as chunks mix).
 # GPUs 2, 3: on an H100 the TBT-30 cells (capped conversation, code); on an H200 sharegpt at TBT 50
