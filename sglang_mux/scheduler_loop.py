@@ -278,29 +278,29 @@ class MuxLoop:
         (`Iteration.deferred`)."""
         sched = self.sched
         d, snap, decide_us = self.decide(now)
-        if self.pending is not None and not d.plan.chunk and not self.overlaps(d.plan, snap):
+        overlapped = self.overlaps(d.plan, snap)
+        if self.pending is not None and not d.plan.chunk and not overlapped:
             # The fused streak ends: its last batch's tokens and requests are needed (the running
             # batch catches up), and the plan is made again on that state.
             self.drain_fused()
             d, snap, decide_us = self.decide(now)
+            overlapped = self.overlaps(d.plan, snap)
         plan = d.plan
-        if self.overlaps(plan, snap):
-            self.clock.lap("plan")
-            if self.metrics:
-                self.metrics.on_plan(plan, decide_us)
-                self.metrics.on_memory(now=now)
-            return Iteration(now, snap, plan, False, True, False, overlapped=True)
-        decoding = sched.running_batch is not None and not sched.running_batch.is_empty()
-        deferred = self.apply_plan(plan, now, defer_start=self.may_defer_start(decoding))
-        if self.active is not None:
-            self.defer_failed = False
+        deferred = False
+        if not overlapped:  # a decode alone in overlap mode starts and preempts nothing
+            decoding = sched.running_batch is not None and not sched.running_batch.is_empty()
+            deferred = self.apply_plan(plan, now, defer_start=self.may_defer_start(decoding))
+            if self.active is not None:
+                self.defer_failed = False
         self.clock.lap("plan")
-        has_decode = sched.running_batch is not None and not sched.running_batch.is_empty()
+        # in a fused streak the decoding requests are in the batch in flight, not the running batch
+        has_decode = overlapped or (sched.running_batch is not None and not sched.running_batch.is_empty())
         has_prefill = self.active is not None or deferred
         if self.metrics:
             self.metrics.on_plan(plan, decide_us)
             self.metrics.on_memory(now=now)
-        return Iteration(now, snap, plan, deferred, has_decode, has_prefill, launch_prefill=d.launch_prefill)
+        return Iteration(now, snap, plan, deferred, has_decode, has_prefill, launch_prefill=d.launch_prefill,
+                         overlapped=overlapped)
 
     def launch_decode(self, it: Iteration) -> None:
         """SGLang prepares the decode batch and launches one iteration on the decode stream
