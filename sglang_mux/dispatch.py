@@ -32,7 +32,6 @@ import sys
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Mapping, Protocol, Sequence
 
-from sglang_mux.mux_args import FUSED_HOST_QUANTILE  # noqa: F401 (the fused budget's default: sim's too)
 from sglang_mux.partitions import PartitionConfig
 
 from sglang_mux.estimator import PrefillReq, fused_iteration_ms
@@ -115,7 +114,7 @@ class Snapshot:
     # n = its prompt tokens still to run, r = those done. Only a fused plan can continue it.
     chunked: WaitingReq | None = None
     # Time a fused iteration's gap adds to its price (its own DecodeHostTime over wall time less
-    # the planned price, at FUSED_HOST_QUANTILE: forming, launching and finishing SGLang's batch
+    # the planned price, at --mux-fused-host-quantile: forming, launching and finishing SGLang's batch
     # where the host outlasts the GPU, and the price's error); None: decode_host_ms.
     fused_host_ms: float | None = None
     # What a fused iteration's gap adds to its price at the median (its rate's time: the P99 is a

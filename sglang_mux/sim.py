@@ -36,11 +36,12 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sglang_mux import cli
-from sglang_mux.dispatch import (FUSED_HOST_QUANTILE, DecodeHostTime, Snapshot, WaitingReq, apply_plan,
-                                 check_policy_name, fused_ms, make_policy)
+from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, fused_ms,
+                                 make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
 from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, sglang_graph_tokens
+from sglang_mux.mux_args import FUSED_HOST_QUANTILE
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
 # ---- simulation -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ Output (stdout): per iteration kind (``fused``, ``best-fit``, ``best-fit+new`` w
 layer-wise batch, ``decode-only``, ...) the tokens (decode rows), the share of them whose gap
 exceeded the SLO and the mean laps of those; the token-weighted P50/P90/P99 gap; and for fused
 rows the gap less the planned price (``t_decode_worst_ms``) at P50/P90/P99: what the hybrid's
-fused TBT budget (dispatch.FUSED_HOST_QUANTILE) takes off the SLO. On an H100 at TBT 30 these
+fused TBT budget (mux_args.FUSED_HOST_QUANTILE) takes off the SLO. On an H100 at TBT 30 these
 tiled gaps read P99 30.8 ms where the client saw 34.0 (capped conversation, 3.7 req/s) and 30.3
 against 31.0 (code, 17 req/s). CPU, seconds.
 """

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quantiles", type=quantiles, default=None,
                     help="instead, the hybrid with served overruns and batch starts at each of these fused "
-                         "budget quantiles (e.g. 0.9,0.95,0.99; the server's is dispatch.FUSED_HOST_QUANTILE)")
+                         "budget quantiles (e.g. 0.9,0.95,0.99; the server's is mux_args.FUSED_HOST_QUANTILE)")
     ap.add_argument("--streaks", action="store_true",
                     help="instead, a fused streak's first iterations pooled with the rest or budgeted apart")
     a = ap.parse_args(argv)
