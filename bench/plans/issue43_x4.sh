@@ -6,7 +6,8 @@
 #        req/s at TBT 50), its arrivals ending ~5.5 minutes before END (drain, report), then a SIGTERM
 #        under load. About 20 minutes of arrivals fit a lease with the install and the start.
 # GPU 1: SIGTERM under load 5 times (a fresh hybrid server each), then the token-identity check with
-#        fused iterations in the mix (tiny random Llama, --burst: a preemption; no logprobs, as chunks mix).
+#        fused iterations in the mix (tiny random Llama, --burst: a preemption; no logprobs, as chunks mix);
+#        then fused iterations profiled (bench.prefill_mixed --fused: the grid, 60 random batches).
 # GPUs 2, 3: on an H100 the TBT-30 cells (capped conversation, code); on an H200 sharegpt at TBT 50
 #        in finer steps (60, 63, 66: session 41 found 60 against 66) and sharegpt at TBT 30 with
 #        chunked 1024 as well, to bracket it.
@@ -42,6 +43,13 @@ HYB="--mux-policy hybrid"  # reliability.sh's servers (SERVER_ARGS); the cells n
   CUDA_VISIBLE_DEVICES=1 taskset -c 16-31 timeout $(( $(left) - 20 )) python tests/gpu/e2e_correctness.py \
       --model-dir /tmp/tinyckpt --burst --no-logprobs --port 31000 --out $R/corr/correctness.json --logdir $R/corr \
       --mux-args "--mux-policy hybrid --mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" \
-      --common-args "--cuda-graph-max-bs 16" > $R/corr.log 2>&1 ) &
+      --common-args "--cuda-graph-max-bs 16" > $R/corr.log 2>&1
+  # fused rows for item 2's fitted price: the grid and random batches, from this one host
+  T=llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3; [ -n "$H200" ] && T=llama-3.1-8b__nvidia-h200__fa3
+  mkdir -p $R/fused
+  for a in "--fused-grid --out $R/fused/grid.json" "--batches 60 --seed 2 --out $R/fused/random_seed2.json"; do
+      timeout $(( $(left) - 20 )) bash bench/plans/per_gpu.sh 1 python -m bench.prefill_mixed --fused $a \
+          --model-config launch/models/llama-3.1-8b/config.json --table $T --attention-backend fa3 >> $R/fused.log 2>&1
+  done ) &
 wait
 echo done > $R/done
