@@ -58,9 +58,14 @@ def _rss_mib(pid: int) -> float:
 
 
 def gpu_mem_mib() -> float | None:
+    """MiB used on the GPUs this process sees: nvidia-smi ignores CUDA_VISIBLE_DEVICES, and on a
+    4-GPU host a soak beside three other cells summed all four (63 GB read as up to 298 GB)."""
+    cmd = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if visible:
+        cmd += ["-i", visible]  # indices or UUIDs, comma-separated: nvidia-smi -i takes both
     try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                           capture_output=True, text=True, timeout=10)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
         return sum(float(x) for x in r.stdout.split()) if r.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError):
         return None

@@ -1,6 +1,7 @@
 """bench.soak: pieces against one live server (the stub), samples, nothing lost."""
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -77,3 +78,20 @@ def test_a_piece_longer_than_the_shipped_trace_is_refused(tmp_path, monkeypatch)
     with stub_server.in_thread() as url, pytest.raises(SystemExit):
         soak.main(["--out", str(tmp_path), "--rate", "6", "--piece-s", "480", "--server-url", url])
     assert not (tmp_path / "pieces.jsonl").exists()
+
+
+def test_gpu_memory_is_read_on_the_visible_gpus_only(monkeypatch):
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        out = "1000\n" if "-i" in cmd else "1000\n2000\n3000\n4000\n"
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(soak.subprocess, "run", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert soak.gpu_mem_mib() == 1000.0
+    assert calls[-1][-2:] == ["-i", "2"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert soak.gpu_mem_mib() == 10000.0  # a one-GPU machine: every GPU is the server's
+    assert "-i" not in calls[-1]

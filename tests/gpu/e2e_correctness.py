@@ -245,6 +245,9 @@ def main():
                     help="ask no logprobs (no top-2 gaps at divergences): with --mux-policy hybrid the fused "
                          "iterations then mix decode rows into the prompt chunk, as SGLang does only without them")
     args = ap.parse_args()
+    # a run whose --out folder did not exist lost its result after the servers had run
+    os.makedirs(args.logdir, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     global LOGPROBS
     LOGPROBS = not args.no_logprobs
     cfg = json.load(open(os.path.join(args.model_dir, "config.json")))
