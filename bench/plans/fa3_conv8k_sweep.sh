@@ -66,9 +66,13 @@
 #       > /tmp/code.log 2>&1 < /dev/null &)
 # (session 38 ran these on 2 x H200; both were spoilt by a server an earlier step had left behind,
 # which one_host.sh and bench.run now refuse to start beside.)
+# RATES=search:LO,HI bisects each system's goodput instead (bench.run --search: LO, HI, then the
+# middle of the bracket until it is within +-5 %), where a host's speed is not known in advance
+# (session 42's H100 reached 40-70 % of the simulator's rates for every system).
 set -u
-OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
-RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES [seconds]}
+OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES|search:LO,HI [seconds]}
+RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES|search:LO,HI [seconds]}
+case "$RATES" in search:*) PICK=(--search "${RATES#search:}");; *) PICK=(--rates "$RATES");; esac
 BUDGET=${3:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
@@ -82,7 +86,7 @@ for sys in ${SYSTEMS:-$TEN}; do
     l=$(left)
     if [ "$l" -lt 240 ]; then   # a start (~90 s) and one point (~45 + 30 s drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
-    python -m bench.run --systems "$sys" --rates "$RATES" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
+    python -m bench.run --systems "$sys" "${PICK[@]}" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3
 done
 python -m bench.report "$OUT" > "$OUT/report.md"
