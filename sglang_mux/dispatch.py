@@ -57,6 +57,10 @@ CHUNK_SIZES = (256, 512, 1024, 2048, 4096)  # fused chunk sizes the hybrid polic
 # would change the TBT-50 batches on which the served cells were measured level, and the
 # simulator split on them: the capped conversation at TBT 50 lost 4.8 req/s, chat-1k gained.
 FINE_SIZES_UP_TO = 1024
+# A fused candidate's commitment (HybridPolicy.commitment) prices a cut prompt's rest in at most
+# this many spans, each at the largest chunk that meets the budget there: a 100K-token rest in
+# ~300-token chunks walked chunk by chunk took ~300 prices (~17 ms of a decision on the host).
+COMMIT_SPANS = 4
 
 
 class EstimatorLike(Protocol):
@@ -456,9 +460,8 @@ class HybridPolicy(MuxDispatcher):
        largest chunk that fits (none fits: its rest alone, up to the smallest size; it holds KV and
        must move on). Filled only with prompts that fit whole, the chunk after a long prompt's
        last piece ran part-empty, and the simulator had the hybrid behind chunked 1024 on the
-       capped conversation (4.4 against 4.8 req/s, TBT 50). The cost: once fused, a queue of long
-       prompts stays fused (Mooncake's synthetic trace at TBT 30: 0.45 req/s, level with chunked
-       512, where the dispatcher's partitions pass 0.8; gating the cut on rules 1-3 kept 0.45).
+       capped conversation (4.4 against 4.8 req/s, TBT 50). A cut commits to fusing the prompt's
+       rest, so rule 3 prices it as this rule runs it (`commitment`).
     1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill
        is finished where it started, never dropped or turned into chunks (preemption as rule 4).
     2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -476,7 +479,11 @@ class HybridPolicy(MuxDispatcher):
          ``snap.fused_rate_host_ms``, else the budget's) (a
          fused iteration's prefill stops while the host works; a spatial one's runs on) over what
          it commits to (`commitment`: the rest of a prompt it cuts, which rule 0 will finish
-         fused). None fits: no fused candidate.
+         fused, in chunks that shrink to meet the same budget as its prefix grows). None fits: no
+         fused candidate. Priced at the candidate's size throughout, the rest of a long prompt
+         beside long decode contexts looked cheaper than it ran: on Mooncake's synthetic trace at
+         TBT 30 the simulator had the hybrid fuse its 20-56K prompts in ~500-token chunks, at 0.45
+         req/s where the dispatcher's partitions pass 0.8 (priced as run: 0.8).
        spatial: the dispatcher's plan for a new batch, rate = its new tokens / (T_P x s x w), T_P
          its estimated time on its prefill SMs, s = ``prefill_slowdown`` beside a decode (1
          alone), w = ``est.prefill_wall.factor`` (served batches' wall time over their planned
@@ -598,26 +605,46 @@ class HybridPolicy(MuxDispatcher):
         plan = Plan(self.total, 0, t_f(lo), t_f(lo), 0, (), False, FUSED, chunk=tuple((w.rid, take) for w, take in ch))
         if force:  # rule 0: no choice to rate
             return plan, sum(t for _, t in ch) / (t_f(lo) + host)
-        tokens, ms = self.commitment(ch, room, t_f(lo), ctx, host)
+        tokens, ms = self.commitment(ch, room, t_f(lo), ctx, host, budget, snap.decode_bs)
         return plan, tokens / ms
 
-    def commitment(self, ch, size: int, t_f: float, ctx, host: float) -> tuple[float, float]:
+    def commitment(self, ch, size: int, t_f: float, ctx, host: float, budget: float,
+                   rows: int = 0) -> tuple[float, float]:
         """(prompt tokens, ms) that fusing ``ch`` commits to: the chunk and, when it cuts its last
-        request, that request's rest in chunks of ``size`` prompt tokens (rule 0 finishes it
-        fused), each later chunk over a longer prefix. Their prices are read at the first and the
-        last prefix and taken as linear between (attention over the prefix grows linearly): a
-        chunk of a long prompt is cheap at its start and dear at its end, and the start alone
-        would choose it."""
+        request, that request's rest as rule 0 will run it: chunks of the largest room (a size
+        less the ``rows`` decode rows) that still meets ``budget``, each over a longer prefix, the
+        last one priced full (its room goes on to the queue). They go in spans of
+        ceil(k / COMMIT_SPANS) chunks (k: the rest's chunks at ``size``); a span takes the largest
+        room, from the last span's down, that fits at its last chunk (none does: rule 0's
+        smallest, ``chunk_sizes[0]``), its prices read at its first and last chunk and taken as
+        linear between (attention over the prefix grows linearly). A chunk of a long prompt is
+        cheap at its start and dear at its end, and the start alone would choose it; where the
+        budget shrinks the chunks (a long prompt beside long decode contexts), the candidate's size
+        throughout would miss that (rule 3 says what it cost). Where ``size`` fits to the end this
+        is the rest in chunks of ``size`` priced at the first and last prefix, as before."""
         w, take = ch[-1]
         tokens, ms = float(sum(t for _, t in ch)), t_f + host
-        rest = w.n - take
+        rest = left = w.n - take
+        r = w.r + take
         if rest <= 0:
             return tokens, ms
-        k = math.ceil(rest / size)
-        r0 = w.r + take
-        first = fused_ms(self.est, [PrefillReq(min(size, rest), r0)], ctx)
-        last = fused_ms(self.est, [PrefillReq(min(size, rest), r0 + (k - 1) * size)], ctx) if k > 1 else first
-        return tokens + rest, ms + k * ((first + last) / 2 + host)
+        rooms = [self.chunk_sizes[0]] + [c - rows for c in self.sizes() if c > rows]  # as rule 0 bisects them
+        i = max((k for k, c in enumerate(rooms) if k and c <= size), default=0)  # rooms[0]: the fallback
+        price = lambda n, x: fused_ms(self.est, [PrefillReq(n, x)], ctx)  # noqa: E731
+        stride = math.ceil(math.ceil(left / size) / COMMIT_SPANS)
+        while left > 0:
+            while True:  # the largest room, from the last span's down, whose last chunk here fits
+                s = rooms[i]
+                n = min(stride, math.ceil(left / s))
+                last = price(min(s, rest), r + (n - 1) * s)
+                if last <= budget or i == 0:
+                    break
+                i -= 1
+            first = price(min(s, rest), r) if n > 1 else last
+            ms += n * ((first + last) / 2 + host)
+            tokens += min(n * s, left)
+            left, r = left - n * s, r + n * s
+        return tokens, ms
 
     def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
         """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""

@@ -620,12 +620,82 @@ def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(hos
     assert plan.t_decode_worst_ms <= budget
     bigger = [x - 4 for x in D.CHUNK_SIZES if x - 4 > c]  # a size counts the 4 decode rows
     assert not bigger or est.prefill_ms(132, [PrefillReq(bigger[0], 0)] + rows) > budget
-    # the rate is over what fusing commits to: the whole 8000-token prompt in chunks of c, each
-    # later chunk over a longer prefix (priced at the first and last, linear between)
-    k = math.ceil((8000 - c) / c)
-    first, last = (est.prefill_ms(132, [PrefillReq(c, r)] + rows) for r in (c, c + (k - 1) * c))
-    assert rate == pytest.approx(8000 / (plan.t_decode_worst_ms + host + k * ((first + last) / 2 + host)))
+    # the rate is over what fusing commits to: the whole 8000-token prompt, its rest in the chunks
+    # rule 0 will run, each the largest that meets the budget over its prefix (c stops fitting at
+    # ~2,200 tokens here): within 4 % of them walked chunk by chunk, never above
+    walked = 8000 / (plan.t_decode_worst_ms + host + _rule0_ms(pol, est, 8000 - c, c, [1000] * 4, budget, host))
+    assert 0.96 * walked <= rate <= walked
+    assert rate == pytest.approx({0.0: 7.290220, 5.0: 6.315914, 15.0: 5.052807, 25.0: 4.141125, 40.0: 3.316967}[host])
     assert c == {0.0: 508, 5.0: 508, 15.0: 508, 25.0: 252, 40.0: 252}[host]
+
+
+def _rule0_ms(pol, est, n, r, contexts, budget, host):
+    """ms that rule 0 takes to run a chunked request's ``n`` tokens from prefix ``r`` beside decode
+    rows of ``contexts``: chunk by chunk, each the largest room (a size less the rows) that meets
+    ``budget`` at its prefix, else chunk_sizes[0]; each chunk's price plus ``host``."""
+    rows = [PrefillReq(1, c) for c in contexts]
+    rooms = [c - len(rows) for c in pol.sizes() if c > len(rows)]
+    ms = 0.0
+    while n > 0:
+        fits = [c for c in rooms if est.prefill_ms(132, [PrefillReq(min(c, n), r)] + rows) <= budget]
+        take = min(max(fits) if fits else pol.chunk_sizes[0], n)
+        ms += est.prefill_ms(132, [PrefillReq(take, r)] + rows) + host
+        n, r = n - take, r + take
+    return ms
+
+
+def test_hybrid_prices_a_cut_prompts_rest_in_the_chunks_that_meet_its_budget():
+    """A fused candidate that cuts a prompt commits to its rest, which rule 0 runs in the largest
+    chunks that meet the TBT budget over an ever longer prefix. Priced at the candidate's size
+    throughout, a long prompt's rest looked cheaper than it ran (Mooncake's synthetic trace at
+    TBT 30: 20-56K prompts fused in ~500-token chunks, 0.45 req/s where the partitions pass 0.8)."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)])
+    plan, rate = pol.fused_candidate(s)
+    rows = [PrefillReq(1, 1000)] * 4
+    assert plan.chunk == (("a", 508),) and plan.t_decode_worst_ms == pytest.approx(27.68)
+    # 508 tokens over a 2,500-token prefix cost 53 ms: rule 0 runs smaller chunks there
+    assert est.prefill_ms(132, [PrefillReq(508, 2500)] + rows) == pytest.approx(53.08)
+    assert pol.plan(replace(s, waiting=(), chunked=WaitingReq("a", 99.0, 5500, 2500))).chunk == (("a", 252),)
+    # 508-token chunks throughout, priced at the first and the last: 7.53 tokens/ms; as rule 0
+    # runs them: 7.44; the candidate's rate 7.29 (each span at the room that fits at its last chunk)
+    k = math.ceil(7492 / 508)
+    first, last = (est.prefill_ms(132, [PrefillReq(508, r)] + rows) for r in (508, 508 + (k - 1) * 508))
+    at_508 = 8000 / (plan.t_decode_worst_ms + k * (first + last) / 2)
+    walked = 8000 / (plan.t_decode_worst_ms + _rule0_ms(pol, est, 7492, 508, [1000] * 4, 50.0, 0.0))
+    assert (round(at_508, 2), round(walked, 2), round(rate, 2)) == (7.53, 7.44, 7.29)
+    # a partition served at 2.36x its T_P rates the prompt at 7.40 tokens/ms: above the rest as it
+    # runs fused, below it at 508 tokens throughout, which chose the fused chunk
+    from types import SimpleNamespace
+
+    spatial = MuxDispatcher(est).plan(s)
+    est.prefill_wall = SimpleNamespace(factor=2.365)
+    assert pol.spatial_rate(spatial, s) == pytest.approx(7.399, abs=1e-3)
+    assert pol.plan(s) == spatial and (spatial.decode_sms, spatial.new_prefill_rids) == (16, ("a",))
+    # where the size fits to the prompt's end the rest is priced as before: its chunks at that size,
+    # the last one full (its room goes on to the queue), priced at the first and last prefix
+    short = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 2000, 0)])
+    plan, rate = pol.fused_candidate(short)
+    first, last = (est.prefill_ms(132, [PrefillReq(508, r)] + rows) for r in (508, 1524))
+    assert plan.chunk == (("a", 508),)
+    assert rate == pytest.approx(2000 / (plan.t_decode_worst_ms + 3 * (first + last) / 2))
+
+
+def test_hybrid_prices_a_long_rest_in_a_few_spans(monkeypatch):
+    """A 100K-token prompt's rest is priced in COMMIT_SPANS spans, not chunk by chunk (~200 chunks
+    here, each a price: milliseconds of a decision on the server's host)."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    priced = []
+    price = D.fused_ms
+    monkeypatch.setattr(D, "fused_ms", lambda *a: priced.append(1) or price(*a))
+    s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 100_000, 0)])
+    plan, rate = pol.fused_candidate(s)
+    assert plan.chunk == (("a", 508),) and D.COMMIT_SPANS == 4
+    assert len(priced) == 21  # the candidate's bisection and the rest's spans
+    walked = 100_000 / (plan.t_decode_worst_ms + _rule0_ms(pol, est, 100_000 - 508, 508, [1000] * 4, 50.0, 0.0))
+    assert 0.96 * walked <= rate <= walked
 
 
 def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
@@ -639,10 +709,9 @@ def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
         plan, rate = pol.fused_candidate(s)
         assert plan.chunk == (("a", size),)
         h = 25.0 if fused_host is None else fused_host
-        k = math.ceil((8000 - size) / size)
-        rows = [PrefillReq(1, 1000)] * 4
-        first, last = (est.prefill_ms(132, [PrefillReq(size, r)] + rows) for r in (size, size + (k - 1) * size))
-        assert rate == pytest.approx(8000 / (plan.t_decode_worst_ms + h + k * ((first + last) / 2 + h)))
+        walked = _rule0_ms(pol, est, 8000 - size, size, [1000] * 4, 50.0 - h, h)
+        assert 0.96 * walked <= 8000 / rate - plan.t_decode_worst_ms - h <= walked / 0.96
+        assert rate == pytest.approx({None: 4.141125, 25.0: 4.141125, 0.0: 7.290220}[fused_host])
         assert MuxDispatcher(est).plan(s) == MuxDispatcher(est).plan(base)  # the partition's budget: decode's
     # two short prompts beside a decode whose loop costs 25 ms of host: fused only when a fused
     # iteration's own host time is known to be small
