@@ -17,7 +17,8 @@ recomputes both estimates of a result file's measured rows with the table as it 
 extend batch on the whole GPU of a prompt chunk (256-4096 tokens in 1-3 pieces, the first often
 over the earlier chunks of its request) and 1-128 decode rows (one new token each on a context of
 200-8000 tokens); the estimate is ``Estimator.fused_ms``'s price (the solo prefill fit on the
-whole GPU), which no table row was fitted on.
+whole GPU), which no table row was fitted on. ``python -m sglang_mux.estimator add-fused TABLE
+FILE`` puts its rows into the table, whose fit then prices fused iterations with them.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ def main(argv=None) -> int:
             ms = statistics.median(xs)
             rows.append({"prefill_sms": sms, "reqs": reqs, "measured_ms": round(ms, 4)})
             print(f"{sms:4d} SMs {len(reqs)} reqs {sum(n for n, _ in reqs):6d} new: measured {ms:8.2f} ms")
-    res = {"device": h.facts()["gpu_name"], "kind": "fused" if args.fused else "mixed prefill", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    res = {"device": h.facts()["gpu_name"], "kind": "fused" if args.fused else "mixed prefill",
+           "attention_backend": args.attention_backend,
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "command": "python -m bench.prefill_mixed " + " ".join(argv if argv is not None else sys.argv[1:]),
            "table": args.table, **score(rows, args.table), "rows": rows}
     print(json.dumps({k: res[k] for k in ("device", "estimate", "estimate_unpadded")}, indent=1))

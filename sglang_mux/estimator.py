@@ -9,7 +9,8 @@
   with a warning saying how to profile; ``Estimator.for_model``: a table of this model shape,
   GPU and attention backend, else cold start.
 - Hot path (ms, whole model): ``prefill_ms``, ``fused_ms`` (a mixed chunk: prompt pieces and
-  one-token decode rows in one extend batch on the whole GPU), ``decode_solo_ms``, ``decode_worst_ms``,
+  one-token decode rows in one extend batch on the whole GPU: the table's fused model where it has
+  one, else the solo fit), ``decode_solo_ms``, ``decode_worst_ms``,
   ``guard_slowdown`` (>= 1; 1.0 when ``decode_sms == total_sms`` or ``prefill_new == 0``).
   Decode takes the batch's longest context ``max_reused`` (None: Σr/bs, a uniform batch).
 - Online refinement (``observe_decode``, ``observe_prefill``, ``observe_prefill_launch``,
@@ -20,8 +21,10 @@
   layer-wise batch's wall time over its planned T_P (``prefill_wall``, fed by the server's loop),
   with a cold start a rise-fast/decay-slow decode correction.
   Observations outside the plausible bounds are dropped, never raise.
-- ``fit_table`` / ``check_table``: (re)write fit.json + guard.json; print held-out accuracy
-  (bounds: max 10 %, mean 3 % per partition) and the guard's bound on contention.csv.
+- ``fit_table`` / ``check_table``: (re)write fit.json + guard.json (and fit.json's fused model
+  when the table has fused rows: ``latency_model.fused``); print held-out accuracy (bounds: max
+  10 %, mean 3 % per partition and for the fused rows) and the guard's bound on contention.csv.
+  ``add_fused``: a ``bench.prefill_mixed --fused`` output's rows into a table (then refit).
 
 docs/estimator.md gives the why and the measurements behind each rule.
 """
@@ -41,13 +44,15 @@ from .contention_guard import ConstantGuard, ContentionGuard
 from .fused_price import DECODE_ROW_MS, FusedPrice, graph_padding
 from .latency_model import (DecodeHyper, DecodeRows, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel,
                             UnprofiledPartition, decode_kernel, l2_knee_tokens, min_batch_tokens)
+from .latency_model import fused
 from .latency_model.allreduce import AllReduceCost
 from .latency_model.fit import heldout_errors, prefill_domain
 from .partitions import partition_configs
 from .prefill_wall import PrefillWall
 from .roofline import DEFAULT_H100_PROBE, RooflineModel
-from .tables import (ALLREDUCE, CONTENTION, FIT, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape, TableError,
-                     find_table, other_tables, read_table, resolve_table, slug, table_dirname, write_json)
+from .tables import (ALLREDUCE, CONTENTION, FIT, FUSED_ROWS, GEMM_CURVE, GUARD, SOLO_DECODE, SOLO_PREFILL, ModelShape,
+                     TableError, append_fused_rows, find_table, fused_row, other_tables, read_table, resolve_table,
+                     slug, table_dirname, write_json)
 
 __all__ = ["Estimator", "PrefillReq", "TableError", "fit_table", "check_table", "main"]
 
@@ -98,6 +103,9 @@ class Estimator:
         # them). Layer-wise and fused prefill pay them; decode's, inside its CUDA graph, are left to
         # the online decode offset (the profiled ones are eager, their small-size floor a launch's).
         self.allreduce: AllReduceCost | None = None
+        # The table's fused-iteration model (fit.json ``fused``, fitted on its fused rows); None:
+        # fused batches are priced by the solo fit and DECODE_ROW_MS (`fused_base_ms`).
+        self.fused_model: fused.FusedModel | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -134,6 +142,7 @@ class Estimator:
         if missing:
             raise TableError(path / GUARD, f"SM counts {missing} not in the guard{refit}")
         est = cls(solo, guard, t.model_shape.num_layers, total, gran, source=f"table:{path} ({t.attention_backend})")
+        est.fused_model = _table_fused_model(t, refit)
         if t.tp_size > 1:
             try:
                 est.allreduce = AllReduceCost.from_json(path / ALLREDUCE)
@@ -228,9 +237,9 @@ class Estimator:
         """One fused (mixed) iteration on the whole GPU, as SGLang runs a chunk with
         ``--enable-mixed-chunk``: one extend batch of the prompt ``pieces`` (each with the tokens
         before it as reused context) and one new token per decoding request on its context
-        (``decode_contexts``, tokens, or those rows summed by `decode_rows`): the solo prefill
-        fit on ``total_sms`` over those rows plus ``DECODE_ROW_MS`` per one-token row
-        (`fused_base_ms`), mapped to served time by ``fused_price`` (learned by
+        (``decode_contexts``, tokens, or those rows summed by `decode_rows`): the table's fused
+        model, else the solo prefill fit on ``total_sms`` over those rows plus ``DECODE_ROW_MS``
+        per one-token row (`fused_base_ms`), mapped to served time by ``fused_price`` (learned by
         ``observe_fused``; the identity until then). The policy and both simulators use this one
         price; 0.0 for an empty batch."""
         dec = decode_contexts if isinstance(decode_contexts, DecodeRows) else self.decode_rows(decode_contexts)
@@ -239,11 +248,18 @@ class Estimator:
         return self.fused_price.price(self.fused_base_ms(pieces, dec))
 
     def fused_base_ms(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
-        """A fused batch's price before the served mapping: the solo prefill fit on ``total_sms``
-        over its extend rows (``rows`` and the summed ``extra``: `decode_rows`) and the prefill
-        graph's padding (`graph_padding` over ``graph_tokens``, priced as one more prompt), plus
-        what its one-token rows cost beyond one-token queries."""
+        """A fused batch's price before the served mapping, over its extend rows (``rows`` and the
+        summed ``extra``: `decode_rows`) and the prefill graph's padding (`graph_padding` over
+        ``graph_tokens``): the table's fused model (`fused_model`) at the padded token count, else
+        the solo prefill fit on ``total_sms`` with the padding priced as one more prompt, plus what
+        its one-token rows cost beyond one-token queries. At TP > 1 the rank's all-reduces too."""
         k = len(extra.contexts) if extra else 0  # one-token rows, one token each
+        if self.fused_model is not None:
+            t, nr, nn, ctx = fused.sums(rows)
+            t += k
+            t += graph_padding(t, self.graph_tokens)  # the padding rows run through the GEMMs, no attention
+            ms = self.fused_model.ms(t, nr, nn, ctx + (extra.nr if extra else 0))
+            return ms + (self.allreduce.forward_ms(t, self.num_layers) if self.allreduce else 0.0)
         pad = graph_padding(sum(r.n for r in rows) + k, self.graph_tokens)
         solo = self._prefill_gpu_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows, extra)
         return solo + DECODE_ROW_MS * (sum(1 for r in rows if r.n == 1) + k)
@@ -497,6 +513,8 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
                        "from the rows, which a held-out fold can get wrong; measure it: python -m "
                        "profiling.decode_kernel --model-config CONFIG --table %s", t.path, t.path)
     fit = solo.to_dict()
+    if t.fused_rows:
+        fit["fused"] = fit_fused(t.fused_rows)
     for kind, df, col, pred in (("prefill", t.solo_prefill, "prefill_sms", solo.predict_prefill_frame),
                                 ("decode", t.solo_decode, "decode_sms", solo.predict_decode_frame)):
         for s, g in df.groupby(col):
@@ -511,9 +529,89 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     return fit, guard
 
 
+def fit_fused(rows: Sequence[Mapping]) -> dict:
+    """fit.json's ``fused``: the fused model fitted on a table's fused rows (`tables.read_fused_rows`),
+    with the rows' count and its in-sample errors."""
+    import numpy as np
+
+    batches, ms = _fused_batches(rows)
+    m = fused.fit(batches, ms)
+    err = np.abs(np.array([m.price(b) for b in batches]) / np.array(ms) - 1.0)
+    return {**m.to_dict(), "rows": len(ms), "train_max_rel_err": float(err.max()),
+            "train_mean_rel_err": float(err.mean())}
+
+
+def add_fused(path: str | Path, results: Sequence[str | Path]) -> list[str]:
+    """Append the rows of ``bench.prefill_mixed --fused`` outputs to a table's fused rows and refit
+    it (`fit_table`); returns a line per file. A file of another GPU or attention backend, or of
+    rows not on the whole GPU, is refused (UsageError) and nothing is written; a run already in the
+    table is skipped."""
+    from . import cli, cli_io
+
+    t = read_table(path, require_fit=False)
+    runs = {r["run"] for r in t.fused_rows or ()}
+    new, said = [], []
+    for f in results:
+        res = cli_io.read_json(f, "bench.prefill_mixed --fused output")
+        if not isinstance(res, dict) or res.get("kind") != "fused" or not isinstance(res.get("rows"), list) \
+                or not res["rows"]:
+            raise cli.UsageError(f"{f}: not a bench.prefill_mixed --fused output (no \"kind\": \"fused\" and rows)")
+        rows = res["rows"]
+        backend = _result_backend(res)
+        if slug(res.get("device") or "unknown") != slug(t.gpu_name) or backend != t.attention_backend:
+            raise cli.UsageError(f"{f}: measured on {res.get('device')!r} with {backend!r}; the table is "
+                                 f"{t.gpu_name!r} with {t.attention_backend!r}")
+        off = [r.get("prefill_sms") if isinstance(r, dict) else None for r in rows
+               if not isinstance(r, dict) or r.get("prefill_sms") != t.sm_count]
+        if off:
+            raise cli.UsageError(f"{f}: rows on {', '.join(sorted({str(x) for x in off}))} SMs; a fused iteration "
+                                 f"runs on the whole GPU's {t.sm_count}")
+        run = str(res.get("date", f))
+        if run in runs:
+            said.append(f"{f}: run {run} is in the table already, skipped")
+            continue
+        runs.add(run)
+        try:
+            new += [fused_row({**r, "run": run}) for r in rows]
+        except (ValueError, TypeError, KeyError) as e:
+            raise cli.UsageError(f"{f}: a row is not a fused iteration's ({e})") from None
+        said.append(f"{f}: {len(rows)} rows")
+    if new:
+        append_fused_rows(t.path, new)
+        fit_table(t.path)
+    return said
+
+
+def _result_backend(res: Mapping) -> str:
+    """The attention backend a bench.prefill_mixed output was measured with: its field, else its
+    command's ``--attention-backend`` (outputs before the field), else the tool's default."""
+    import re
+
+    m = re.search(r"--attention-backend[= ](\S+)", str(res.get("command", "")))
+    return str(res.get("attention_backend") or (m.group(1) if m else "triton"))
+
+
+def _fused_batches(rows: Sequence[Mapping]) -> tuple[list[list[PrefillReq]], list[float]]:
+    return [[PrefillReq(n, r) for n, r in x["reqs"]] for x in rows], [x["measured_ms"] for x in rows]
+
+
+def _table_fused_model(t, refit: str) -> fused.FusedModel | None:
+    """fit.json's fused model, which must be fitted on the table's fused rows (as many of them)."""
+    d = t.fit.get("fused")
+    try:
+        model = fused.FusedModel.from_dict(d) if d is not None else None
+    except (TypeError, ValueError) as e:
+        raise TableError(t.path / FIT, f"bad fused model ({e}){refit}") from None
+    fitted, have = d.get("rows") if d is not None else 0, len(t.fused_rows or ())
+    if fitted != have:  # rows added or removed since the fit: its price is not theirs
+        raise TableError(t.path / FIT, f"its fused model was fitted on {fitted or 'no'} fused rows, {FUSED_ROWS} has "
+                                       f"{have or 'none'}{refit}")
+    return model
+
+
 # Fewest rows per partition for a held-out check: twice its own θs (4 prefill, 3 decode; the
 # extensions add pooled hyper-parameters and θ5 = κ·θ2, no free per-partition coefficient).
-MIN_ROWS = {"prefill": 8, "decode": 6}
+MIN_ROWS = {"prefill": 8, "decode": 6, "fused": 2 * len(fused.FUSED_FEATURES)}
 
 
 def check_table(path: str | Path, out=sys.stdout, progress: Callable[[str], None] | None = None) -> bool:
@@ -577,6 +675,9 @@ def check_table(path: str | Path, out=sys.stdout, progress: Callable[[str], None
         if kind == "prefill":
             ok &= _check_small_batches(est, df, out, min_batch_tokens(curve))
             _report_curve(curve, out)
+    if progress is not None and t.fused_rows:
+        progress(f"fused: refitting the fused model {CV_FOLDS} times, each without the rows it then predicts")
+    ok &= _check_fused(est, t, out)
     ct = t.contention
     if progress is not None:
         progress(f"guard: worst case against {len(ct)} co-run rows")
@@ -595,6 +696,24 @@ def check_table(path: str | Path, out=sys.stdout, progress: Callable[[str], None
               f"{cell_rng}  worst<corun rows {miss}  {'OK' if miss == 0 else 'FAIL'}", file=out)
     print("check: " + ("OK" if ok else "FAILED"), file=out)
     return ok
+
+
+def _check_fused(est: "Estimator", t, out) -> bool:
+    """The fused model's held-out errors on the table's fused rows, against the same bounds; a
+    table without fused rows passes (its fused price is the solo fit's, said)."""
+    if not t.fused_rows:
+        print(f"fused    no {FUSED_ROWS}: a fused iteration is priced by the solo prefill fit + {DECODE_ROW_MS} ms "
+              "per decode row (add measured ones: python -m sglang_mux.estimator add-fused DIR FILE)", file=out)
+        return True
+    n = len(t.fused_rows)
+    if n < MIN_ROWS["fused"]:
+        print(f"fused    sms={t.sm_count:4d} rows={n:5d}  too few rows for a held-out check  FAIL", file=out)
+        return False
+    err = fused.heldout_errors(*_fused_batches(t.fused_rows), folds=CV_FOLDS, knots=est.fused_model.knots)
+    good = bool(err.max() <= MAX_REL_ERR and err.mean() <= MEAN_REL_ERR)
+    print(f"fused    sms={t.sm_count:4d} rows={n:5d}  held-out rel err max {err.max():6.2%} mean {err.mean():6.2%}  "
+          f"{'OK' if good else 'FAIL'} (token bands, knots {'/'.join(map(str, est.fused_model.knots))})", file=out)
+    return good
 
 
 def _check_small_batches(est: "Estimator", df, out, min_tokens: int) -> bool:
@@ -675,6 +794,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("fit", help="(re)write fit.json and guard.json from the CSVs").add_argument("dir", help=table_help)
     sub.add_parser("check", help="held-out fit accuracy and guard bound; rc 0 ok, 1 bounds missed, 2 malformed"
                    ).add_argument("dir", help=table_help)
+    p = sub.add_parser("add-fused", help=f"add bench.prefill_mixed --fused outputs to the table's {FUSED_ROWS} "
+                       "and refit it")
+    p.add_argument("dir", help=table_help)
+    p.add_argument("files", nargs="+", help="bench.prefill_mixed --fused --out files (GPU, attention backend and "
+                   "SM count of the table's)")
     p = sub.add_parser("predict", help="solo and worst-case estimates as JSON")
     p.add_argument("dir", help=table_help)
     p.add_argument("--prefill-new", type=nonneg, required=True, help="new tokens of the prefill (0 = none)")
@@ -690,8 +814,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.cmd == "fit":
             d = resolve_table(a.dir)
             fit, guard = fit_table(d)
+            fz = f", fused model on {fit['fused']['rows']} rows" if "fused" in fit else ""
             print(f"wrote {d / FIT} ({len(fit['prefill'])} prefill, {len(fit['decode'])} decode "
-                  f"partitions) and {d / GUARD} ({len(guard['cells'])} partitions)")
+                  f"partitions{fz}) and {d / GUARD} ({len(guard['cells'])} partitions)")
+            return 0
+        if a.cmd == "add-fused":
+            d = resolve_table(a.dir)
+            for line in add_fused(d, a.files):
+                print(line)
+            print(f"check it: python -m sglang_mux.estimator check {d}")
             return 0
         if a.cmd == "check":
             return 0 if check_table(resolve_table(a.dir), progress=_progress(time.monotonic())) else 1

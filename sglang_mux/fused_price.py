@@ -1,7 +1,8 @@
 """What a fused iteration costs in serving, learned online from its base GPU price.
 
-The base price is the solo prefill fit over the fused batch's rows plus ``DECODE_ROW_MS`` per
-decode row (`Estimator.fused_base_ms`). What is served can differ, and not by a constant factor:
+The base price is the table's fused model (``latency_model.fused``, fitted on its measured fused
+iterations) or, for a table without them, the solo prefill fit over the fused batch's rows plus
+``DECODE_ROW_MS`` per decode row (`Estimator.fused_base_ms`). What is served can differ, and not by a constant factor:
 eagerly, on an H100, a 258-token chunk with two decode rows took 23 ms where its solo price was
 ~7 ms, a 2,049-token one 53 ms for ~43 ms (the 32 layers' kernel launches bound the small ones);
 through SGLang's prefill CUDA graph the base price is near the truth (``prior_holds``). So

@@ -15,6 +15,12 @@ with ``__tp<N>`` appended at TP = N > 1:
                         ``python -m profiling.gemm_curve``; the prefill fit uses it when present)
 - ``fit.json``          Eq. 1/2 coefficients per partition   (written by ``estimator fit``)
 - ``guard.json``        contention-guard grid and cell maxima (written by ``estimator fit``)
+- ``fused_rows.jsonl``  optional: measured fused iterations (a prompt chunk's pieces and one-token
+                        decode rows in one extend batch on the whole GPU), one JSON object a line:
+                        {"reqs": [[n, r], ...], "measured_ms": ms, "run": its run's date};
+                        ``python -m sglang_mux.estimator add-fused DIR FILE`` adds
+                        ``bench.prefill_mixed --fused`` outputs, and the fit then prices fused
+                        iterations with ``latency_model.fused`` (fit.json ``fused``)
 - ``allreduce.json``    TP > 1 only, required: ``python -m profiling.allreduce``'s timings of the
                         all-reduces a rank adds to its slice (``latency_model.allreduce``)
 
@@ -47,6 +53,7 @@ GEMM_CURVE = "gemm_curve.csv"
 FIT = "fit.json"
 GUARD = "guard.json"
 ALLREDUCE = "allreduce.json"
+FUSED_ROWS = "fused_rows.jsonl"
 CELLS_LOG = "cells.jsonl"  # profiling.run's raw log: every measured cell with its samples
 
 SOLO_PREFILL_COLS = ["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"]
@@ -230,6 +237,7 @@ class Table:
     fit: dict | None = None
     guard: dict | None = None
     gemm_curve: pd.DataFrame | None = None  # None: the table has no gemm_curve.csv
+    fused_rows: list[dict] | None = None  # None: the table has no fused_rows.jsonl
 
     @property
     def model_shape(self) -> ModelShape:
@@ -444,6 +452,7 @@ def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = Non
         few = [int(s) for s, g in gc.groupby("prefill_sms") if g["tokens"].nunique() < 2]
         if few:
             raise TableError(path / GEMM_CURVE, f"prefill_sms {few} have fewer than 2 token counts")
+    fused = read_fused_rows(path) if (path / FUSED_ROWS).exists() else None
     fit = guard = None
     if require_fit:  # not for `estimator fit`, which must work even if the old ones are broken
         fit = _read_json(path / FIT)
@@ -455,7 +464,49 @@ def read_table(path: str | Path, *, model_shape=None, gpu_name: str | None = Non
         if not isinstance(guard, dict) or "axes" not in guard or "cells" not in guard:
             raise TableError(path / GUARD, "must be an object with 'axes' and 'cells'; "
                                            "rewrite it: python -m sglang_mux.estimator fit DIR")
-    return Table(path, meta, sp, sd, ct, fit, guard, gc)
+    return Table(path, meta, sp, sd, ct, fit, guard, gc, fused)
+
+
+def read_fused_rows(path: str | Path) -> list[dict]:
+    """A table's fused_rows.jsonl: [{"reqs": [(n, r), ...], "measured_ms": float, "run": str}]
+    (n >= 1, r >= 0 ints; ms > 0). A malformed line or no row: TableError naming the line."""
+    file = Path(path) / FUSED_ROWS
+    rows = []
+    with open(file, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = fused_row(json.loads(line))
+            except (ValueError, TypeError, KeyError) as e:
+                raise TableError(file, f"line {i} is not a fused row ({e}): want {{\"reqs\": [[n, r], ...], "
+                                       f"\"measured_ms\": ms, \"run\": \"...\"}}") from None
+            rows.append(row)
+    if not rows:
+        raise TableError(file, "has no rows (remove it, or add some: python -m sglang_mux.estimator add-fused)")
+    return rows
+
+
+def fused_row(d: Any) -> dict:
+    """One fused row validated: {"reqs": [(n, r), ...], "measured_ms", "run"}; else ValueError,
+    TypeError or KeyError."""
+    reqs = [(int(n), int(r)) for n, r in d["reqs"]]
+    ms = float(d["measured_ms"])
+    if not reqs or any(n < 1 or r < 0 or [n, r] != list(q) for (n, r), q in zip(reqs, d["reqs"])):
+        raise ValueError(f"reqs must be [n >= 1, r >= 0] integer pairs, got {d['reqs']!r}")
+    if not (ms > 0 and np.isfinite(ms)):
+        raise ValueError(f"measured_ms must be > 0, got {d['measured_ms']!r}")
+    return {"reqs": reqs, "measured_ms": ms, "run": str(d.get("run", ""))}
+
+
+def append_fused_rows(path: str | Path, rows: Iterable[Mapping]) -> Path:
+    """Append rows ({"reqs", "measured_ms", "run"}, validated) to a table's fused_rows.jsonl."""
+    file = Path(path) / FUSED_ROWS
+    lines = [json.dumps({"reqs": [list(q) for q in r["reqs"]], "measured_ms": r["measured_ms"], "run": r["run"]})
+             for r in map(fused_row, rows)]
+    with open(file, "a", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    return file
 
 
 # ----------------------------------------------------------------------------- writing

@@ -61,7 +61,7 @@ def test_decode_rows_that_fill_the_budget_hold_prompts_back_and_the_graph_pads()
     assert mixed.ttft_s[3] > alone.ttft_s[3]  # d waits for room beside the rows
     real = Estimator.from_table(resolve_table("llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"))
     r = sim_chunked.simulate_chunked([sim.TraceReq("a", 0.0, 1000, 1, 0)], real, budget=1024)
-    padded = real.solo.prefill_ms(132, [PrefillReq(1000, 0), PrefillReq(24, 0)])  # 1000 tokens run as 1024
+    padded = real.fused_model.ms(1024, 0, 1000 * 1000, 0)  # 1000 tokens run as 1024 (the table's fused model)
     assert r.ttft_s[0] == pytest.approx(padded / 1e3) and padded != real.fused_ms([PrefillReq(1000, 0)], [])
     assert real.graph_tokens == ()  # the caller's estimator is left as it was
 

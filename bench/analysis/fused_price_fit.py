@@ -32,6 +32,9 @@ bounds: max <= 10 %, mean <= 3 %. CPU, a few seconds. The candidates:
   c = 256-4096, B = 1-128): every batch of 257-640 tokens here is a 256- or 512-token chunk with
   rows, so a row's cost and a token's cannot be told apart there, and a prompt-only batch of
   300-512 tokens is priced 12-36 % above the solo fit (a 128-token one 38 % below).
+
+The token bands model ships as ``sglang_mux.latency_model.fused``: a table's fused rows
+(``python -m sglang_mux.estimator add-fused``) are fitted into its fit.json and priced with it.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ why each exists and what it was measured on.
 Modules: ``terms`` (named coefficients, hyper-parameters, features), ``model`` (the prediction
 path and fit.json; no numpy), ``fit`` (NNLS, hyper-parameter search, held-out errors; numpy,
 scipy), ``fa3_kernels`` / ``triton_kernels`` (the attention kernels' grids), ``gemm_curve`` (the
-measured projection times). Importing this package does not import numpy: the fitting names
+measured projection times), ``fused`` (a fused iteration's time, fitted on a table's fused rows). Importing this package does not import numpy: the fitting names
 below are loaded on first use.
 """
 
