@@ -367,10 +367,10 @@ def test_the_server_settings_name_the_same_policies():
     assert D.policy_name(split_argv(["--mux-policy", "batch-size"])[0]) == "batch-size"
     args = split_argv(["--mux-tbt-slo-ms", "40", "--mux-ttft-slo-ms", "3000", "--no-mux-preemption",
                        "--mux-ttft-ms-per-token", "0.5"])[0]
-    assert D.policy_name(args) == "dispatcher"
+    assert D.policy_name(args) == "hybrid"  # the default
     pol = D.make_policy(D.policy_name(args), est, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
                         preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
-    assert isinstance(pol, D.MuxDispatcher)
+    assert isinstance(pol, D.HybridPolicy)
     assert (pol.tbt_slo_ms, pol.ttft_slo_ms, pol.preemption, pol.ttft_ms_per_token) == (40.0, 3000.0, False, 0.5)
 
 

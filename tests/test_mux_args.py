@@ -171,9 +171,9 @@ def test_the_hybrid_gets_sglangs_prefill_graph_unless_the_user_chose():
 
     """The flags added before SGLang parses: the mux's own, and for the hybrid the prefill CUDA
     graph its fused chunks run through; a flag the user gave is theirs, --disable-mux adds none."""
-    base = [f for f, _ in forced_flags(split_argv([])[0], set())]
+    base = [f for f, _ in forced_flags(split_argv(["--mux-policy", "dispatcher"])[0], set())]
     assert base == ["--chunked-prefill-size", "--disable-overlap-schedule", "--enable-pdmux"]
-    hybrid = split_argv(["--mux-policy", "hybrid"])[0]
+    hybrid = split_argv([])[0]  # the default policy
     assert forced_flags(hybrid, set())[-1] == HYBRID_PREFILL_GRAPH == ("--cuda-graph-max-bs-prefill", ["4096"])
     assert max(CHUNK_SIZES) == 4096  # the largest fused batch (a size counts the decode rows) is captured
     for chosen in ({"--cuda-graph-max-bs-prefill"}, {"--disable-cuda-graph"}):
