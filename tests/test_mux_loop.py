@@ -331,7 +331,9 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
                                                                                                 granularity))
     real = est_mod.Estimator.from_table(good)
     monkeypatch.setattr(est_mod.Estimator, "for_model", classmethod(lambda cls, *a, **kw: Estimator(w, real)))
-    args = split_argv(["--mux-timeline", str(tmp_path / "timeline.jsonl"), *mux_flags])[0]
+    # the loop as under the dispatcher (the plans are scripted) unless a test names the hybrid
+    args = split_argv(["--mux-timeline", str(tmp_path / "timeline.jsonl"), "--mux-policy", "dispatcher",
+                       *mux_flags])[0]
     from dataclasses import asdict
 
     monkeypatch.setenv(ENV_VAR, json.dumps(asdict(args)))
