@@ -37,3 +37,13 @@ def test_a_span_replaces_each_chosen_workloads_own():
     assert list(got) == [name] and got[name]["span"] == 300.0 and WORKLOADS[name]["span"] == 90
     assert chosen_workloads((name,))[name] is WORKLOADS[name]  # no span: the workload's own
     assert len(chosen_workloads()) == len(WORKLOADS)
+
+
+def test_queue_drift_goes_to_the_length_aware_cells_only():
+    from bench.analysis.sim_hybrid_map import WORKLOADS, chosen_workloads
+
+    got = chosen_workloads(None, None, queue_drift=True)
+    length = {k for k, w in WORKLOADS.items() if w["ttft"][0] == "length"}
+    assert length == {"uncapped conversation (1 session in 20)", "loogle"}
+    assert {k for k, w in got.items() if w.get("drift") == "queue"} == length
+    assert all("drift" not in w for w in chosen_workloads().values())  # bench.run's test by default
