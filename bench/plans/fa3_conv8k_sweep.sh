@@ -68,7 +68,7 @@
 # which one_host.sh and bench.run now refuse to start beside.)
 # RATES=search:LO,HI bisects each system's goodput instead (bench.run --search: LO, HI, then the
 # middle of the bracket until it is within +-5 %), where a host's speed is not known in advance
-# (session 42's H100 reached 40-70 % of the simulator's rates for every system).
+# (an H100 reached 40-70 % of the simulator's rates for every system: bench/results/x4_s42_2026-11-27/).
 set -u
 OUT=${1:?usage: fa3_conv8k_sweep.sh OUT RATES|search:LO,HI [seconds]}
 RATES=${2:?usage: fa3_conv8k_sweep.sh OUT RATES|search:LO,HI [seconds]}
