@@ -164,8 +164,9 @@ def test_server_pattern_finds_the_server_and_not_a_shell_that_names_it(tmp_path)
         time.sleep(0.5)
         script = f'source {ROOT}/bench/plans/one_host.sh; pgrep -f "$SERVER_PAT"; echo --; pgrep -f "$SERVER_TREE_PAT"'
         out = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.split("--")
-        assert [int(x) for x in out[0].split()] == [server.pid]
-        assert [int(x) for x in out[1].split()] == [server.pid]
+        # pgrep sees the whole machine: tests running beside this one may start servers too
+        for found in ({int(x) for x in o.split()} for o in out):
+            assert server.pid in found and shell.pid not in found
     finally:
         for p in (server, shell):
             p.kill()
@@ -185,8 +186,8 @@ def test_a_plan_finds_the_server_on_its_own_port_only(tmp_path):
     try:
         time.sleep(0.5)
         script = f'source {ROOT}/bench/plans/one_host.sh; pgrep -f "$(server_pat_on 1)"'
-        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.split()
-        assert sorted(int(x) for x in out) == sorted([servers[0].pid, last.pid])
+        found = {int(x) for x in subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.split()}
+        assert {servers[0].pid, last.pid} <= found and servers[1].pid not in found  # others' servers may show too
         assert 'MY_PAT=$(server_pat_on "$PORT")' in (ROOT / "bench/plans/reliability.sh").read_text()
     finally:
         for p in (*servers, last):
