@@ -12,6 +12,8 @@
 #       the capped conversation at TBT 30 bisected (session 42: 2.4 passed, 3 failed, on a 25 % grid).
 # H200: sharegpt at TBT 50 (session 41: 60 against 66 on a 10 % grid) and 30 (not bracketed), the
 #       capped conversation at TBT 50 with seed 1 (not bracketed), chat-1k at TBT 50.
+# GPU 3 first runs the token check with the default policy (--burst: the one before had no
+# preemption, its long prompts fused; a cut prompt's rest is now priced as rule 0 runs it).
 # Each part runs through per_gpu.sh (its GPU, 16 cores, port 30000 + 1000 x GPU).
 # Session 42 ran the plan before this one (reliability, token check, TBT 30 at fixed rates):
 # bench/results/x4_s42_2026-11-27/job.sh.
@@ -26,16 +28,24 @@ cell() {  # cell GPU NAME LO,HI [ENV...]
     env SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" "$@" bash bench/plans/per_gpu.sh "$g" \
         bash bench/plans/fa3_conv8k_sweep.sh $R/$n "search:$r" $(( $(left) - 40 )) > $R/$n.log 2>&1
 }
+corr() {  # the token check on GPU 3, then that GPU's cell
+    python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
+    CUDA_VISIBLE_DEVICES=3 taskset -c 48-63 timeout 420 python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt \
+        --burst --no-logprobs --port 33000 --out $R/corr/correctness.json --logdir $R/corr \
+        --mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs 16" \
+        > $R/corr.log 2>&1
+    cell 3 "$@"
+}
 if [ -z "$H200" ]; then
     cell 0 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt &
     cell 1 sharegpt30 33,60 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 &
     cell 2 chat30 12,22 CLIENT_PROCS=12 WORKLOAD=chat-1k TBT_SLO_MS=30 &
-    cell 3 cap30 2.4,4.4 TBT_SLO_MS=30 &
+    corr cap30 2.4,4.4 TBT_SLO_MS=30 &
 else
     cell 0 sharegpt50 55,70 CLIENT_PROCS=12 WORKLOAD=sharegpt &
     cell 1 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 &
     cell 2 cap_s1 3,5 SEED=1 &
-    cell 3 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
+    corr chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
 fi
 wait
 echo done > $R/done
