@@ -46,6 +46,7 @@ from scipy.optimize import nnls
 
 from sglang_mux import cli
 from sglang_mux.estimator import Estimator, PrefillReq
+from sglang_mux.latency_model.fit import kfold
 from sglang_mux.tables import resolve_table
 
 RESULTS = Path("bench/results/fused_price_h100_2026-11-27")
@@ -81,11 +82,8 @@ def fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def heldout(X: np.ndarray, y: np.ndarray, seed: int, k: int = 5) -> np.ndarray:
-    idx = np.random.default_rng(seed).permutation(len(y))
     err = np.zeros(len(y))
-    for f in range(k):
-        te = idx[f::k]
-        tr = np.setdiff1d(idx, te)
+    for te, tr in kfold(len(y), k, seed):  # the table check's folds
         err[te] = X[te] @ fit(X[tr], y[tr]) / y[te] - 1
     return err
 

@@ -564,6 +564,16 @@ def fit_decode_frame(df, kernel: DecodeHyper | None = None) -> tuple[DecodeHyper
     return kernel.with_choice(k), th
 
 
+def kfold(n: int, folds: int = 5, seed: int = 0):
+    """The held-out checks' folds of ``n`` rows: (test, train) index arrays, the rows in a seeded
+    random order and every k-th a fold (k = min(folds, n))."""
+    k = min(folds, n)
+    order = np.random.default_rng(seed).permutation(n)
+    for f in range(k):
+        test = order[f::k]
+        yield test, np.setdiff1d(order, test)
+
+
 def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 0,
                    decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
                    launch_floor: bool = True, gemm_curve: GemmCurves | None = None,
@@ -586,13 +596,8 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
         else _Pooled(kind, parts)
     out = {}
     for s, rows in parts.items():
-        n = len(rows.y)
-        k = min(folds, n)
-        order = np.random.default_rng(seed).permutation(n)
-        err = np.empty(n)
-        for f in range(k):
-            test = order[f::k]
-            train = np.setdiff1d(order, test)
+        err = np.empty(len(rows.y))
+        for test, train in kfold(len(rows.y), folds, seed):
             hyper, th = pooled.select({s: rows.take(train)})
             hp = _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads, fa3) if kind == "prefill" else None
             dh = kernel.with_choice(hyper[0]) if kind == "decode" else None

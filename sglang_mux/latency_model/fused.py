@@ -131,13 +131,11 @@ def heldout_errors(batches: Sequence[Sequence[PrefillReq]], measured_ms: Sequenc
     random order, every k-th a fold: the solo check's scheme). A numpy array."""
     import numpy as np
 
+    from .fit import kfold
+
     y = np.asarray(measured_ms, dtype=float)
-    k = min(folds, len(y))
-    order = np.random.default_rng(seed).permutation(len(y))
     err = np.empty(len(y))
-    for f in range(k):
-        test = order[f::k]
-        train = np.setdiff1d(order, test)
+    for test, train in kfold(len(y), folds, seed):
         m = fit([batches[i] for i in train], y[train], knots)
         err[test] = [abs(m.price(batches[i]) / y[i] - 1.0) for i in test]
     return err
