@@ -12,7 +12,7 @@
 #                end, the log name the dead process -> OUT/rankkill/kill_<i>.json, server_<i>.log
 #   muxoff       --disable-mux against plain SGLang at TP 2, PAIRS (default 2) pairs in alternating
 #                order, sharegpt at 100 req/s for 12 s -> OUT/muxoff/ratios.json (issue 44: within 2 %)
-#   allreduce    python -m profiling.allreduce at TP 2, all-reduces 8,192 wide (70B): their time per
+#   allreduce    python -m profiling.allreduce at TP AR_TP (default 2), all-reduces 8,192 wide (70B): their time per
 #                lane, partition and token count, and whether they stay on their lane's SMs
 #                -> OUT/allreduce.json
 #   dp           the 8B shape at --dp-size 2 (a mux in each replica behind SGLang's data-parallel
@@ -68,13 +68,15 @@ if has rankkill; then
         SGLANG_MUX_NO_INSTALL=1 setsid bash launch/serve.sh llama-3.1-8b --tp-size 2 --enable-metrics \
             > "$R/server_$i.log" 2>&1 < /dev/null &
         for _ in $(seq 240); do healthy "$URL" && break; sleep 1; done
-        pid=$(pgrep -f "$SERVER_PAT" | head -1)
+        # This server only, by its port: one-GPU cells may serve on the host's other GPUs meanwhile.
+        pid=$(pgrep -f "$(server_pat_on 30000)" | head -1)
         [ -n "$pid" ] || { echo "kill $i: the server did not start"; tail -20 "$R/server_$i.log"; break; }
+        sid=$(ps -o sid= -p "$pid" | tr -d ' ')
         python -m bench.faults --server-url $URL --faults "" --rate 0 --kill-rank 1 --server-pid "$pid" \
             --out "$R/kill_$i.json" > /dev/null
         python -c "import json,sys; print('kill $i:', json.load(open(sys.argv[1]))['rank_kill'])" "$R/kill_$i.json"
         grep -m1 "Subprocess scheduler" "$R/server_$i.log"
-        pkill -9 -f "$SERVER_TREE_PAT" 2> /dev/null; gpu_free || exit 2
+        pkill -9 -s "$sid" 2> /dev/null; gpu_free || exit 2  # its session: the server and its ranks
     done
 fi
 
@@ -86,7 +88,7 @@ if has muxoff; then
 fi
 
 if has allreduce; then
-    timeout $(( $(left) - 10 )) python -m profiling.allreduce --tp-size 2 --hidden 8192 --out "$OUT/allreduce.json" \
+    timeout $(( $(left) - 10 )) python -m profiling.allreduce --tp-size "${AR_TP:-2}" --hidden 8192 --out "$OUT/allreduce.json" \
         --timeout-s $(( $(left) - 20 )) | tail -n 12
     gpu_free || exit 2
 fi
