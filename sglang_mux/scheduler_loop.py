@@ -248,7 +248,14 @@ class MuxLoop:
         """SGLang receives and queues new requests (the same on every TP rank: SGLang
         broadcasts them)."""
         sched = self.sched
-        sched.process_input_requests(sched.request_receiver.recv_requests())
+        try:
+            reqs = sched.request_receiver.recv_requests()
+        except RuntimeError as e:  # at TP, SGLang's broadcast of them is where a dead rank shows first
+            lost = getattr(self.consensus, "lost_peer", None)  # TP > 1 only
+            if lost is not None and "gloo" in str(e).lower():
+                raise lost(e, "receiving requests") from e
+            raise
+        sched.process_input_requests(reqs)
         self.clock.lap("recv")
 
     def decide(self, now: float) -> tuple[Decision, Snapshot, float | None]:

@@ -120,14 +120,20 @@ class TpConsensus:
         try:
             got = self._broadcast([decision] if self.leader else [], self.rank, self.group, src=self.src)
         except RuntimeError as e:  # gloo: a peer's socket closed (the rank died); name it for the log
-            raise RuntimeError(f"sglang_mux: {self._who()} lost the TP group while sharing a plan: "
-                               f"{self._peers()} ended ({e}); the server stops") from e
+            raise self.lost_peer(e, "sharing a plan") from e
         if not got:
             raise RuntimeError(f"sglang_mux: TP rank {self.rank} received no decision from rank {self.src}")
         return got[0]
 
     def min(self, value: int) -> int:
         return self._all_min(value, self.group)
+
+    def lost_peer(self, e: BaseException, doing: str) -> RuntimeError:
+        """The error for a collective over the TP group that ``e`` ended while ``doing`` (e.g.
+        "receiving requests": SGLang broadcasts them too), naming the ranks that may have died;
+        SGLang's launcher names no rank when it takes the server down."""
+        return RuntimeError(f"sglang_mux: {self._who()} lost the TP group while {doing}: {self._peers()} ended "
+                            f"({e}); the server stops")
 
     def _who(self) -> str:
         return f"TP rank {self.ranks.index(self.rank)}" if self.rank in self.ranks else f"rank {self.rank}"

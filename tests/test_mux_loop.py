@@ -670,6 +670,27 @@ class Follower:
         return value
 
 
+@pytest.mark.parametrize("error, named", [
+    ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:10121", True),
+    ("CUDA error: an illegal memory access was encountered", False)])
+def test_a_rank_lost_while_receiving_requests_is_named(monkeypatch, tmp_path, good, error, named):
+    """At TP, SGLang broadcasts each iteration's new requests from rank 0 over the CPU group, so a
+    dead rank often shows there first (two of session 43's three rank kills), before any plan is
+    shared: that error names the ranks too. Any other error is raised as it came."""
+    from sglang_mux.tp_consensus import TpConsensus
+
+    def receiver():
+        raise RuntimeError(error)
+        yield  # a generator: the loop draws its arrivals one iteration at a time
+
+    c = TpConsensus("g", rank=0, src=0, broadcast=lambda d, r, g, src: list(d), all_min=lambda v, g: v, ranks=(0, 1))
+    want = (r"sglang_mux: TP rank 0 lost the TP group while receiving requests: TP rank 1 ended \(.*Connection "
+            r"closed by peer.*\); the server stops") if named else "^CUDA error: an illegal memory access"
+    with pytest.raises(RuntimeError, match=want):
+        serve(monkeypatch, tmp_path, good, plans=[plan(132, 0, 0, reason="decode-only")], waiting=[],
+              running=lambda w: Batch(w, "decode", [req("d1", 1000, 3)]), arrivals=receiver(), consensus=lambda s: c)
+
+
 @pytest.mark.parametrize("scenario", ["mux_then_merge", "preempt_resume", "fused_streak", "fused_streak_ends"])
 def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(monkeypatch, tmp_path, good,
                                                                                   scenario):
