@@ -54,6 +54,20 @@ def test_one_host_asks_about_the_visible_gpu_only(tmp_path):
     assert calls and all(c.endswith("-i 1") for c in calls)
 
 
+def test_one_host_compares_a_tp_servers_gpus_as_one_set(tmp_path):
+    """A call that serves on several GPUs (TP) records them on one line: resumed on the same ones it
+    goes on; on another set it stops, where one GPU per line had refused every multi-GPU call."""
+    env = {**_fake_bin(tmp_path, ""), "CUDA_VISIBLE_DEVICES": "0,1"}
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(smi.read_text().replace("echo 'NVIDIA H200, GPU-1'", "printf \"$GPUS\""))
+    env["GPUS"] = "NVIDIA H100, GPU-a\\nNVIDIA H100, GPU-b\\n"
+    assert "ready" in _one_host(tmp_path, env).stdout and "ready" in _one_host(tmp_path, env).stdout
+    assert (tmp_path / "out" / "host.txt").read_text().splitlines() == ["NVIDIA H100, GPU-a;NVIDIA H100, GPU-b"] * 2
+    env["GPUS"] = "NVIDIA H100, GPU-a\\nNVIDIA H100, GPU-c\\n"
+    p = _one_host(tmp_path, env)
+    assert p.returncode == 2 and "began on another GPU" in p.stdout
+
+
 def test_run_names_the_visible_gpu_only(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert "-i" not in run.smi_command("uuid")

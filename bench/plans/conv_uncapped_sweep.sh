@@ -32,7 +32,8 @@ OUT=${1:?usage: conv_uncapped_sweep.sh OUT [seconds]}
 BUDGET=${2:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
-SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
+SA="--sampling-backend pytorch --grammar-backend none --enable-metrics ${EXTRA_SA:-}"
+# MODEL, EXTRA_SA, STARTUP_S, TBT_SLO_MS: another model and SLO, as in fa3_conv8k_sweep.sh (issue 44's 70B).
 # WORKLOAD, TRACE_PATH, INPUT_CAP: another long-context slice (bench/plans/synthetic_sweep.sh).
 cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
 # OFFSET: the slice starts there; WARM_HISTORY=1: each point first prefills the history it reuses
@@ -40,14 +41,14 @@ cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
 # TTFT_SLO: the goodput check's TTFT SLO (length-aware on the conversation; another WORKLOAD keeps 10 s flat)
 [ "${WORKLOAD:-conversation}" = conversation ] && d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-slo-ms 10000" || d="--ttft-slo-ms 10000"
 TTFT_SLO=(${TTFT_SLO:-$d})
-COMMON=(--tbt-slo-ms 50 "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
+COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
-        --duration-s 90 --drain-s 60 --out "$OUT" --model-path launch/models/llama-3.1-8b --no-progress
-        --startup-estimate-s 160)
+        --duration-s 90 --drain-s 60 --out "$OUT" --model-path "launch/models/${MODEL:-llama-3.1-8b}" --no-progress
+        --startup-estimate-s "${STARTUP_S:-160}")
 if [ -n "${SEARCH:-}" ]; then how=(--search "$SEARCH"); else how=(--rates "${RATES:-1,1.25,1.5}"); fi
 for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     l=$(left)
-    if [ "$l" -lt 320 ]; then   # a start (~155 s) and one point (90 s + drain + flush)
+    if [ "$l" -lt $(( ${STARTUP_S:-160} + 160 )) ]; then   # a start and one point (90 s + drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     # The mux prefills a prompt whole: at bench.run's 0.85 a 67,668-token prompt ran out of
     # memory (sglang_mux/prefill_memory.py); 0.75 holds 106K tokens, and the first 135 requests

@@ -66,6 +66,9 @@
 #       > /tmp/code.log 2>&1 < /dev/null &)
 # (session 38 ran these on 2 x H200; both were spoilt by a server an earlier step had left behind,
 # which one_host.sh and bench.run now refuse to start beside.)
+# MODEL (a launch/models/ shape, default llama-3.1-8b), EXTRA_SA (more server arguments, e.g. --tp-size 4:
+# every GPU the call sees serves) and STARTUP_S (a server's start, default 90 s) serve another model,
+# e.g. issue 44's 70B at TP 4 (bench/plans/issue44_70b_x4.sh).
 # RATES=search:LO,HI bisects each system's goodput instead (bench.run --search: LO, HI, then the
 # middle of the bracket until it is within +-5 %), where a host's speed is not known in advance
 # (an H100 reached 40-70 % of the simulator's rates for every system: bench/results/x4_s42_2026-11-27/).
@@ -76,15 +79,15 @@ case "$RATES" in search:*) PICK=(--search "${RATES#search:}");; *) PICK=(--rates
 BUDGET=${3:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
-SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
+SA="--sampling-backend pytorch --grammar-backend none --enable-metrics ${EXTRA_SA:-}"
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}" --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
-        --out "$OUT" --model-path launch/models/llama-3.1-8b --server-args "$SA" --no-progress
-        --startup-estimate-s 90 ${CLIENT_PROCS:+--client-procs "$CLIENT_PROCS"} ${PORT:+--port "$PORT"})
+        --out "$OUT" --model-path "launch/models/${MODEL:-llama-3.1-8b}" --server-args "$SA" --no-progress
+        --startup-estimate-s "${STARTUP_S:-90}" ${CLIENT_PROCS:+--client-procs "$CLIENT_PROCS"} ${PORT:+--port "$PORT"})
 TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
      sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix sglang-chunked-256-nomix sglang"
 for sys in ${SYSTEMS:-$TEN}; do
     l=$(left)
-    if [ "$l" -lt 240 ]; then   # a start (~90 s) and one point (~45 + 30 s drain + flush)
+    if [ "$l" -lt $(( ${STARTUP_S:-90} + 150 )) ]; then   # a start and one point (~45 + 30 s drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     python -m bench.run --systems "$sys" "${PICK[@]}" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3

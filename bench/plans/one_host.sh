@@ -4,8 +4,10 @@ T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 one_host() {  # one_host OUT: record this call's GPU in OUT/host.txt; stop if OUT began on another
     mkdir -p "$1"
-    # With CUDA_VISIBLE_DEVICES (one cell per GPU of a multi-GPU host) the GPU it names.
-    nvidia-smi --query-gpu=name,uuid --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} >> "$1/host.txt"
+    # With CUDA_VISIBLE_DEVICES (one cell per GPU of a multi-GPU host) the GPU(s) it names; a call's
+    # GPUs on one line (a TP server's several), so that a resumed call compares the same set.
+    nvidia-smi --query-gpu=name,uuid --format=csv,noheader ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} \
+        | paste -sd ';' >> "$1/host.txt"
     gpu_free || exit 2
     if [ "$(sort -u "$1/host.txt" | wc -l)" -gt 1 ]; then
         echo "$1 began on another GPU ($1/host.txt): start it again in a new OUT"; exit 2
