@@ -154,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--min-bs", type=pos_i, default=32, help="co-run cells with at least this many decode requests")
     ap.add_argument("--baseline", type=pos, help="a measured goodput of the best chunked prefill (req/s)")
     ap.add_argument("--chunk", type=pos_i, help="the mixed schedule's prefill chunk (tokens; default: whole prompts)")
+    ap.add_argument("--no-allreduce", action="store_true",
+                    help="a TP table: leave its all-reduces out (the rank's slice alone), the bound from the other "
+                         "side of their eagerly timed price")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     a = ap.parse_args(argv)
     rates = sorted(a.rates)
@@ -161,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--host-ms {a.host_ms:g} leaves no decode time within --tbt-slo-ms {a.tbt_slo_ms:g}: "
                  "give a host time below the SLO")
     est = _cli_io.estimator(a.table)
+    if a.no_allreduce:
+        if est.allreduce is None:
+            ap.error("--no-allreduce: the table has no all-reduces to leave out (a TP-1 table)")
+        est.allreduce = None
     reqs = _cli_io.load_trace(a.trace, limit=a.limit, input_cap=a.input_cap)
     try:
         eff = corun_efficiency(a.table, est, a.min_bs)

@@ -654,8 +654,11 @@ def check_table(path: str | Path, out=sys.stdout, progress: Callable[[str], None
                  f"{'measured' if kernel.blocks_per_sm else 'fitted'}"
                  f"{', split tails' if est.solo.decode_hyper.min_block_kv else ''}) "
                  if pt['decode_blocks_per_sm'] else
-                 f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ") +
-              "(held-out below: refitted without the rows it predicts)", file=out)
+                 f"floor {pt['decode_floor_ms_per_token'] * 1e3:.3g} µs/token of r_max ")
+              + ("and compute-bound projections past b_c requests (fitted per partition: "
+                 + ", ".join(f"{b:.0f} on {k}" for k, b in pt["decode_compute_knee_bs"].items()) + ") "
+                 if pt["decode_compute_knee_bs"] else "")
+              + "(held-out below: refitted without the rows it predicts)", file=out)
     for kind, df, col in (("prefill", t.solo_prefill, "prefill_sms"), ("decode", t.solo_decode, "decode_sms")):
         if progress is not None:
             progress(f"{kind}: refitting {df[col].nunique()} partitions {CV_FOLDS} times, each without the rows "

@@ -100,7 +100,7 @@ def mux_true_prefill_theta(sms: int) -> tuple[float, ...]:
 
 def mux_true_decode_theta(sms: int) -> tuple[float, ...]:
     """θ (latency_model.DECODE_FEATURES order) of the "mux" ground truth."""
-    return (*true_decode_theta(sms), MUX_TRUTH["beta_ms_per_token"], 0.0)  # no γ: triton's grid
+    return (*true_decode_theta(sms), MUX_TRUTH["beta_ms_per_token"], 0.0, 0.0, 0.0)  # no γ (triton), no compute roofline
 
 
 def mux_truth_model():

@@ -72,3 +72,22 @@ def test_cli(capsys):
     with pytest.raises(SystemExit):
         WB.main(["--table", str(H100_FA3), "--rates", "3", "--chunk", "0"])
     assert "--chunk" in capsys.readouterr().err
+
+
+def test_a_tp_tables_allreduces_price_its_chunks_and_can_be_left_out(capsys):
+    """At TP 4 a 512-token chunk pays 160 all-reduces at their floor, so chunked prefill costs more
+    than whole prompts; --no-allreduce gives the slice alone, and on a TP-1 table it is refused."""
+    tp4 = ROOT / "contention_tables" / "llama-3.1-70b__nvidia-h100-80gb-hbm3__fa3__tp4"
+    args = ["--table", str(tp4), "--input-cap", "8000", "--tbt-slo-ms", "100", "--rates", "2", "--limit", "50",
+            "--chunk", "512", "--json"]
+    import json
+
+    WB.main(args)
+    priced = json.loads(capsys.readouterr().out)["rows"][0]
+    WB.main(args + ["--no-allreduce"])
+    alone = json.loads(capsys.readouterr().out)["rows"][0]
+    assert priced["chunked_prefill"] > 1.2 * priced["prefill"]
+    assert alone["prefill"] < priced["prefill"] and alone["chunked_prefill"] < 1.2 * alone["prefill"]
+    with pytest.raises(SystemExit):
+        WB.main(["--table", str(H100_FA3), "--rates", "3", "--no-allreduce"])
+    assert "no all-reduces to leave out" in capsys.readouterr().err

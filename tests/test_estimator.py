@@ -354,7 +354,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     out = io.StringIO()
     assert check_table(p, out=out), out.getvalue()
     fit = json.loads((p / "fit.json").read_text())
-    assert fit["format"] == 10 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
+    assert fit["format"] == 11 and fit["prefill_hyper"]["wave_tokens_per_sm"] == 4 and "token knees" in out.getvalue()
     assert fit["prefill_hyper"]["cold_head_blocks"] == 32 and fit["gemm_curve"] is None
     assert "no GEMM curve" in out.getvalue() and "gemm     no gemm_curve.csv" in out.getvalue()
     assert fit["prefill_hyper"]["gemm_device_sms"] == 132 and fit["prefill_hyper"]["gemm_waves_lo"] > 0
@@ -363,7 +363,7 @@ def test_check_and_guard_on_a_table_of_the_extended_model(tmp_path):
     est = Estimator.from_table(p)
     # The floor: one 130K-token request decodes slower than Eq. 2's share of its tokens.
     # (the truth's floor is β·r_max; with 1% noise the fit may also count waves: either form)
-    t1, t2, t3, beta, _ = est.solo.decode_theta(48)  # (no γ: triton's grid)
+    t1, t2, t3, beta = est.solo.decode_theta(48)[:4]  # (no γ: triton's grid; no compute term at bs 1)
     dh = est.solo.decode_hyper
     floor = key_waves(dh, 48, 1, 130000) if dh.blocks_per_sm else 130000
     assert beta > 0 and est.decode_solo_ms(48, 1, 130000) == pytest.approx(beta * floor + t2 + t3)
@@ -408,7 +408,7 @@ def test_old_format_fit_json(table):
     """A fit.json of a format no shipped table uses (1-7, 9) or of an unknown one is a
     TableError that says how to rewrite it."""
     fit = json.loads((table / "fit.json").read_text())
-    for fmt in (1, 7, 9, 11):
+    for fmt in (1, 7, 9, 12):
         (table / "fit.json").write_text(json.dumps({**fit, "format": fmt}))
         with pytest.raises(TableError, match=rf"fit.json: bad coefficients .*format {fmt}.*python -m "
                                              rf"sglang_mux.estimator fit"):

@@ -102,7 +102,7 @@ def test_each_partition_gets_its_own_gamma():
 
 def test_fa3_grid_in_an_older_format_is_refused():
     d = json.loads((FA3_TABLES[0] / "fit.json").read_text())
-    assert d["format"] == 10 and d["prefill_hyper"]["split_kv_device_sms"] == 132
+    assert d["format"] == 11 and d["prefill_hyper"]["split_kv_device_sms"] == 132
     d["format"] = 8
     with pytest.raises(ValueError, match="format 8 has no FA3 grid"):
         SoloLatencyModel.from_dict(d)

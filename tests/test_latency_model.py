@@ -56,7 +56,7 @@ def test_recovers_known_thetas_on_noiseless_data():
     for s, th in TH_P.items():
         np.testing.assert_allclose(m.prefill_theta(s), th + (0.0,) * 6, rtol=1e-6, atol=1e-12)
     for s, th in TH_D.items():
-        np.testing.assert_allclose(m.decode_theta(s), th + (0.0, 0.0), rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(m.decode_theta(s), th + (0.0,) * 4, rtol=1e-6, atol=1e-12)
 
 
 def test_recovers_the_extended_model_from_uniform_batches():
@@ -76,6 +76,59 @@ def test_recovers_the_extended_model_from_uniform_batches():
         errs = heldout_errors(kind, df, l2_knee=12800, device_sms=st.TOTAL_SMS, heads=32)
         assert sorted(errs) == sorted(df[f"{kind}_sms"].unique())
         assert max(e.max() for e in errs.values()) < bound
+
+
+def test_decode_compute_roofline_is_recovered_exactly():
+    """Past b_c requests the projections' compute exceeds their weight read (the 70B slice at TP
+    4 on 16 SMs: bs 128 took 78 ms, a line through bs <= 32 says 53): rows made with the term
+    max(0, c·bs − W), W = c·b_c, knees 48 and 64 on the grid, are fitted back exactly, knee and
+    slope included, and a partition without it gets none."""
+    from sglang_mux.latency_model import DecodeTheta
+
+    truth = {16: DecodeTheta(8e-5, 0.04, 28.8, gemm_compute=0.25, gemm_weight_read=0.25 * 48),
+             32: DecodeTheta(4e-5, 0.03, 18.5, gemm_compute=0.1, gemm_weight_read=0.1 * 64),
+             132: DecodeTheta(3e-5, 0.01, 14.7)}
+    m = SoloLatencyModel({}, truth, _partial=True)
+    assert m.decode_ms(16, 128, 131072) == pytest.approx(8e-5 * 131072 + 0.04 * 128 + 28.8 + 0.25 * (128 - 48))
+    assert m.decode_ms(16, 48, 131072) == pytest.approx(8e-5 * 131072 + 0.04 * 48 + 28.8)  # weight-bound up to b_c
+    # between two profiled partitions c and W are interpolated in 1/SMs, as every rate is
+    w = (1 / 24 - 1 / 32) / (1 / 16 - 1 / 32)
+    c, W = w * 0.25 + (1 - w) * 0.1, w * 12.0 + (1 - w) * 6.4
+    assert m.decode_theta(24)[5:] == pytest.approx((c, W))
+    df = pd.DataFrame([(s, bs, bs * r, m.decode_ms(s, bs, bs * r)) for s in truth
+                       for bs in (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128) for r in (1024, 2048, 4096)],
+                      columns=["decode_sms", "bs", "sum_reused", "latency_ms"])
+    hyper, th = fit_decode_frame(df)
+    for s, t in truth.items():
+        np.testing.assert_allclose(th[s], t, rtol=1e-6, atol=1e-12)
+    # held out, too (132 SMs within 3 %: a fold without its bs-1 rows lets in a small r_max floor)
+    errs = heldout_errors("decode", df)
+    assert errs[16].max() < 1e-6 and errs[32].max() < 1e-6 and errs[132].max() < 0.03
+    # without the term (b_c = 0 forced), the line through bs misses by 5 % or more
+    rows = lm_fit._decode_parts(df)[16]
+    assert lm_fit._fit_decode_rows(rows, 0, 0.0)[1].max() > 0.05
+
+
+def test_causal_pairs_are_tied_where_the_longest_prompt_is_missing():
+    """θ1 (Σn²) of a partition whose rows lack the table's longest prompt is ρ·θ2, ρ the median
+    θ1/θ2 of the partitions that have it (on the 70B table its own θ1, pinned by 8K-token rows,
+    missed 32K-token prefills by 13 % held out). Truth: θ1/θ2 = 0.5 everywhere but 52 SMs (0.6)."""
+    truth = st.mux_truth_model()
+    pre = {s: truth.prefill_theta(s) for s in truth.prefill_sms}
+    pre[52] = pre[52]._replace(sum_new_sq=0.6 * pre[52].sum_new_reused_waves)
+    m = SoloLatencyModel(pre, {s: truth.decode_theta(s) for s in truth.decode_sms}, truth.prefill_hyper)
+    sp = pd.DataFrame([(s, bs, bs * n * n, bs * n * r, bs * n, m.prefill_ms(s, [PrefillReq(n, r)] * bs))
+                       for s in m.prefill_sms for bs, n, r in st.MUX_PREFILL_CELLS],
+                      columns=["prefill_sms", "bs", "sum_new_sq", "sum_new_reused", "sum_new", "latency_ms"])
+    args = dict(l2_knee=12800, device_sms=st.TOTAL_SMS, heads=32)
+    _, th = fit_prefill_frame(sp, **args)
+    for s in m.prefill_sms:  # every partition has the 32K-token prompt: θ1 free, recovered
+        np.testing.assert_allclose(th[s], pre[s], rtol=1e-6)
+    _, th = fit_prefill_frame(sp[~((sp.prefill_sms == 52) & (sp.sum_new == 32768))], **args)
+    assert th[52].sum_new_sq == pytest.approx(0.5 * th[52].sum_new_reused_waves, rel=1e-9)
+    for s in m.prefill_sms:
+        if s != 52:
+            np.testing.assert_allclose(th[s], pre[s], rtol=1e-6)
 
 
 def test_plain_equations_cannot_fit_the_extended_model():
@@ -100,7 +153,7 @@ def test_coefficients_are_non_negative_and_plain_floats():
     hyper, ths = fit_decode_frame(df)
     th = ths[16]
     assert hyper == DecodeHyper()  # no kernel description: no wave count
-    assert len(th) == 5 and all(type(t) is float and t >= 0 for t in th)
+    assert len(th) == 7 and all(type(t) is float and t >= 0 for t in th)
     th = fit_nonneg(np.array([[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]]), np.array([3.0, 2.0, 1.0]))
     assert all(t >= 0 for t in th)
 
@@ -116,7 +169,7 @@ def test_prediction_matches_equations():
     assert m.decode_ms(16, 8, 8000) == pytest.approx(t[0] * 8000 + t[1] * 8 + t[2])
     assert m.prefill_ms(20, []) == 0.0 and m.decode_ms(16, 0, 0) == 0.0
     # The paper's widths are the paper's equations: every extension term is 0.
-    assert m.prefill_theta(20) == TH_P[20] + (0.0,) * 6 and m.decode_theta(16) == TH_D[16] + (0.0, 0.0)
+    assert m.prefill_theta(20) == TH_P[20] + (0.0,) * 6 and m.decode_theta(16) == TH_D[16] + (0.0,) * 4
     assert m.decode_ms(16, 8, 8000, max_reused=7000) == m.decode_ms(16, 8, 8000)
 
 
@@ -325,7 +378,7 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 10 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
+    assert d["format"] == 11 and d["prefill_hyper"] == {"wave_tokens_per_sm": 4, "block_tokens": 128,
                                                         "l2_knee_tokens": 12800, "gemm_device_sms": 132,
                                                         "gemm_waves_lo": 512, "gemm_waves_hi": 16384,
                                                         "gemm_knee_tokens": 1024, "gemm_knee2_tokens": 4096,
@@ -372,22 +425,28 @@ def test_serialization_roundtrip_and_rejects_bad_theta():
         SoloLatencyModel({20: (float("nan"), 0.0, 0.0, 0.0)}, TH_D)
 
 
-@pytest.mark.parametrize("fmt", [1, 2, 5, 7, 9, 11])
+@pytest.mark.parametrize("fmt", [1, 2, 5, 7, 9, 12])
 def test_formats_no_shipped_table_uses_are_refused_with_the_refit_command(fmt):
     d = json.loads(json.dumps(st.mux_truth_model().to_dict()))
     with pytest.raises(ValueError, match=rf"format {fmt} is not supported .*python -m sglang_mux.estimator fit"):
         SoloLatencyModel.from_dict({**d, "format": fmt})
-    # format 8 is format 10 without FA3's grids (the triton tables' files: no γ in the decode θ)
+    # format 10 is format 11 without the decode compute roofline (read as 0), format 8 is
+    # format 10 without FA3's grids (the triton tables' files: no γ in the decode θ)
+    ten = {**d, "format": 10, "decode": {s: {"theta": v["theta"][:5]} for s, v in d["decode"].items()}}
     eight = {**d, "format": 8, "prefill_hyper": {k: v for k, v in d["prefill_hyper"].items()
                                                  if k not in ("split_kv_device_sms", "kv_heads")},
              "decode_hyper": {k: v for k, v in d["decode_hyper"].items() if k != "fa3"},
              "decode": {s: {"theta": v["theta"][:4]} for s, v in d["decode"].items()}}
-    m8, m10 = SoloLatencyModel.from_dict(eight), SoloLatencyModel.from_dict(d)
-    assert m8.prefill_hyper == m10.prefill_hyper and m8.decode_theta(48) == m10.decode_theta(48)
+    m8, m10, m11 = (SoloLatencyModel.from_dict(x) for x in (eight, ten, d))
+    assert m8.prefill_hyper == m10.prefill_hyper == m11.prefill_hyper
+    assert m8.decode_theta(48) == m10.decode_theta(48) == m11.decode_theta(48)
+    assert m10.decode_theta(48).gemm_compute == m10.decode_theta(48).gemm_weight_read == 0.0
     with pytest.raises(ValueError, match="format 8 has no FA3 grid"):
         SoloLatencyModel.from_dict({**d, "format": 8})
-    with pytest.raises(ValueError, match="format-10 decode θ for 48 SMs must have 5 values, got 4"):
-        SoloLatencyModel.from_dict({**d, "decode": {**d["decode"], "48": {"theta": d["decode"]["48"]["theta"][:4]}}})
+    with pytest.raises(ValueError, match="format-11 decode θ for 48 SMs must have 7 values, got 5"):
+        SoloLatencyModel.from_dict({**d, "decode": {**d["decode"], "48": {"theta": d["decode"]["48"]["theta"][:5]}}})
+    with pytest.raises(ValueError, match=r"format-10 decode θ for \d+ SMs must have 5 values, got 7"):
+        SoloLatencyModel.from_dict({**d, "format": 10})
 
 
 
@@ -438,7 +497,7 @@ def test_token_knees():
     with pytest.raises(ValueError, match="gemm_knee2_tokens > 0 needs"):
         PrefillHyper(gemm_knee_tokens=1024, gemm_knee2_tokens=512)
     d = json.loads(json.dumps(m.to_dict()))
-    with pytest.raises(ValueError, match="format-10 prefill θ for 132 SMs must have 10 values, got 7"):
+    with pytest.raises(ValueError, match="format-11 prefill θ for 132 SMs must have 10 values, got 7"):
         SoloLatencyModel.from_dict({**d, "prefill": {"132": {"theta": list(th[:7])}}})
 
 
@@ -567,7 +626,7 @@ def test_cold_waves_overlap_the_prefix_reads_of_requests_in_one_wave():
 def test_fit_json_carries_the_gemm_curve():
     m = st.mux_curve_truth_model()
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["format"] == 10 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
+    assert d["format"] == 11 and sorted(d["gemm_curve"]) == sorted(str(s) for s in st.PREFILL_SMS + [st.TOTAL_SMS])
     m2 = SoloLatencyModel.from_dict(d)
     for sms, reqs in ((52, [PrefillReq(448)]), (60, [PrefillReq(700, 3000), PrefillReq(90)]),
                       (132, [PrefillReq(40000)])):
@@ -614,14 +673,16 @@ def test_shipped_h200_estimator_on_measured_mixed_batches():
 
 def test_named_thetas_are_the_feature_lists_of_the_shipped_fit_files():
     """PrefillTheta / DecodeTheta's fields are fit.json's feature lists (format 8's decode θ
-    lacks FA3's γ, which reads as 0); the prediction path reads θ by these names."""
+    lacks FA3's γ, format 10's the compute roofline, which read as 0); the prediction path
+    reads θ by these names."""
     from sglang_mux.latency_model import DECODE_FEATURES, PREFILL_FEATURES, DecodeTheta, PrefillTheta
+    from sglang_mux.latency_model.model import DECODE_WIDTHS
 
     assert PrefillTheta._fields == PREFILL_FEATURES and DecodeTheta._fields == DECODE_FEATURES
     for t in sorted((ROOT / "contention_tables").iterdir()):
         d = json.loads((t / "fit.json").read_text())
         assert d["prefill_features"] == list(PREFILL_FEATURES), t.name
-        assert d["decode_features"] == list(DECODE_FEATURES[:4 if d["format"] == 8 else 5]), t.name
+        assert d["decode_features"] == list(DECODE_FEATURES[:DECODE_WIDTHS[d["format"]]]), t.name
         m = SoloLatencyModel.from_dict(d)
         s = m.decode_sms[0]
         assert isinstance(m.prefill_theta(m.prefill_sms[0]), PrefillTheta)

@@ -180,7 +180,8 @@ def test_bad_backend_in_meta(table, edit, msg):
 def test_shipped_tables_name_their_backend():
     for d in sorted((ROOT / "contention_tables").iterdir()):
         t = read_table(d)
-        assert d.name.endswith("__" + t.attention_backend), d
+        tp = f"__tp{t.tp_size}" if t.tp_size > 1 else ""  # a TP table is one rank's slice (table_dirname)
+        assert d.name.endswith("__" + t.attention_backend + tp), d
 
 
 def test_corun_cells_of_a_shipped_table_and_their_errors(tmp_path):

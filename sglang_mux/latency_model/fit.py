@@ -11,6 +11,10 @@ Inputs: solo_prefill.csv / solo_decode.csv rows (uniform batches: per-request n,
 - Pooled hyper-parameters (τ, κ, L, GEMM waves, knees, θ7, θ10 for prefill; k and β for decode)
   are chosen on the training rows of all partitions by J = max/10 % + mean/3 % of the relative
   errors (the estimator's acceptance bounds), then refined by one joint NNLS (kept if J improves).
+  Then a prefill partition without the table's longest prompt gets θ1 = ρ·θ2, ρ the median
+  θ1/θ2 of the partitions that have it (their θ1 stays free).
+- Decode's compute roofline (c, W) is fitted last, per partition: its knee b_c from
+  COMPUTE_KNEE_GRID by J, at the pooled (k, β) and the floor rows chosen without it.
 - ``heldout_errors``: k-fold per partition; a row never influences the fit that predicts it.
 
 A frame without the CSV's columns raises KeyError (pandas). docs/latency_model.md gives the
@@ -169,16 +173,20 @@ class _PrefillRows:
         return X
 
     def design(self, hyper):
-        """(Xa, Xl, offset) for hyper = (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7, θ10): prediction
-        = Xa·θa + offset + max(Xl·θl, L). θ7 < 0: the cold reads are a free column of Xa;
-        else pooled, θ7·C is in the offset; so is θ10·G (the GEMM curve, pooled; the floor L
-        is not offered with a curve, whose tables time the GPU alone)."""
-        tau, kappa, _, lo, hi, knees, cold, gs = hyper
+        """(Xa, Xl, offset) for hyper = (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7, θ10, ρ): prediction
+        = Xa·θa + offset + max(Xl·θl, L). ρ < 0: Σn² is a free column of Xa (θ1), else θ1 = ρ·θ2
+        (Σn² joins the prefix column: a causal pair costs what a prefix pair does). θ7 < 0: the
+        cold reads are a free column of Xa (its last); else pooled, θ7·C is in the offset; so is
+        θ10·G (the GEMM curve, pooled; the floor L is not offered with a curve, whose tables time
+        the GPU alone)."""
+        tau, kappa, _, lo, hi, knees, cold, gs, rho = hyper
         A, Xl = self.attn_kappa(tau, kappa), self.lin((lo, hi), knees)
+        if rho >= 0:
+            A = np.column_stack([A[:, 1] + rho * A[:, 0], A[:, 2]])
         off = gs * self.gm if gs else 0.0
         if cold < 0:
             return A, Xl, off
-        return A[:, :2], Xl, cold * A[:, 2] + off
+        return A[:, :-1], Xl, cold * A[:, -1] + off
 
     def take(self, idx) -> "_PrefillRows":
         out = object.__new__(_PrefillRows)
@@ -192,19 +200,20 @@ class _PrefillRows:
 
 def _prefill_theta(th, na: int, hyper) -> PrefillTheta:
     """The named θ from the fitted [Xa, Xl] coefficients (``design``) and the pooled values."""
-    _, kappa, floor, _, _, _, cold, gs = hyper
-    return PrefillTheta(sum_new_sq=float(th[0]), sum_new_reused_waves=float(th[1]), sum_new=float(th[na]),
-                        one=float(th[na + 1]), sum_new_spill_waves=float(kappa * th[1]), launch_floor=float(floor),
-                        sum_reused_resident=float(th[2]) if cold < 0 else float(cold),
+    _, kappa, floor, _, _, _, cold, gs, rho = hyper
+    th1, th2 = (rho * th[0], th[0]) if rho >= 0 else (th[0], th[1])
+    return PrefillTheta(sum_new_sq=float(th1), sum_new_reused_waves=float(th2), sum_new=float(th[na]),
+                        one=float(th[na + 1]), sum_new_spill_waves=float(kappa * th2), launch_floor=float(floor),
+                        sum_reused_resident=float(th[na - 1]) if cold < 0 else float(cold),
                         sum_new_past_knee=float(th[na + 2]), sum_new_past_knee2=float(th[na + 3]),
                         gemm_curve_ms=float(gs))
 
 
 def _fit_prefill_rows(rows: _PrefillRows, tau: int, kappa: float, floor: float, lo: int = 0, hi: int = 0,
-                      knees: tuple = (0, 0), cold: float = -1.0, gs: float = 0.0):
-    """θ (PrefillTheta) of one partition for fixed (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7, θ10;
-    θ7 < 0: fitted here), its training relative errors and which rows sit on the floor."""
-    hyper = (tau, kappa, floor, lo, hi, knees, cold, gs)
+                      knees: tuple = (0, 0), cold: float = -1.0, gs: float = 0.0, rho: float = -1.0):
+    """θ (PrefillTheta) of one partition for fixed (τ, κ, L, m_lo, m_hi, (m_k, m_k2), θ7, θ10, ρ;
+    θ7, ρ < 0: fitted here), its training relative errors and which rows sit on the floor."""
+    hyper = (tau, kappa, floor, lo, hi, knees, cold, gs, rho)
     Xa, Xl, off = rows.design(hyper)
     na, y = Xa.shape[1], rows.y
     w = 1.0 / y
@@ -238,7 +247,7 @@ class _DecodeRows:
         self.y = df["latency_ms"].to_numpy(dtype=float)
         self.bs = df["bs"].to_numpy(dtype=float)
         self.sr = df["sum_reused"].to_numpy(dtype=float)
-        self._base = None
+        self._base: dict[float, object] = {}
         self._feat: dict[int, object] = {}
 
     def feat(self, k: int):
@@ -254,16 +263,25 @@ class _DecodeRows:
             self._feat[k] = f
         return f
 
+    def knees(self) -> list[float]:
+        """Candidate compute knees b_c: 0 (off), then each of COMPUTE_KNEE_GRID with at least
+        COMPUTE_KNEE_ROWS distinct batch sizes past it (its slope is not one row's)."""
+        sizes = np.unique(self.bs)
+        return [0.0] + [float(b) for b in COMPUTE_KNEE_GRID if (sizes > b).sum() >= COMPUTE_KNEE_ROWS]
+
     def take(self, idx) -> "_DecodeRows":
         out = object.__new__(_DecodeRows)
         out.sms, out.kernel = self.sms, self.kernel
         for k in ("y", "bs", "sr"):
             setattr(out, k, getattr(self, k)[idx])
-        out._base = None
+        out._base = {}
         out._feat = {k: f[idx] for k, f in self._feat.items()}
         return out
 
 
+# b_c: batch sizes past which the decode projections may turn compute-bound (0 = off, always tried)
+COMPUTE_KNEE_GRID = (8, 16, 24, 32, 48, 64, 96, 128, 192)
+COMPUTE_KNEE_ROWS = 2  # distinct batch sizes a candidate compute knee must leave past it
 MAX_FLOOR_CANDIDATES = 12  # floor thresholds tried per decode fit (spread over the distinct values)
 
 
@@ -278,10 +296,14 @@ def _thresholds(vals) -> list:
     return [v[round(i * (len(v) - 1) / n)] for i in range(n + 1)]
 
 
-def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
-    """θ (DecodeTheta) of one partition for fixed (k, β), and its training relative
-    errors. FA3 (k unused): the floor is β·K0 + δ·X, K0 the keys of one block per SM and X what
-    a second one adds (``feat`` at γ = 0 and 1), δ fitted with 0 ≤ δ ≤ β; θ5 = γ = δ/β."""
+def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float, knees: Sequence[float] = (0.0,), floored=None):
+    """θ (DecodeTheta) of one partition for fixed (k, β), its training relative errors and
+    which rows sit on the floor. FA3 (k unused): the floor is β·K0 + δ·X, K0 the keys of one
+    block per SM and X what a second one adds (``feat`` at γ = 0 and 1), δ fitted with
+    0 ≤ δ ≤ β; θ5 = γ = δ/β. ``knees``: the compute knees b_c tried, the best by J kept (0 = no
+    compute term, kept on ties), each a column (bs − b_c)+ whose slope c is ``gemm_compute``
+    and c·b_c ``gemm_weight_read``. ``floored``: the rows on the floor (a boolean mask), given
+    rather than searched."""
     y, sr, bs = rows.y, rows.sr, rows.bs
     fa3 = bool(rows.kernel.fa3)
     fk = rows.feat(0 if fa3 else k)
@@ -289,37 +311,45 @@ def _fit_decode_rows(rows: _DecodeRows, k: int, beta: float):
     rho = sr / fk  # which rows sit on the floor: the smallest Σr per unit of floor feature
     w = 1.0 / y
     one = np.ones(len(y))
-    if rows._base is None:
-        rows._base = _nnls(np.column_stack([sr, bs, one]), y, w)
-    base = rows._base
-    cands = [None]
-    if beta > 0:  # floored rows: the smallest Σr/K. Largest threshold first, so that of splits
-        # that fit equally (rows the floor explains exactly as well as θ1·Σr) the fit keeps the one
-        # with the most rows on the floor, rather than θ1 pinned by two of them at the edge.
-        # FA3: every threshold, no reach limit (its floor has δ too; docs/latency_model.md)
-        lim = 2.0 * beta / base[0] if base[0] > 0 and not fa3 else np.inf  # as far as the floor can reach
-        cands += (sorted(set(rho.tolist())) if fa3 else _thresholds(rho[rho <= lim]))[::-1]
-    best = None
     none = np.zeros(len(y), dtype=bool)
-    for t in cands:
-        delta = 0.0
-        if t is None:
-            th, fl = base, none
-        else:
-            fl = rho <= t
-            cols = [sr * (~fl), bs, one]
-            if fa3:
-                th = _nnls(np.column_stack(cols + [xk * fl]), y - beta * fk * fl, w, last_max=beta)
-                delta = th[3]
+    best = None
+    for knee in knees:
+        extra = [np.maximum(bs - knee, 0.0)] if knee else []  # the compute column, if on
+        base = rows._base.get(knee)
+        if base is None:
+            base = rows._base[knee] = _nnls(np.column_stack([sr, bs, one, *extra]), y, w)
+        cands = [None]
+        if floored is not None:
+            cands = [floored] if beta > 0 and floored.any() else [None]
+        elif beta > 0:  # floored rows: the smallest Σr/K. Largest threshold first, so that of splits
+            # that fit equally (rows the floor explains exactly as well as θ1·Σr) the fit keeps the one
+            # with the most rows on the floor, rather than θ1 pinned by two of them at the edge.
+            # FA3: every threshold, no reach limit (its floor has δ too; docs/latency_model.md)
+            lim = 2.0 * beta / base[0] if base[0] > 0 and not fa3 else np.inf  # as far as the floor can reach
+            cands += (sorted(set(rho.tolist())) if fa3 else _thresholds(rho[rho <= lim]))[::-1]
+        for t in cands:
+            delta = 0.0
+            if t is None:
+                th, fl = base, none
             else:
-                th = _nnls(np.column_stack(cols), y - beta * fk * fl, w)
-        pred = np.maximum(th[0] * sr, beta * fk + (delta * xk if fa3 else 0.0)) + th[1] * bs + th[2]
-        j = _criterion(pred, y)
-        if best is None or j < best[0] - _TIE:
-            best = (j, th, pred, fl, delta)
-    _, th, pred, fl, delta = best
+                fl = t if floored is not None else rho <= t
+                cols = [sr * (~fl), bs, one, *extra]
+                if fa3:
+                    th = _nnls(np.column_stack(cols + [xk * fl]), y - beta * fk * fl, w, last_max=beta)
+                    delta = th[-1]
+                else:
+                    th = _nnls(np.column_stack(cols), y - beta * fk * fl, w)
+            c = float(th[3]) if knee else 0.0
+            pred = np.maximum(th[0] * sr, beta * fk + (delta * xk if fa3 else 0.0)) + th[1] * bs + th[2]
+            if c:
+                pred = pred + c * extra[0]
+            j = _criterion(pred, y)
+            if best is None or j < best[0] - _TIE:
+                best = (j, th, pred, fl, delta, c, knee)
+    _, th, pred, fl, delta, c, knee = best
     theta = DecodeTheta(float(th[0]), float(th[1]), float(th[2]), occupancy_floor=float(beta),
-                        fa3_block_share=float(delta / beta) if delta > 0 else 0.0)
+                        fa3_block_share=float(delta / beta) if delta > 0 else 0.0,
+                        gemm_compute=c, gemm_weight_read=c * knee)
     return theta, np.abs(pred / y - 1.0), fl
 
 
@@ -330,14 +360,14 @@ def _polish(kind: str, view, hyper, fits):
     polished model (the caller keeps it only if J improves), or None when nothing is pooled."""
     cold = kind == "prefill" and hyper[6] >= 0
     gs = kind == "prefill" and hyper[7] > 0
-    free = (*hyper[:6], -1.0, 0.0) if kind == "prefill" else hyper  # θ7, θ10 as columns, pooled below
+    free = (*hyper[:6], -1.0, 0.0, *hyper[8:]) if kind == "prefill" else hyper  # θ7, θ10 as columns, pooled below
     blocks, shared, ys, owners = [], [], [], []
     for s, rows in view.items():
         fl = fits[s][2]
         if kind == "prefill":
             Xa, Xl, _ = rows.design(free)
-            blocks.append(np.column_stack([Xa[:, :2] if cold else Xa, Xl * (~fl)[:, None]]))
-            shared.append(np.column_stack([fl.astype(float)] + ([Xa[:, 2]] if cold else [])
+            blocks.append(np.column_stack([Xa[:, :-1] if cold else Xa, Xl * (~fl)[:, None]]))
+            shared.append(np.column_stack([fl.astype(float)] + ([Xa[:, -1]] if cold else [])
                                           + ([rows.gm] if gs else [])))
         else:
             blocks.append(np.column_stack([rows.sr * (~fl), rows.bs, np.ones(len(rows.y))]))
@@ -360,7 +390,7 @@ def _polish(kind: str, view, hyper, fits):
     if kind == "prefill":
         extra = iter(float(v) for v in c[width * len(blocks) + 1:])
         h = (hyper[0], hyper[1], pooled, *hyper[3:6], next(extra) if cold else hyper[6],
-             next(extra) if gs else hyper[7])
+             next(extra) if gs else hyper[7], *hyper[8:])
     else:
         h = (hyper[0], pooled)
     new = {}
@@ -435,8 +465,9 @@ class _Pooled:
             v = self._cache[k] = self._fit_one(self.parts[s], hyper)
         return v
 
-    def select(self, replace: Mapping[int, object] | None = None):
-        """(hyper, {sms: θ}) on all partitions, with ``replace[s]`` (training rows) for s."""
+    def select(self, replace: Mapping[int, object] | None = None, sms=None):
+        """(hyper, {sms: θ}) on all partitions, with ``replace[s]`` (training rows) for s;
+        ``sms``: the partitions whose θ are wanted (default all; the hyper-parameters see all)."""
         replace = replace or {}
         view = {s: replace.get(s, p) for s, p in self.parts.items()}
         fa3_decode = self.kind == "decode" and next(iter(view.values())).kernel.fa3
@@ -465,10 +496,11 @@ class _Pooled:
             # is the median of those fits times COLD_GRID, and from then on it is pooled
             # whatever J says, since a free θ7 always fits its own rows at least as well. With a
             # GEMM curve its scale θ10 (pooled, starting at 1) closes each round; the launch floor
-            # is not offered then (such tables time the GPU alone).
+            # is not offered then (such tables time the GPU alone). θ1 stays free per partition
+            # (ρ = -1) until the end.
             curve = any(p.gm.any() for p in view.values())
             floors = _prefill_floors(view) if self.floor and not curve else [0.0]
-            h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0, 1.0 if curve else 0.0)
+            h = (0, 0.0, 0.0, 0, 0, (0, 0), -1.0, 1.0 if curve else 0.0, -1.0)
             for _ in range(3):
                 scan([(tau, k, *h[2:]) for tau in self.taus for k in (SPILL_GRID if self.knee else (0.0,))])
                 scan([(*best[1][:2], f, *best[1][3:]) for f in floors])
@@ -476,14 +508,14 @@ class _Pooled:
                     scan([(*best[1][:3], *g, *best[1][5:]) for g in GEMM_WAVES_GRID])
                 scan([(*best[1][:5], m, *best[1][6:]) for m in GEMM_KNEE_GRID if _knees_identified(view, m)])
                 top = best[1]
-                free = evaluate((*top[:6], -1.0, top[7]))[1]  # the pilot: θ7 fitted per partition
+                free = evaluate((*top[:6], -1.0, *top[7:]))[1]  # the pilot: θ7 fitted per partition
                 pilot = float(np.median([f[0].sum_reused_resident for f in free.values()]))
                 colds = sorted({pilot * c for c in COLD_GRID} | ({top[6]} if top[6] >= 0 else set()))
                 if top[6] < 0:
                     best = None  # pooled from here on
-                scan([(*top[:6], c, top[7]) for c in colds])
+                scan([(*top[:6], c, *top[7:]) for c in colds])
                 if curve:
-                    scan([(*best[1][:7], g) for g in GEMM_SCALE_GRID])
+                    scan([(*best[1][:7], g, *best[1][8:]) for g in GEMM_SCALE_GRID])
                 if best[1] == h:
                     break  # nothing moved: another round would repeat this one
                 h = best[1]
@@ -507,7 +539,40 @@ class _Pooled:
                 if self.kind == "decode":
                     scan([best[1]])  # the floored rows again, at the exact β: the grid's may differ
         _, h, fits = best
-        return h, {s: f[0] for s, f in fits.items()}
+        want = view if sms is None else sms
+        if self.kind == "prefill":
+            # θ1 (Σn²) of a partition whose rows lack the table's longest prompt is ρ·θ2, ρ the
+            # median θ1/θ2 of the partitions that have it: extrapolated from shorter prompts its
+            # own θ1 missed the 70B table's 32K-token prefills by 13 % (132 SMs, held out)
+            longest = {s: _longest_prompt(p) for s, p in view.items()}
+            top = max(longest.values())
+            ratios = [fits[s][0].sum_new_sq / fits[s][0].sum_new_reused_waves for s in view
+                      if longest[s] >= top and fits[s][0].sum_new_reused_waves > 0]
+            tied = (*h[:8], float(np.median(ratios))) if ratios else h
+            return h, {s: fits[s][0] if longest[s] >= top else fit(s, tied)[0] for s in want}
+        if self.kind == "decode":
+            # The compute roofline comes last, per partition, at the chosen (k, β) and with the
+            # rows the floor search put on the floor: searched together with β, the 70B table's
+            # one odd row at 132 SMs pulled β up 70 % (held out 12 %), and together with the floor
+            # rows it let all but one row of a partition sit on the floor (8B tables, 11 %).
+            return h, {s: (self._compute(s, h, fits[s][2]) if s not in replace else
+                           _fit_decode_rows(view[s], *h, knees=view[s].knees(), floored=fits[s][2])[0])
+                       for s in want}
+        return h, {s: fits[s][0] for s in want}
+
+    def _compute(self, s, hyper, floored):
+        """A whole partition's decode θ with the compute term (``select``), cached."""
+        key = (s, hyper, floored.tobytes())
+        v = self._cache.get(key)
+        if v is None:
+            rows = self.parts[s]
+            v = self._cache[key] = _fit_decode_rows(rows, *hyper, knees=rows.knees(), floored=floored)[0]
+        return v
+
+
+def _longest_prompt(rows: _PrefillRows) -> float:
+    """The most new tokens of one request among a partition's rows (uniform batches: Σn²/Σn)."""
+    return float((rows.sq / np.maximum(rows.n_sum, 1.0)).max()) if len(rows.y) else 0.0
 
 
 def _prefill_parts(df, knee: int, device_sms: int = 0, curve: GemmCurves | None = None, heads: int = 0,
@@ -524,7 +589,7 @@ def _prefill_pooled(parts, knee: int, device_sms: int, launch_floor: bool, fa3: 
 
 def _prefill_hyper(hyper, knee: int, device_sms: int, min_tokens: int, heads: int,
                    fa3: Fa3Grid | None = None) -> PrefillHyper:
-    tau, kappa, _, lo, hi, (m, m2), _, _ = hyper
+    tau, kappa, _, lo, hi, (m, m2), _, _, _ = hyper
     return PrefillHyper(int(tau), fa3.block_tokens if fa3 is not None else BLOCK_TOKENS, int(knee) if kappa else 0,
                         int(device_sms) if lo else 0, int(lo), int(hi), int(m), int(m2), int(min_tokens), int(heads),
                         split_kv_device_sms=fa3.device_sms if fa3 is not None else 0,
@@ -598,7 +663,7 @@ def heldout_errors(kind: str, df, folds: int = 5, seed: int = 0, l2_knee: int = 
     for s, rows in parts.items():
         err = np.empty(len(rows.y))
         for test, train in kfold(len(rows.y), folds, seed):
-            hyper, th = pooled.select({s: rows.take(train)})
+            hyper, th = pooled.select({s: rows.take(train)}, sms=(s,))
             hp = _prefill_hyper(hyper, l2_knee, device_sms, nmin, heads, fa3) if kind == "prefill" else None
             dh = kernel.with_choice(hyper[0]) if kind == "decode" else None
             m = SoloLatencyModel({s: th[s]} if kind == "prefill" else {}, {s: th[s]} if kind == "decode" else {},

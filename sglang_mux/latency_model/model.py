@@ -13,9 +13,11 @@ Partitions not profiled (``s`` SMs):
 - above the largest: that partition's coefficients (a conservative overestimate);
 - below the smallest: ``UnprofiledPartition`` (a ValueError): fewer SMs would underestimate.
 
-fit.json (``to_dict`` / ``from_dict``): format 10 (FA3 grids) or 8 (the triton tables: the same
-without FA3's grid, a 4-value decode θ). Any other format raises ValueError naming the refit
-command ``python -m sglang_mux.estimator fit DIR``; so does a θ of the wrong width or sign.
+fit.json (``to_dict`` / ``from_dict``): format 11 (written: the decode compute roofline, a
+7-value decode θ), 10 (FA3 grids, a 5-value decode θ) or 8 (the triton tables: the same without
+FA3's grid, a 4-value decode θ); the missing decode terms read as 0. Any other format raises
+ValueError naming the refit command ``python -m sglang_mux.estimator fit DIR``; so does a θ of
+the wrong width or sign.
 Fitting (numpy/scipy) lives in fit.py and is imported only by ``fit`` and the ``*_frame`` methods.
 """
 
@@ -30,8 +32,10 @@ from .gemm_curve import GemmCurves
 from .terms import (DECODE_FEATURES, PREFILL_FEATURES, DecodeHyper, DecodeTheta, PrefillHyper, PrefillReq,
                     PrefillTheta, UnprofiledPartition, cold_waves, gemm_excess, gemm_share, key_waves, make_theta)
 
-FORMAT = 10  # fit.json's format as written; READ_FORMATS are read (docs/latency_model.md, "Fit formats")
-READ_FORMATS = (8, 10)
+FORMAT = 11  # fit.json's format as written; READ_FORMATS are read (docs/latency_model.md, "Fit formats")
+# the decode θ's width of each format read: 8 has no FA3 γ, 10 no compute roofline (both read as 0)
+DECODE_WIDTHS = {8: 4, 10: 5, 11: len(DECODE_FEATURES)}
+READ_FORMATS = tuple(DECODE_WIDTHS)
 REFIT = "refit the table: python -m sglang_mux.estimator fit DIR"
 
 
@@ -317,7 +321,8 @@ class SoloLatencyModel:
                 f = beta * (sum_reused / bs if max_reused is None else max_reused)
             if f > a:
                 a = f
-        return a + t.bs * bs + t.one
+        c = t.gemm_compute * bs - t.gemm_weight_read  # the projections' compute past their weight read
+        return a + t.bs * bs + t.one + (c if c > 0.0 else 0.0)
 
     # -- frames (uniform-batch CSV rows), vectorized; equal to the hot path on those batches
 
@@ -349,6 +354,8 @@ class SoloLatencyModel:
                 "decode_blocks_per_sm": self.decode_hyper.blocks_per_sm,
                 "decode_fa3_gamma": {str(s): self._decode.profiled[s].fa3_block_share for s in self._decode.sms}
                 if self.decode_hyper.fa3 else None,
+                "decode_compute_knee_bs": {str(s): t.gemm_weight_read / t.gemm_compute
+                                           for s, t in zip(self._decode.sms, dec) if t.gemm_compute > 0},
                 "gemm_curve_scale": [round(min(scales, default=0.0), 4), round(max(scales, default=0.0), 4)]}
 
     # -- fitting / (de)serialization
@@ -365,7 +372,7 @@ class SoloLatencyModel:
                          gemm_curve, heads, padded_query_blocks, fa3)
 
     def to_dict(self) -> dict:
-        """fit.json's core: {"format": 10, "prefill_hyper": {...}, "decode_hyper": {...},
+        """fit.json's core: {"format": 11, "prefill_hyper": {...}, "decode_hyper": {...},
         "prefill": {"<sms>": {"theta": [...]}}, "decode": {...}, "gemm_curve": {...} or null}."""
         return {
             "format": FORMAT,
@@ -381,14 +388,15 @@ class SoloLatencyModel:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SoloLatencyModel":
-        """Format 10, or format 8 (the same without FA3's grids: the triton tables). Other
-        formats are refused with the command that refits them: no shipped table has one."""
+        """Format 11; 10 (its decode θ without the compute roofline); or 8 (10 without FA3's
+        grids: the triton tables). Other formats are refused with the command that refits them:
+        no shipped table has one."""
         fmt = d.get("format", 1)
         if fmt not in READ_FORMATS:
             raise ValueError(f"fit.json format {fmt!r} is not supported (this version reads "
                              f"{' and '.join(map(str, READ_FORMATS))}); {REFIT}")
-        # format 8's decode θ has no FA3 γ (fa3_block_share, then 0)
-        widths = {"prefill": len(PREFILL_FEATURES), "decode": len(DECODE_FEATURES) - (fmt == 8)}
+        # format 8's decode θ has no FA3 γ, format 10's no compute roofline (then 0)
+        widths = {"prefill": len(PREFILL_FEATURES), "decode": DECODE_WIDTHS[fmt]}
 
         def thetas(kind):
             out = {}

@@ -43,13 +43,16 @@ class PrefillTheta(NamedTuple):
 
 class DecodeTheta(NamedTuple):
     """One partition's decode coefficients:
-    T = max(sum_reused·Σr, occupancy_floor·K) + bs·bs + one,   K = ``key_waves`` (γ = fa3_block_share)."""
+    T = max(sum_reused·Σr, occupancy_floor·K) + bs·bs + one + max(0, gemm_compute·bs − gemm_weight_read),
+    K = ``key_waves`` (γ = fa3_block_share); the last term: the projections turn compute-bound."""
 
     sum_reused: float  # θ1 (Eq. 2), ms per cached token
     bs: float  # θ2 (Eq. 2), ms per request
     one: float  # θ3 (Eq. 2), ms
     occupancy_floor: float = 0.0  # β: ms per key of the busiest SM's sweep
     fa3_block_share: float = 0.0  # γ: FA3, a second block on an SM costs γ of one (0 for triton)
+    gemm_compute: float = 0.0  # c: ms per request once the projections are compute-bound (0: never)
+    gemm_weight_read: float = 0.0  # W = c·b_c, ms: what their compute must exceed first (the weight read, in θ3)
 
 
 PREFILL_FEATURES: tuple[str, ...] = PrefillTheta._fields
