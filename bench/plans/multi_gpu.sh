@@ -75,7 +75,7 @@ if has rankkill; then
         python -m bench.faults --server-url $URL --faults "" --rate 0 --kill-rank 1 --server-pid "$pid" \
             --out "$R/kill_$i.json" > /dev/null
         python -c "import json,sys; print('kill $i:', json.load(open(sys.argv[1]))['rank_kill'])" "$R/kill_$i.json"
-        grep -m1 "Subprocess scheduler" "$R/server_$i.log"
+        grep -m1 "lost the TP group" "$R/server_$i.log"  # the error that names the dead rank
         pkill -9 -s "$sid" 2> /dev/null; gpu_free || exit 2  # its session: the server and its ranks
     done
 fi
