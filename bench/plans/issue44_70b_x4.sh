@@ -13,8 +13,8 @@
 # decode graphs in 31 s; SGLang's own start and the dummy weights of 4 ranks add to that). Six
 # systems do not fit one lease: the first three decide the ratio, the rest run while time is left,
 # and a rerun with the same OUT on the same host resumes (host.txt refuses another host).
-# An H200 host has no TP-4 work here (the TP-2 table is partial): it resumes the TP-2 table
-# (issue44_x4.sh's) on GPU 0 instead.
+# An H200 host has no TP-4 work here (the TP-2 table is partial): it resumes that table on GPU 0
+# instead (table_70b_tp2.sh).
 END=${1:?END epoch}
 CELL=${2:-capped}
 cd /tmp/t && source .gpu/env.sh
@@ -22,11 +22,7 @@ R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
 if nvidia-smi -L | grep -q H200; then
-    T=$R/llama-3.1-70b_tp2
-    cp -r bench/results/x4_s41_2026-11-27/table_70b_tp2_partial "$T"
-    bash bench/plans/per_gpu.sh 0 timeout $(( $(left) - 30 )) python -m profiling.run \
-        --model-config launch/models/llama-3.1-70b/config.json --tp-size 2 --grid coarse+solo --no-fit \
-        --retry-skipped --time-budget-s $(( $(left) - 60 )) --out "$T" > $R/table.log 2>&1
+    bash bench/plans/table_70b_tp2.sh 0 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1
     echo done > $R/done; exit 0
 fi
 export CUDA_VISIBLE_DEVICES=0,1,2,3 MODEL=llama-3.1-70b EXTRA_SA="--tp-size 4" STARTUP_S=${STARTUP_S:-240} TBT_SLO_MS=100
