@@ -25,6 +25,7 @@ plan as JSON.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -61,6 +62,9 @@ FINE_SIZES_UP_TO = 1024
 # this many spans, each at the largest chunk that meets the budget there: a 100K-token rest in
 # ~300-token chunks walked chunk by chunk took ~300 prices (~17 ms of a decision on the host).
 COMMIT_SPANS = 4
+# A host time over this share of the TBT SLO is a stall, not a cost to plan for: a TBT budget never
+# books more, and a fused budget's quantile leaves such overruns out (DecodeHostTime's stall_ms).
+HOST_STALL_SHARE = 0.5
 
 
 class EstimatorLike(Protocol):
@@ -174,12 +178,19 @@ class DecodeHostTime:
     the ``quantile`` of the last ``window`` observations (wall time between two consecutive
     decode completions minus the later one's GPU time, measured or planned as the caller
     observes it). A high quantile, as the SLO is a P99; recomputed every ``refresh``
-    observations to keep the loop's cost flat."""
+    observations to keep the loop's cost flat. ``stall_ms``: gaps over it are stalls that no plan
+    avoids (a smaller chunk does not shorten a host stall), so the quantile is taken over the rest
+    while the rest is most of the window; more often than that, they are the host's pace. The
+    median counts them all (they cost time)."""
 
-    def __init__(self, window: int = 256, quantile: float = 0.9, refresh: int = 32):
+    def __init__(self, window: int = 256, quantile: float = 0.9, refresh: int = 32,
+                 stall_ms: float | None = None):
         if window <= 0 or refresh <= 0 or not 0.0 <= quantile <= 1.0:
             raise ValueError("window and refresh must be positive and quantile in [0, 1]")
+        if stall_ms is not None and not stall_ms > 0.0:
+            raise ValueError(f"stall_ms must be > 0 ms or None, got {stall_ms}")
         self.window, self.quantile, self.refresh = int(window), float(quantile), int(refresh)
+        self.stall_ms = stall_ms
         self._gaps: list[float] = []
         self._seen = 0
         self.value_ms = 0.0
@@ -194,8 +205,12 @@ class DecodeHostTime:
         self._seen += 1
         if self._seen % self.refresh == 0 or self._seen <= self.refresh:
             g = sorted(self._gaps)
-            self.value_ms = g[min(len(g) - 1, int(self.quantile * len(g)))]
             self.median_ms = g[len(g) // 2]
+            if self.stall_ms is not None:
+                k = bisect.bisect_right(g, self.stall_ms)
+                if k > len(g) // 2:
+                    g = g[:k]
+            self.value_ms = g[min(len(g) - 1, int(self.quantile * len(g)))]
 
 
 class Policy(Protocol):
@@ -414,10 +429,10 @@ class MuxDispatcher(_BasePolicy):
 
     def tbt_budget_ms(self, snap: Snapshot, host_ms: float | None = None) -> float:
         """GPU time a decode iteration may take: the TBT SLO less the loop's host time
-        (``host_ms``, default ``snap.decode_host_ms``), which never takes more than half of it (a
-        host that slow is a stall, not a cost to plan for)."""
+        (``host_ms``, default ``snap.decode_host_ms``), which never takes more than
+        HOST_STALL_SHARE of it."""
         host = snap.decode_host_ms if host_ms is None else host_ms
-        return self.tbt_slo_ms - min(max(host, 0.0), 0.5 * self.tbt_slo_ms)
+        return self.tbt_slo_ms - min(max(host, 0.0), HOST_STALL_SHARE * self.tbt_slo_ms)
 
     def plan(self, snap: Snapshot) -> Plan:
         plan = super().plan(snap)

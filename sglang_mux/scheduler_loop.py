@@ -119,7 +119,7 @@ class MuxLoop:
         import torch
         from sglang.srt.multiplex import pdmux_context
 
-        from sglang_mux.dispatch import DecodeHostTime, make_policy, policy_name
+        from sglang_mux.dispatch import HOST_STALL_SHARE, DecodeHostTime, make_policy, policy_name
         from sglang_mux.estimator import Estimator
         from sglang_mux.green_ctx import GreenPartitionSet, install_stream_groups
         from sglang_mux.mux_args import attention_backend
@@ -154,11 +154,13 @@ class MuxLoop:
         policy = make_policy(policy_name(args), estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
                              preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
         consensus = before_group(sched)  # SGLang creates the TP group after this: run() joins it
+        stall_ms = HOST_STALL_SHARE * args.tbt_slo_ms
         loop = cls(sched, args, parts, cfgs, policy, estimator,
                    host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   fused_host_time=DecodeHostTime(quantile=args.fused_host_quantile) if args.tbt_host_budget else None,
+                   fused_host_time=DecodeHostTime(quantile=args.fused_host_quantile, stall_ms=stall_ms)
+                   if args.tbt_host_budget else None,
                    start_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   fused_start_host_time=DecodeHostTime(quantile=args.fused_host_quantile)
+                   fused_start_host_time=DecodeHostTime(quantile=args.fused_host_quantile, stall_ms=stall_ms)
                    if args.tbt_host_budget and args.fused_start_budget else None,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's

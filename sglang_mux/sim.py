@@ -36,8 +36,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sglang_mux import cli
-from sglang_mux.dispatch import (DecodeHostTime, Snapshot, WaitingReq, apply_plan, check_policy_name, fused_ms,
-                                 make_policy)
+from sglang_mux.dispatch import (HOST_STALL_SHARE, DecodeHostTime, Snapshot, WaitingReq, apply_plan,
+                                 check_policy_name, fused_ms, make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
 from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, sglang_graph_tokens
@@ -131,7 +131,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
              fused_host_ms: float | Sequence[float] | None = None,
              start_host_ms: Sequence[float] | None = None,
-             fused_host_quantile: float = FUSED_HOST_QUANTILE,
+             fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
              fused_start_host_ms: Sequence[float] | None = None, overlap_decode: bool = True) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
@@ -146,7 +146,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     decode's budget and to the starts' own, told the policy as the server does
     (``Snapshot.start_host_ms``; None: starts are not told apart). ``fused_host_quantile``: the
     quantile of the fused overruns that budget books (the server's FUSED_HOST_QUANTILE; a what-if
-    may try others). ``fused_start_host_ms``: overruns that the first fused iteration of a streak
+    may try others); ``fused_stalls_apart``: that quantile leaves out overruns over
+    HOST_STALL_SHARE of the SLO, as the server's does (False: books them, as it did before).
+    ``fused_start_host_ms``: overruns that the first fused iteration of a streak
     (after any other kind) draws from instead, booked to its own budget and told the policy as
     the server does (``Snapshot.fused_start_host_ms``; None: streak starts are not told apart).
     ``overlap_decode``: under a fusing policy (``wants_decode_contexts``), a decode alone with no
@@ -180,12 +182,14 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     if starts is not None and (not starts or min(starts) < 0):
         raise ValueError("start_host_ms: host times >= 0 ms, at least one")
     start_budget = DecodeHostTime() if starts is not None else None  # P90, as the server books starts
-    fused_budget = DecodeHostTime(quantile=fused_host_quantile) \
+    stall_ms = HOST_STALL_SHARE * tbt_slo_ms if fused_stalls_apart else None
+    fused_budget = DecodeHostTime(quantile=fused_host_quantile, stall_ms=stall_ms) \
         if hosts is not None or fused_draws is not None else None  # as served
     fused_starts = None if fused_start_host_ms is None else [float(x) for x in fused_start_host_ms]
     if fused_starts is not None and (not fused_starts or fused_budget is None):
         raise ValueError("fused_start_host_ms: at least one overrun, beside fused_host_ms draws or host_draws")
-    fused_start_budget = DecodeHostTime(quantile=fused_host_quantile) if fused_starts is not None else None
+    fused_start_budget = DecodeHostTime(quantile=fused_host_quantile, stall_ms=stall_ms) \
+        if fused_starts is not None else None
     streak = False  # the last iteration was fused: a fused plan continues its streak
     est, L, total = estimator, estimator.num_layers, estimator.total_sms
     wants_ctx = bool(getattr(policy, "wants_decode_contexts", False))
@@ -491,7 +495,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  host_draws: tuple[Sequence[float], Sequence[float]] | None = None,
                  fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False,
                  start_host_ms: Sequence[float] | None = None,
-                 fused_host_quantile: float = FUSED_HOST_QUANTILE,
+                 fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
                  fused_start_host_ms: Sequence[float] | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
@@ -519,7 +523,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
                             prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms,
                             start_host_ms=start_host_ms, fused_host_quantile=fused_host_quantile,
-                            fused_start_host_ms=fused_start_host_ms))
+                            fused_stalls_apart=fused_stalls_apart, fused_start_host_ms=fused_start_host_ms))
     return out
 
 

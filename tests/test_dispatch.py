@@ -908,6 +908,24 @@ def test_host_time_keeps_its_tail_quantile_and_its_median():
     assert h.value_ms == pytest.approx(9.9) and h.median_ms == pytest.approx(5.0)
 
 
+def test_host_time_leaves_rare_stalls_out_of_its_quantile_not_a_slow_host():
+    """Served at TBT 30, a host's fused overruns were ~8 ms at P99 but for 1.3 % of stalls over 15 ms,
+    which booked for every chunk starved prefill and shortened no stall."""
+    h = D.DecodeHostTime(window=100, quantile=0.99, refresh=1, stall_ms=15.0)
+    plain = D.DecodeHostTime(window=100, quantile=0.99, refresh=1)
+    for x in [0.1 * i for i in range(97)] + [20.0, 25.0, 30.0]:  # 0.0 .. 9.6 ms, and three stalls
+        h.observe(20.0 + x, 20.0)
+        plain.observe(20.0 + x, 20.0)
+    assert plain.value_ms == 30.0
+    assert h.value_ms == pytest.approx(9.6)  # index int(0.99 * 97) of the 97 that are not stalls
+    assert h.median_ms == plain.median_ms == pytest.approx(5.0)  # the rate's time counts stalls
+    for _ in range(51):  # now most of the window is over 15 ms: the host's pace, booked in full
+        h.observe(38.0, 20.0)
+    assert h.value_ms == 30.0  # 54 of 100 are stalls, the three first ones still among them
+    with pytest.raises(ValueError, match="stall_ms"):
+        D.DecodeHostTime(stall_ms=0.0)
+
+
 def test_hybrid_budgets_a_batch_start_for_its_host_time_and_fuses_while_none_fits():
     """The case of test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_decode,
     told how much host time an iteration that starts a layer-wise batch adds to its gap."""

@@ -1,6 +1,6 @@
 """The hybrid at TBT 30 with its served fused host tail (CPU): would the P99 fused budget pass?
 
-    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99 | --streaks]      (repository root)
+    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99 | --streaks | --stalls]   (repository root)
 
 The predicted map (``sim_hybrid_map``) gives every fused iteration 2 ms of host time, as
 calibrated on chunked prefill's served points. Served at TBT 30 on an H100, the hybrid's fused gaps
@@ -111,6 +111,34 @@ def by_streak() -> int:
     return 0
 
 
+STALL_CELLS = {  # the capped conversation on session 43's H100 too: its fused overruns had a stall cluster
+    **CELLS, "capped conversation (<= 8000), session 43's host": (
+        "bench/results/x4_s43_2026-11-27/cap30/mux-hybrid.timeline.jsonl.xz", (2.4, 2.9, 3.3, 3.6, 4))}
+
+
+def by_stalls() -> int:
+    """The served overruns and batch starts at the server's budget quantile, overruns over half the
+    SLO booked in it (the server before) or left out (``DecodeHostTime``'s ``stall_ms``)."""
+    est, jit, host, corun = M.simulator_inputs()
+    print(f"TBT {TBT:g} ms; the hybrid with served fused overruns and batch starts; each point: "
+          "pass, P99 TTFT s, P99 TBT ms\n")
+    with tempfile.TemporaryDirectory() as d:
+        for wname, (timeline, rates) in STALL_CELLS.items():
+            w = M.WORKLOADS[wname.split(", session")[0]]
+            o, st = overruns(timeline), start_hosts(timeline)
+            stall = o > TBT / 2
+            print(f"## {wname}: {len(o)} fused overruns, {stall.mean():.2%} over {TBT / 2:g} ms; P99 "
+                  f"{np.percentile(o, 99):.1f} ms, {np.percentile(o[~stall], 99):.1f} ms without those\n")
+            print("| req/s | stalls booked | stalls left out | chunked 512 + mixed |\n|---:|---|---|---|")
+            for rate in rates:
+                cells = [M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d), fused_host=list(o),
+                                     start_host=list(st), fused_stalls_apart=apart) for apart in (False, True)]
+                cells.append(M.run_point(est, jit, host, corun, w, TBT, "chunked 512 + mixed", rate, Path(d)))
+                print(f"| {rate:g} | " + " | ".join(map(point_text, cells)) + " |")
+            print()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quantiles", type=quantiles, default=None,
@@ -118,7 +146,11 @@ def main(argv=None) -> int:
                          "budget quantiles (e.g. 0.9,0.95,0.99; the server's is mux_args.FUSED_HOST_QUANTILE)")
     ap.add_argument("--streaks", action="store_true",
                     help="instead, a fused streak's first iterations pooled with the rest or budgeted apart")
+    ap.add_argument("--stalls", action="store_true",
+                    help="instead, the fused budget with overruns over half the SLO booked or left out")
     a = ap.parse_args(argv)
+    if a.stalls:
+        return by_stalls()
     if a.quantiles:
         return by_quantile(a.quantiles)
     if a.streaks:
