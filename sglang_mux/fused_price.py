@@ -9,8 +9,8 @@ through SGLang's prefill CUDA graph the base price is near the truth (``prior_ho
 served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
-judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, a slope cannot be
-told from noise: the price is then the higher of the median excess (slope 1, ``fixed``) and the
+judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, or where the fitted
+slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of the median excess (slope 1, ``fixed``) and the
 median ratio (``ratio`` x base), so that a chunk larger than those seen is not priced low.
 """
 
@@ -38,7 +38,8 @@ GRAPH_PAD_FACTOR = 2
 # The launcher captures the hybrid's prefill graph up to its largest fused batch: the largest of
 # dispatch.CHUNK_SIZES, which count the decode rows.
 HYBRID_GRAPH_MAX_TOKENS = 4096
-SLOPE_BOUNDS = (0.5, 2.0)  # outside this a fit is chasing noise (a narrow spread of chunk prices)
+# Outside this a fit is chasing noise or an outlier: the price takes the narrow spread's form instead.
+SLOPE_BOUNDS = (0.5, 2.0)
 RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a stall, not a price
 # A slope needs base prices whose P10 to P90 spans this share of their median. Fitted on one chunk
 # size's cluster, noise flattened it: an H200 served code's 1,024-token chunks at 1.09 x base, the fit
@@ -116,11 +117,16 @@ class FusedPrice:
     def _fit(self) -> None:
         x, y = np.array(self._obs).T
         p10, p90 = np.quantile(x, [0.1, 0.9])
+        slope = None
         if len(x) >= 2 and p90 - p10 >= MIN_SPREAD * np.median(x):
             slope, fixed = np.polyfit(x, y, 1)
             if fixed < 0:  # no fixed cost below zero: the slope through the origin (a clipped
                 slope = x @ y / (x @ x)  # intercept left the slope too steep: 1.20 for a served 1.10)
-            slope, ratio = min(max(float(slope), SLOPE_BOUNDS[0]), SLOPE_BOUNDS[1]), 0.0
+        # A slope out of bounds is not clamped: clamped, it kept the outlier's pull in the fixed part
+        # (served, a warm-up's 53 ms one-token batch among 31 chunks at 1.06 x gave 14 ms + 0.5 x,
+        # pricing every small chunk 7 ms high, and the hybrid stopped fusing).
+        if slope is not None and SLOPE_BOUNDS[0] <= slope <= SLOPE_BOUNDS[1]:
+            slope, ratio = float(slope), 0.0
         else:
             slope, ratio = 1.0, float(np.median(y / x))
         self.slope, self.ratio = slope, ratio

@@ -104,7 +104,8 @@ class MuxArgs:
         doc="which quantile of a fused iteration's recent overruns of its price (`--mux-policy hybrid`) its "
             "TBT budget takes off the SLO: the SLO's own P99 by default. Served on an H100 the overruns were "
             "bimodal (P98 3.0 ms, P99 5.2): replayed, 0.98 passed the capped conversation at TBT 30 up to "
-            "4 req/s and 0.99 to 3.3 (bench/results/whatif_fused_tail_2026-11-27/); not yet served")
+            "4 req/s and 0.99 to 3.3 (bench/results/whatif_fused_tail_2026-11-27/); not yet served. Overruns "
+            "over half the SLO are stalls that no chunk size avoids, left out while they are fewer than half")
     fused_start_budget: bool = _flag(
         False, "budget the first fused iteration of a streak for its own overrun (--mux-policy hybrid), apart from "
                "the streak's",

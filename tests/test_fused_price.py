@@ -118,3 +118,30 @@ def test_one_cluster_of_chunk_sizes_prices_a_larger_chunk_at_its_ratio_not_a_fla
     for x in [10.0, 20.0, 30.0, 44.0] * 9:
         wide.observe(x, 1.09 * x)
     assert wide.slope == pytest.approx(1.09) and wide.ratio == 0.0 and wide.price(44.0) == pytest.approx(47.96)
+
+
+# Session 44's H100, the capped conversation at TBT 30: the hybrid's first 32 fused iterations
+# (base price, measured ms; bench/results/x4_s44_2026-11-27/cap30lo/, where price = base until the
+# first refit). The first is the server's warm-up, a one-token batch.
+SERVED_FIRST_32 = [(9.34, 53.27), (9.34, 13.9), (9.34, 15.14), (24.43, 24.27), (19.87, 20.63), (24.55, 24.41),
+                   (25.8, 26.07), (26.63, 26.79), (27.46, 27.87), (28.29, 30.08), (29.12, 32.08), (25.12, 27.25),
+                   (25.97, 27.29), (26.8, 28.69), (26.08, 28.99), (16.91, 21.66), (24.15, 24.44), (23.94, 24.58),
+                   (23.18, 25.62), (23.81, 26.1), (24.45, 27.05), (23.46, 29.36), (24.01, 29.73), (22.84, 24.94),
+                   (17.29, 16.73), (22.8, 23.65), (23.93, 24.39), (23.16, 25.6), (23.8, 26.54), (22.86, 28.73),
+                   (23.41, 28.99), (23.96, 29.38)]
+
+
+def test_an_outlier_that_pulls_the_slope_out_of_bounds_gives_the_ratio_form_not_a_clamped_fixed_part():
+    """Clamped at 0.5, the served fit was 14.1 ms + 0.5 x: a 10-ms chunk priced at 22.5 ms with its
+    margin, where such iterations ran at ~1.06 x; the hybrid stopped fusing for the rest of the run."""
+    import numpy as np
+
+    x, y = np.array(SERVED_FIRST_32).T
+    assert np.polyfit(x, y, 1)[0] < 0.5  # the warm-up batch drags the least-squares slope to 0.18
+    fp = FusedPrice(prior_holds=True)
+    for a, b in SERVED_FIRST_32:
+        fp.observe(a, b)
+    ratio = float(np.median(y / x))
+    assert fp.slope == 1.0 and fp.ratio == pytest.approx(ratio) and 1.0 < ratio < 1.1
+    assert fp.fixed == pytest.approx(float(np.median(y - x)))
+    assert fp.price(10.0) < 16.0 < 22.5  # the clamped fit's price of the same chunk

@@ -615,8 +615,10 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
             est.fused_base_ms([PrefillReq(200, 400), PrefillReq(1, 1002), PrefillReq(1, 1199)])]
     assert rows[0]["fused_ratio"] == pytest.approx(15.0 / solo[0], abs=1e-4)  # priced solo before any
     assert rows[0]["prefill_sms"] == 0 and "fused_form" in rows[0]["host_ms"]
-    # the served price learned from both: 15 ms at two solo prices is flat, the slope's lower bound
-    assert rows[1]["fused_price"]["slope"] == 0.5
+    # the served price learned from both: 15 ms at two solo prices is flat, a slope out of bounds,
+    # so the price is the median ratio's (or excess's) form
+    assert rows[1]["fused_price"]["slope"] == 1.0
+    assert rows[1]["fused_price"]["ratio"] == pytest.approx((15.0 / solo[0] + 15.0 / solo[1]) / 2, abs=1e-4)
     assert est.fused_ms([PrefillReq(200, 400)], [1002, 1199]) == pytest.approx(est.fused_price.price(solo[1]))
     assert est.fused_price.price(solo[1]) > solo[1]
     # a fused iteration's host time is budgeted apart from a decode's (the first of each loop has

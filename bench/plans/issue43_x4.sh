@@ -8,9 +8,12 @@
 # in advance (session 42's H100 reached 40-70 % of the simulator's rates for every system), so each
 # bracket runs from ~0.6x to ~1.1x the simulator's prediction (bench/results/x4_s41_2026-11-27/sim/).
 # Three systems' searches take ~20-25 minutes: about what a lease leaves after the install.
-# H100: the TBT-30 column, one cell per GPU: the capped conversation (session 43: 0.83x, bisected;
-#       now with the fused budget's stalls left out of its quantile), code (session 42: level on a 21 %
-#       grid), sharegpt and chat-1k (neither served with the hybrid on an H100).
+# H100: the capped conversation at TBT 30 again (sessions 43 and 44: 0.83x and 0.85x; in 44 the
+#       fused price's clamped slope stopped the hybrid fusing, fixed since), and three TBT-50 cells not
+#       yet served with the hybrid on an H100: sharegpt, the uncapped conversation (one session in 20,
+#       90-s points climbing from 0.5 req/s, chunked 1024 last and only if time is left:
+#       conv_uncapped_sweep.sh) and the capped conversation with
+#       seed 1. Session 44 ran the TBT-30 column (bench/results/x4_s44_2026-11-27/job.sh).
 # H200: sharegpt at TBT 50 (session 41: 60 against 66 on a 10 % grid) and 30 (not bracketed), the
 #       capped conversation at TBT 50 with seed 1 (not bracketed), chat-1k at TBT 50, after the token
 #       check with the default policy on GPU 3 (--burst: a preemption, cut prompts' rests fused).
@@ -37,10 +40,11 @@ corr() {  # the token check on GPU 3, then that GPU's cell
     cell 3 "$@"
 }
 if [ -z "$H200" ]; then
-    cell 0 cap30 2.4,4.4 TBT_SLO_MS=30 &
-    cell 1 code30 12,20 CLIENT_PROCS=12 WORKLOAD=code TBT_SLO_MS=30 &
-    cell 2 sharegpt30 33,60 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 &
-    cell 3 chat30 12,22 CLIENT_PROCS=12 WORKLOAD=chat-1k TBT_SLO_MS=30 &
+    cell 0 cap30 1.8,3.6 TBT_SLO_MS=30 &
+    cell 1 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt &
+    SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" RATES=0.5,0.75,1 bash bench/plans/per_gpu.sh 2 \
+        bash bench/plans/conv_uncapped_sweep.sh $R/unc50 $(( $(left) - 40 )) > $R/unc50.log 2>&1 &
+    cell 3 cap50_s1 3,5 SEED=1 &
 else
     cell 0 sharegpt50 55,70 CLIENT_PROCS=12 WORKLOAD=sharegpt &
     cell 1 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 &
