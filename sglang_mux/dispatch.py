@@ -123,7 +123,8 @@ class Snapshot:
     chunked: WaitingReq | None = None
     # Time a fused iteration's gap adds to its price (its own DecodeHostTime over wall time less
     # the planned price, at --mux-fused-host-quantile: forming, launching and finishing SGLang's batch
-    # where the host outlasts the GPU, and the price's error); None: decode_host_ms.
+    # where the host outlasts the GPU, and the price's error); None: decode_host_ms (also while
+    # too few fused iterations are seen for that quantile: DecodeHostTime.ready).
     fused_host_ms: float | None = None
     # What a fused iteration's gap adds to its price at the median (its rate's time: the P99 is a
     # budget's, not a throughput's); None: fused_host_ms.
@@ -181,7 +182,8 @@ class DecodeHostTime:
     observations to keep the loop's cost flat. ``stall_ms``: gaps over it are stalls that no plan
     avoids (a smaller chunk does not shorten a host stall), so the quantile is taken over the rest
     while the rest is most of the window; more often than that, they are the host's pace. The
-    median counts them all (they cost time)."""
+    median counts them all (they cost time). ``ready``: enough observations that the quantile is
+    not the largest one seen."""
 
     def __init__(self, window: int = 256, quantile: float = 0.9, refresh: int = 32,
                  stall_ms: float | None = None):
@@ -211,6 +213,13 @@ class DecodeHostTime:
                 if k > len(g) // 2:
                     g = g[:k]
             self.value_ms = g[min(len(g) - 1, int(self.quantile * len(g)))]
+
+    @property
+    def ready(self) -> bool:
+        """Whether the window holds 2 / (1 - quantile) observations (200 for a P99): below that the
+        quantile is the window's maximum. Served, a fused budget taken from the largest of 97
+        overruns (13.6 ms at TBT 30) fitted no chunk again, so no fused iteration came to lower it."""
+        return self.quantile < 1.0 and len(self._gaps) >= min(self.window, 2.0 / (1.0 - self.quantile))
 
 
 class Policy(Protocol):

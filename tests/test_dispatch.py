@@ -926,6 +926,21 @@ def test_host_time_leaves_rare_stalls_out_of_its_quantile_not_a_slow_host():
         D.DecodeHostTime(stall_ms=0.0)
 
 
+def test_host_time_is_ready_once_its_quantile_is_not_the_largest_seen():
+    h = D.DecodeHostTime(window=256, quantile=0.99, refresh=1)
+    for _ in range(199):
+        h.observe(21.0, 20.0)
+    assert not h.ready  # a P99 of 199 is still their maximum
+    h.observe(21.0, 20.0)
+    assert h.ready
+    assert D.DecodeHostTime(window=10, quantile=0.99).ready is False  # a window too small never is...
+    small = D.DecodeHostTime(window=10, quantile=0.99, refresh=1)
+    for _ in range(10):
+        small.observe(21.0, 20.0)
+    assert small.ready  # ...until it is full: then the window is all there is
+    assert not D.DecodeHostTime(quantile=1.0).ready
+
+
 def test_hybrid_budgets_a_batch_start_for_its_host_time_and_fuses_while_none_fits():
     """The case of test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_decode,
     told how much host time an iteration that starts a layer-wise batch adds to its gap."""

@@ -411,9 +411,12 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
     sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0,
-                 overlap_decode=False)
+                 overlap_decode=False, fused_host_quantile=0.5)
     seen = [(s.decode_host_ms, s.fused_host_ms) for s in snaps]
-    assert seen[0] == (0.0, 0.0) and {round(f, 9) for _, f in seen[1:]} == {2.0}  # nothing seen yet: 0
+    fused = [f for _, f in seen]
+    k = next(i for i, f in enumerate(fused) if f is not None)
+    # the decode's budget (None) until 2 / (1 - 0.5) fused iterations are seen, then the fused one's
+    assert k > 0 and set(fused[:k]) == {None} and {round(f, 9) for f in fused[k:]} == {2.0}
     assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
     snaps.clear()
     est = FakeEstimator()
@@ -454,9 +457,10 @@ def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
     snaps = []
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0, 6.0])
+    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0, 6.0], fused_host_quantile=0.9)
     seen = [s.fused_host_ms for s in snaps]
-    assert seen[0] == 0.0 and max(seen) == pytest.approx(6.0)  # the P99 of {-1, 6}: 6 once seen
+    # the P90 of {-1, 6} draws: 6, once 2 / (1 - 0.9) fused iterations are seen (None before)
+    assert seen[0] is None and max(f for f in seen if f is not None) == pytest.approx(6.0)
     assert r.summary["reasons"]["fused"] > 0
     with pytest.raises(ValueError, match="empty list of draws"):
         sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_host_ms=[])
@@ -470,13 +474,14 @@ def test_a_streaks_first_fused_iteration_draws_and_books_its_own_overrun():
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
     r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0], fused_start_host_ms=[12.0],
-                     overlap_decode=False)  # decodes alone end streaks: many starts
+                     overlap_decode=False, fused_host_quantile=0.5)  # decodes alone end streaks: many starts
     assert snaps[0].fused_streak is False and snaps[0].fused_start_host_ms == 0.0  # nothing seen yet
     streaks = [s.fused_streak for s in snaps]
     assert True in streaks and streaks.count(False) > 1
     after = [s for s in snaps[1:] if s.fused_start_host_ms]
     assert after and {round(s.fused_start_host_ms, 9) for s in after} == {12.0}
-    assert max(s.fused_host_ms for s in snaps) == pytest.approx(0.0)  # -1 ms past the price: books 0
+    booked = [s.fused_host_ms for s in snaps if s.fused_host_ms is not None]
+    assert booked and max(booked) == pytest.approx(0.0)  # -1 ms past the price: books 0
     assert r.summary["reasons"]["fused"] > 0
     with pytest.raises(ValueError, match="fused_start_host_ms: at least one overrun"):
         sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_start_host_ms=[1.0])
