@@ -8,7 +8,9 @@
 #   points. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO
 #   (conv_uncapped_sweep.sh). Each system climbs RATES and stops at its first failure.
 # RATES start at the work bound's mixed-chunk rate (bench/results/x4_s43_2026-11-27/work_bound_tp4.md:
-#   capped 1.5-2.5 req/s, uncapped 1-1.25, between the all-reduce's eager price and none).
+#   capped 1.5-2.5 req/s, uncapped 1-1.25, between the all-reduce's eager price and none). The
+#   simulator (bench/results/sim_70b_tp4_2026-11-27/) has the capped cell at hybrid 2, chunked 1024
+#   1.5, the other chunk sizes failing 1.5: about 7 points in all, so four systems should fit a lease.
 # A 70B TP-4 server's start is a guess (STARTUP_S=240: the table's harness built the slice and its 108
 # decode graphs in 31 s; SGLang's own start and the dummy weights of 4 ranks add to that). Six
 # systems do not fit one lease: the first three decide the ratio, the rest run while time is left,
