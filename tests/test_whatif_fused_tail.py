@@ -34,3 +34,23 @@ def test_quantiles_replay_the_served_column_at_each_budget_quantile(monkeypatch,
     with pytest.raises(SystemExit) as e:
         W.main(["--quantiles", "0.5,1.5"])
     assert e.value.code == 2
+
+
+def test_stalls_replay_each_cell_with_stalls_booked_and_left_out(monkeypatch, capsys):
+    """--stalls plays the hybrid twice a rate (the server's budget before and now) beside chunked
+    512, on session 43's host's overruns too, whose stall cluster it reports."""
+    calls = []
+    monkeypatch.setattr(W.M, "simulator_inputs", lambda: ("est", "jit", "host", "corun"))
+    s43 = "capped conversation (<= 8000), session 43's host"
+    monkeypatch.setattr(W, "STALL_CELLS", {s43: (W.STALL_CELLS[s43][0], (2.9,))})
+
+    def point(est, jit, host, corun, w, tbt, name, rate, tmp, fused_host=None, start_host=None, **kw):
+        calls.append((name, rate, kw.get("fused_stalls_apart"), w is W.M.WORKLOADS["capped conversation (<= 8000)"]))
+        return {"ok": True, "ttft_p99_s": 1.0, "tbt_p99_ms": 29.0}
+
+    monkeypatch.setattr(W.M, "run_point", point)
+    assert W.main(["--stalls"]) == 0
+    assert calls == [("hybrid", 2.9, False, True), ("hybrid", 2.9, True, True), ("chunked 512 + mixed", 2.9, None, True)]
+    out = capsys.readouterr().out
+    # as bench.analysis.tbt_tail reports that timeline: 2,900 fused, 1.34 % over 15 ms, P99 19.6 / 8.2 ms
+    assert "2900 fused overruns, 1.34% over 15 ms; P99 19.6 ms, 8.2 ms without those" in out
