@@ -10,8 +10,9 @@ served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
 judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, or where the fitted
-slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of the median excess (slope 1, ``fixed``) and the
-median ratio (``ratio`` x base), so that a chunk larger than those seen is not priced low.
+slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of
+the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base), so that a chunk
+larger than those seen is not priced low.
 """
 
 from __future__ import annotations

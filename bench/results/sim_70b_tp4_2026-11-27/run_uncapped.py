@@ -1,0 +1,24 @@
+"""The simulator's uncapped-conversation cell for the 70B shape at TP 4: TBT 100 ms, the length-aware
+TTFT SLO (P99 of TTFT - 0.2 ms x prompt <= 2 s), 90 s of Poisson arrivals a point, judged by
+bench.run's drift test and by the length-aware one proposed for these cells (--queue-drift).
+    PYTHONPATH=. python bench/results/sim_70b_tp4_2026-11-27/run_uncapped.py > uncapped_tbt100.md"""
+import tempfile
+from pathlib import Path
+
+from bench.analysis import sim_hybrid_map as M
+from bench.analysis.whatif_fused_tail import point_text
+
+T = "contention_tables/llama-3.1-70b__nvidia-h100-80gb-hbm3__fa3__tp4"
+NAME = "uncapped conversation (1 session in 20)"
+SYSTEMS = ("hybrid", "chunked 512 + mixed", "chunked 1024 + mixed", "chunked 2048 + mixed")
+est, jit, host, corun = M.simulator_inputs(T)
+print(f"table {T}; {NAME}, TBT 100 ms; each point: pass, P99 of TTFT less 0.2 ms a prompt token (s), P99 TBT ms\n")
+with tempfile.TemporaryDirectory() as d:
+    for queue in (False, True):
+        w = M.chosen_workloads((NAME,), queue_drift=queue)[NAME]
+        print(f"## drift test: {'length-aware (--queue-drift)' if queue else 'bench.run'}\n")
+        print("| req/s | " + " | ".join(SYSTEMS) + " |\n|---:|" + "---|" * len(SYSTEMS))
+        for r in (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0):
+            cells = [M.run_point(est, jit, host, corun, w, 100.0, n, r, Path(d)) for n in SYSTEMS]
+            print(f"| {r:g} | " + " | ".join(map(point_text, cells)) + " |", flush=True)
+        print()
