@@ -10,7 +10,9 @@
 # RATES start at the work bound's mixed-chunk rate (bench/results/x4_s43_2026-11-27/work_bound_tp4.md:
 #   capped 1.5-2.5 req/s, uncapped 1-1.25, between the all-reduce's eager price and none). The
 #   simulator (bench/results/sim_70b_tp4_2026-11-27/) has the capped cell at hybrid 2, chunked 1024
-#   1.5, the other chunk sizes failing 1.5: about 7 points in all, so four systems should fit a lease.
+#   1.5, the other chunk sizes failing 1.5: about 7 points in all, so four systems should fit a lease;
+#   the uncapped cell at 0.2-0.4 req/s for the hybrid and chunked 512 (1024 and 2048 failing TBT at any
+#   rate), noisy at 90-s points.
 # A 70B TP-4 server's start is a guess (STARTUP_S=240: the table's harness built the slice and its 108
 # decode graphs in 31 s; SGLang's own start and the dummy weights of 4 ranks add to that). Six
 # systems do not fit one lease: the first three decide the ratio, the rest run while time is left,
@@ -32,7 +34,7 @@ SYS=${SYSTEMS:-"mux-hybrid sglang-chunked-512 sglang-chunked-1024 sglang-chunked
 if [ "$CELL" = capped ]; then
     SYSTEMS="$SYS" bash bench/plans/fa3_conv8k_sweep.sh $R/cap70 "${RATES:-1.5,2,2.5,3}" $(( $(left) - 40 )) > $R/cap70.log 2>&1
 else
-    SYSTEMS="$SYS" RATES=${RATES:-1,1.25,1.5,1.75} bash bench/plans/conv_uncapped_sweep.sh $R/unc70 $(( $(left) - 40 )) \
+    SYSTEMS="$SYS" RATES=${RATES:-0.2,0.3,0.4,0.5} bash bench/plans/conv_uncapped_sweep.sh $R/unc70 $(( $(left) - 40 )) \
         > $R/unc70.log 2>&1
 fi
 echo done > $R/done
