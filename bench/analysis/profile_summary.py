@@ -20,7 +20,7 @@ import pandas as pd
 
 from sglang_mux import cli
 
-KINDS = ("cuda_runtime", "cpu_op", "user_annotation", "python_function")
+KINDS = ("cuda_runtime", "cuda_driver", "cpu_op", "user_annotation", "python_function")
 
 
 def load_events(path: str | Path) -> pd.DataFrame:
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         raise cli.UsageError(f"{a.trace}: no CPU or CUDA-runtime events (was the profile started with CPU activity?)")
     span = (ev.ts + ev.dur).max() - ev.ts.min()
     print(f"{a.trace}: {len(ev)} events over {span / 1e3:.1f} ms\n")
-    for kind in ("cuda_runtime", "cpu_op", "user_annotation"):
+    for kind in ("cuda_runtime", "cuda_driver", "cpu_op", "user_annotation"):
         print(f"## {kind}\n\n{markdown(by_name(ev, kind, a.top))}\n")
     return 0
 
