@@ -147,7 +147,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     (``Snapshot.start_host_ms``; None: starts are not told apart). ``fused_host_quantile``: the
     quantile of the fused overruns that budget books (the server's FUSED_HOST_QUANTILE; a what-if
     may try others); ``fused_stalls_apart``: that quantile leaves out overruns over
-    HOST_STALL_SHARE of the SLO, as the server's does (False: books them, as it did before).
+    HOST_STALL_SHARE of the SLO, as the server's does (False: books them too, for a what-if).
     ``fused_start_host_ms``: overruns that the first fused iteration of a streak
     (after any other kind) draws from instead, booked to its own budget and told the policy as
     the server does (``Snapshot.fused_start_host_ms``; None: streak starts are not told apart).
