@@ -15,9 +15,10 @@
 #   allreduce    python -m profiling.allreduce at TP AR_TP (default 2), all-reduces 8,192 wide (70B): their time per
 #                lane, partition and token count, and whether they stay on their lane's SMs
 #                -> OUT/allreduce.json
-#   dp           the 8B shape at --dp-size 2 (a mux in each replica behind SGLang's data-parallel
+#   dp           the 8B shape at --dp-size 2 (the hybrid in each replica behind SGLang's data-parallel
 #                controller) against one replica, capped conversation at DP_RATES (default 8) and
-#                RATES -> OUT/dp/ (summary per system; /metrics carries a dp_rank label per replica)
+#                RATES (default 4), or bisected in DP_SEARCH and ONE_SEARCH (LO,HI), on PORT
+#                -> OUT/dp/ (summary per system; /metrics carries a dp_rank label per replica)
 # Session 38 (2 x H200, bench/results/tp2_smoke_h200x2_2026-11-27/): the mux's TP-2 tiny server took
 # 2.5 minutes to start (its first decode graph capture alone 83 s) and served the whole check;
 # plain SGLang's was cut by the 276 s left to the part, so give correctness a call of its own.
@@ -93,9 +94,13 @@ if has allreduce; then
     gpu_free || exit 2
 fi
 
-if has dp; then
-    python -m bench.run --systems mux --rates "${DP_RATES:-8}" "${RUN[@]}" --out "$OUT/dp/dp2" \
-        --server-args "$SA --dp-size 2" --time-budget-s "$(( $(left) / 2 ))" 2>&1 | grep -v "requests over" | tail -n 3
-    CUDA_VISIBLE_DEVICES=0 python -m bench.run --systems mux --rates "${RATES:-4}" "${RUN[@]}" --out "$OUT/dp/dp1" \
-        --server-args "$SA" --time-budget-s "$(( $(left) - 20 ))" 2>&1 | grep -v "requests over" | tail -n 3
+if has dp; then  # the default policy in each replica; DP_SEARCH / ONE_SEARCH=LO,HI bisect instead of the rates
+    pick() { if [ -n "$2" ]; then echo --search "$2"; else echo --rates "$1"; fi; }
+    python -m bench.run --systems mux-hybrid $(pick "${DP_RATES:-8}" "${DP_SEARCH:-}") "${RUN[@]}" --out "$OUT/dp/dp2" \
+        --port "${PORT:-30000}" --server-args "$SA --dp-size 2" --time-budget-s "$(( $(left) / 2 ))" 2>&1 \
+        | grep -v "requests over" | tail -n 3
+    # one replica on the first of this call's GPUs
+    CUDA_VISIBLE_DEVICES=$(first="${CUDA_VISIBLE_DEVICES:-0}"; echo "${first%%,*}") python -m bench.run --systems mux-hybrid \
+        $(pick "${RATES:-4}" "${ONE_SEARCH:-}") "${RUN[@]}" --out "$OUT/dp/dp1" --port "${PORT:-30000}" --server-args "$SA" \
+        --time-budget-s "$(( $(left) - 20 ))" 2>&1 | grep -v "requests over" | tail -n 3
 fi
