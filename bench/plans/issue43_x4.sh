@@ -23,16 +23,8 @@
 # Session 42 ran the plan before this one (reliability, token check, TBT 30 at fixed rates):
 # bench/results/x4_s42_2026-11-27/job.sh.
 END=${1:?END epoch}
-cd /tmp/t && source .gpu/env.sh
-R=/tmp/res; mkdir -p $R
-left() { echo $(( END - $(date +%s) )); }
-nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
+source /tmp/t/bench/plans/lease.sh
 nvidia-smi -L | grep -q H200 && H200=1 || H200=
-cell() {  # cell GPU NAME LO,HI [ENV...]
-    local g=$1 n=$2 r=$3; shift 3
-    env SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" "$@" bash bench/plans/per_gpu.sh "$g" \
-        bash bench/plans/fa3_conv8k_sweep.sh $R/$n "search:$r" $(( $(left) - 40 )) > $R/$n.log 2>&1
-}
 corr() {  # the token check on GPU 3, then that GPU's cell
     python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
     CUDA_VISIBLE_DEVICES=3 taskset -c 48-63 timeout 420 python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt \

@@ -21,10 +21,7 @@
 # instead (table_70b_tp2.sh).
 END=${1:?END epoch}
 CELL=${2:-capped}
-cd /tmp/t && source .gpu/env.sh
-R=/tmp/res; mkdir -p $R
-left() { echo $(( END - $(date +%s) )); }
-nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
+source /tmp/t/bench/plans/lease.sh
 if nvidia-smi -L | grep -q H200; then
     bash bench/plans/table_70b_tp2.sh 0 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1
     echo done > $R/done; exit 0

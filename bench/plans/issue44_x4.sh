@@ -13,15 +13,7 @@
 # Session 43 ran the plan before this one (rank kills, --disable-mux pairs, the TP-4 table and its
 # all-reduces): bench/results/x4_s43_2026-11-27/job.sh.
 END=${1:?END epoch}
-cd /tmp/t && source .gpu/env.sh
-R=/tmp/res; mkdir -p $R
-left() { echo $(( END - $(date +%s) )); }
-nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
-cell() {  # cell GPU NAME LO,HI [ENV...]
-    local g=$1 n=$2 r=$3; shift 3
-    env SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" "$@" bash bench/plans/per_gpu.sh "$g" \
-        bash bench/plans/fa3_conv8k_sweep.sh $R/$n "search:$r" $(( $(left) - 40 )) > $R/$n.log 2>&1
-}
+source /tmp/t/bench/plans/lease.sh
 mg() {  # mg GPUS CORES NAME PARTS SECONDS [ENV...]: multi_gpu.sh's parts on two GPUs
     local g=$1 c=$2 n=$3 parts=$4 s=$5; shift 5
     CUDA_VISIBLE_DEVICES=$g taskset -c "$c" env PARTS="$parts" "$@" bash bench/plans/multi_gpu.sh $R/$n "$s" \

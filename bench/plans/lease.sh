@@ -1,0 +1,12 @@
+# Sourced by the 4-GPU lease plans (issue43_x4.sh, issue44_x4.sh, issue44_70b_x4.sh) once END (epoch)
+# is set: run from the copy of the tree in /tmp/t with the bundle's environment, results in R=/tmp/res,
+# left = seconds to END, the host's GPUs in R/host0.txt, and cell: one SLO-map cell on one GPU.
+cd /tmp/t && source .gpu/env.sh
+R=/tmp/res; mkdir -p $R
+left() { echo $(( END - $(date +%s) )); }
+nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
+cell() {  # cell GPU NAME LO,HI [ENV...]: each system's goodput bisected on that GPU (per_gpu.sh)
+    local g=$1 n=$2 r=$3; shift 3
+    env SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" "$@" bash bench/plans/per_gpu.sh "$g" \
+        bash bench/plans/fa3_conv8k_sweep.sh $R/$n "search:$r" $(( $(left) - 40 )) > $R/$n.log 2>&1
+}
