@@ -221,6 +221,11 @@ class DecodeHostTime:
         overruns (13.6 ms at TBT 30) fitted no chunk again, so no fused iteration came to lower it."""
         return self.quantile < 1.0 and len(self._gaps) >= min(self.window, 2.0 / (1.0 - self.quantile))
 
+    @property
+    def budget_ms(self) -> float | None:
+        """``value_ms`` once ``ready``, else None (the policy then books the decode's host time)."""
+        return self.value_ms if self.ready else None
+
 
 class Policy(Protocol):
     def plan(self, snap: Snapshot) -> Plan: ...

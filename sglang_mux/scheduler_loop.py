@@ -466,8 +466,7 @@ class MuxLoop:
             decode_host_ms=self.host_time.value_ms if self.host_time is not None else 0.0,
             decode_contexts=decode_contexts(decoding) if wants_ctx else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
-            fused_host_ms=self.fused_host_time.value_ms
-            if self.fused_host_time is not None and self.fused_host_time.ready else None,
+            fused_host_ms=self.fused_host_time.budget_ms if self.fused_host_time is not None else None,
             fused_rate_host_ms=self.fused_host_time.median_ms if self.fused_host_time is not None else None,
             start_host_ms=self.start_host_time.value_ms if self.start_host_time is not None else None,
             fused_streak=self.pending is not None,

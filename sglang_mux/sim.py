@@ -258,8 +258,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
                                     paused_prefill=paused, waiting=waiting,
                                     decode_host_ms=host_ms if host_budget is None else host_budget.value_ms,
                                     decode_contexts=ctxs, chunked=chunked,
-                                    fused_host_ms=fused_host_ms if fused_budget is None
-                                    else fused_budget.value_ms if fused_budget.ready else None,
+                                    fused_host_ms=fused_host_ms if fused_budget is None else fused_budget.budget_ms,
                                     fused_rate_host_ms=None if fused_budget is None else fused_budget.median_ms,
                                     start_host_ms=None if start_budget is None else start_budget.value_ms,
                                     fused_streak=streak,

@@ -930,9 +930,9 @@ def test_host_time_is_ready_once_its_quantile_is_not_the_largest_seen():
     h = D.DecodeHostTime(window=256, quantile=0.99, refresh=1)
     for _ in range(199):
         h.observe(21.0, 20.0)
-    assert not h.ready  # a P99 of 199 is still their maximum
+    assert not h.ready and h.budget_ms is None  # a P99 of 199 is still their maximum
     h.observe(21.0, 20.0)
-    assert h.ready
+    assert h.ready and h.budget_ms == h.value_ms == pytest.approx(1.0)
     assert D.DecodeHostTime(window=10, quantile=0.99).ready is False  # a window too small never is...
     small = D.DecodeHostTime(window=10, quantile=0.99, refresh=1)
     for _ in range(10):

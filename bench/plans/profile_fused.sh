@@ -11,6 +11,7 @@
 # warm-up requests, the cache flush and ~10 s of the point) change it. ~4-5 minutes a system.
 set -u
 OUT=${1:?usage: profile_fused.sh OUT}
+BUDGET=0; source "$(dirname "$0")/one_host.sh"  # healthy
 mkdir -p "$OUT"
 PORT=${PORT:-30000}
 URL=http://127.0.0.1:$PORT
@@ -22,7 +23,7 @@ for sys in ${SYSTEMS:-mux-hybrid sglang-chunked-1024}; do
         --server-args "--sampling-backend pytorch --grammar-backend none --enable-metrics" --no-progress \
         --model-path launch/models/llama-3.1-8b --out "$OUT/run" > "$OUT/$sys.run.log" 2>&1 &
     run=$!
-    for _ in $(seq 1 120); do curl -sf "$URL/health" > /dev/null && break; sleep 3; done
+    for _ in $(seq 1 120); do healthy "$URL" && break; sleep 3; done
     sleep "${WAIT_S:-25}"
     curl -s -X POST "$URL/start_profile" -H 'Content-Type: application/json' \
         -d "{\"output_dir\": \"$prof\", \"activities\": [\"CPU\", \"GPU\"]}" > "$OUT/$sys.start.txt" 2>&1
