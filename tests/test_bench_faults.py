@@ -129,6 +129,9 @@ def _fake_tp_server(tmp_path):
     code = """
 import subprocess, sys, time
 kids = [subprocess.Popen(["bash", "-c", f'exec -a "sglang::scheduler_TP{r}" sleep 60']) for r in (10, 1)]
+# Popen returns at the fork; the title shows only once bash has exec'd (CI raced this).
+while not all(b"scheduler_TP" in open(f"/proc/{k.pid}/cmdline", "rb").read() for k in kids):
+    time.sleep(0.01)
 print(" ".join(str(k.pid) for k in kids), flush=True)
 while all(k.poll() is None for k in kids):
     time.sleep(0.05)
