@@ -42,3 +42,20 @@ def test_a_file_that_is_no_trace_says_what_to_give(tmp_path):
     bad.write_text(json.dumps({"other": 1}))
     with pytest.raises(UsageError, match="traceEvents"):
         P.load_events(bad)
+
+
+def test_waits_for_the_gpu_are_tabled_by_the_step_and_operator_that_made_them(tmp_path, capsys):
+    ev = P.load_events(_trace(tmp_path))
+    extra = [("user_annotation", "scheduler.run_batch", 1, 7, 100.0, 20000.0),
+             ("user_annotation", "scheduler.process_batch_result", 1, 7, 30000.0, 5000.0),
+             ("cuda_runtime", "cudaEventSynchronize", 1, 7, 31000.0, 2000.0),
+             ("cuda_runtime", "cudaStreamSynchronize", 1, 8, 0.0, 500.0)]  # another thread: nothing around it
+    ev = P.pd.concat([ev, P.pd.DataFrame(extra, columns=ev.columns)], ignore_index=True)
+    t = P.syncs_by_caller(ev)
+    assert list(t.index) == ["cudaStreamSynchronize in scheduler.run_batch / aten::copy_",
+                             "cudaEventSynchronize in scheduler.process_batch_result / -",
+                             "cudaStreamSynchronize in - / -"]
+    assert t.iloc[0].tolist() == [1, 9.0, 9.0, 9.0]
+    assert P.syncs_by_caller(ev[~ev.name.isin(["cudaStreamSynchronize", "cudaEventSynchronize"])]).empty
+    assert P.main([str(_trace(tmp_path))]) == 0
+    assert "| `cudaStreamSynchronize in - / aten::copy_` | 1 | 9.00 |" in capsys.readouterr().out

@@ -6,9 +6,10 @@ Served at TBT 30 on H100s, the hybrid's fused iterations spent 8-10 ms at the me
 in the iterations over the SLO, in the ``fused_launch`` lap: SGLang's launch of a mixed batch
 through its prefill CUDA graph (bench/results/x4_s44_2026-11-27/). The loop's clock cannot tell
 launching from waiting for the GPU: a blocking copy or synchronisation spins on the CPU. The CUDA
-runtime calls in a trace can: this tables them (count, total and largest ms, per thread), beside
-the CPU operators with the most time, so a run of the hybrid and one of chunked prefill can be set
-side by side. Plain Python (pandas), no GPU.
+runtime calls in a trace can: this tables them (count, total and largest ms), beside the CPU
+operators with the most time, and the waits for the GPU by the SGLang step and operator that made
+them, so a run of the hybrid and one of chunked prefill can be set side by side. Plain Python
+(pandas), no GPU.
 """
 from __future__ import annotations
 
@@ -53,6 +54,30 @@ def by_name(ev: pd.DataFrame, kind: str, top: int) -> pd.DataFrame:
     return out.sort_values("total_ms", ascending=False).head(top)
 
 
+SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")
+
+
+def syncs_by_caller(ev: pd.DataFrame) -> pd.DataFrame:
+    """The host's waits for the GPU (the CUDA runtime calls in SYNCS) grouped by what called them:
+    the innermost SGLang step around each (``user_annotation``, e.g. ``scheduler.run_batch``) and
+    the innermost CPU operator (e.g. ``aten::_local_scalar_dense``: a ``.item()``), on the same
+    thread; "-" where none encloses it. Count, total, median and largest ms, most total first. A
+    wait inside a launch keeps the GPU from running ahead of the host."""
+    waits = ev[(ev.kind == "cuda_runtime") & ev.name.isin(SYNCS)]
+    rows = []
+    for w in waits.itertuples():
+        around = ev[(ev.pid == w.pid) & (ev.tid == w.tid) & (ev.ts <= w.ts) & (ev.ts + ev.dur >= w.ts + w.dur)]
+        inner = {k: around[around.kind == k].sort_values("ts").name.iloc[-1] if (around.kind == k).any() else "-"
+                 for k in ("user_annotation", "cpu_op")}
+        rows.append((f"{w.name} in {inner['user_annotation']} / {inner['cpu_op']}", w.dur))
+    if not rows:
+        return pd.DataFrame(columns=["count", "total_ms", "median_ms", "max_ms"])
+    g = pd.DataFrame(rows, columns=["name", "dur"]).groupby("name").dur
+    out = pd.DataFrame({"count": g.size(), "total_ms": g.sum() / 1e3, "median_ms": g.median() / 1e3,
+                        "max_ms": g.max() / 1e3})
+    return out.sort_values("total_ms", ascending=False)
+
+
 def markdown(df: pd.DataFrame) -> str:
     head = "| name | count | total ms | median ms | max ms |\n|---|---:|---:|---:|---:|"
     rows = [f"| `{n}` | {int(r['count'])} | {r.total_ms:.2f} | {r.median_ms:.3f} | {r.max_ms:.2f} |"
@@ -72,6 +97,7 @@ def main(argv=None) -> int:
     print(f"{a.trace}: {len(ev)} events over {span / 1e3:.1f} ms\n")
     for kind in ("cuda_runtime", "cuda_driver", "cpu_op", "user_annotation"):
         print(f"## {kind}\n\n{markdown(by_name(ev, kind, a.top))}\n")
+    print(f"## waits for the GPU, by caller (SGLang step / CPU operator)\n\n{markdown(syncs_by_caller(ev).head(a.top))}\n")
     return 0
 
 
