@@ -30,6 +30,17 @@
 # minutes of device time unless the machine counts part of its held time (the run reply's lease.counts).
 # At full count, one machine each: serve; faults 4; kv 0.5 -- and serve; preempt 2; soak 6 15;
 # wait ...; end 4 60 (~27 minutes with the install: the preemption faults are the soak's warm-up).
+# Issue 43's run after the hybrid (25 minutes at the capped conversation's H100 goodput, 4.4 req/s
+# at TBT 50, bench/results/capped_tbt50_h100_2026-11-27/; SIGTERM 5 times; the token check) fits
+# one session on nvidia-h100-x1 while a one-chip machine counts half. There are two machines, each
+# held ~32 minutes: a machine goes back after 30 minutes, but only at the end of the call in flight.
+#   machine 1: the install's last call ends "&& bash bench/plans/reliability.sh serve && bash
+#     bench/plans/reliability.sh soak 4.4 25"; then "wait 570" calls back to back. The call that
+#     starts after ~26 minutes is "wait 570; end 4.4 60" and tars /tmp/rel to $OUT (SIGTERM 1).
+#   machine 2: the install, then SIGTERM 2-5 in two calls, "REL_OUT=/tmp/rel/s1 bash
+#     bench/plans/reliability.sh sigterms 2 4.4" and the same with /tmp/rel/s2 (~7 minutes each).
+#     Then tests/gpu/e2e_correctness.py --burst on the tiny checkpoint with the default policy:
+#     40 prompts and 6 four-turn sessions, a preemption, fused iterations (issue43_x4.sh's corr()).
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
 # tar it to $OUT after each command. SERVER_ARGS: more arguments for every server the plan starts
