@@ -17,8 +17,8 @@ directory (``<system>__<rate>.jsonl`` or ``.jsonl.xz``), since a summary keeps o
 
     python -m bench.slo_map --cells RUN [RUN ...] [--predicted MAP.json] [--plot OUT.png] [--json OUT.json]
 
-A map over runs: each run is one cell, its workload judged by the run's own SLOs; mux / best
-chunked prefill per cell (a bound where one side passed none of its rates), beside the
+A map over runs: each run is one cell, its workload judged by the run's own SLOs (``A+B``: the
+rounds A then B of one cell on one host, merged by `merged_runs`); mux / best chunked prefill per cell (a bound where one side passed none of its rates), beside the
 simulator's prediction (``bench.analysis.sim_hybrid_map``'s JSON), whose other cells the plot
 shows grey.
 """
@@ -196,6 +196,32 @@ def map_cell(summary: dict, mux: str | None = None) -> dict:
             "ratio": ratio, "ratio_rel": rel}
 
 
+def merged_runs(summaries: list[dict]) -> dict:
+    """One cell from several runs of it on one host, in the order they ran (a second round that
+    searched below the first's brackets): each system's points of every run, where two runs
+    tested the same rate the later one's. Raises UsageError unless the runs share their workload,
+    SLOs, device and CPU (that they shared a host is the caller's word: give runs of one lease)."""
+    first = summaries[0]
+    for s in summaries[1:]:
+        for key in ("workload", "slo", "device"):
+            if s.get(key) != first.get(key):
+                raise cli.UsageError(f"runs joined into one cell differ in {key}: {first.get(key)} against "
+                                     f"{s.get(key)}; join only rounds of one cell on one host")
+        hw, hw0 = s.get("hardware") or {}, first.get("hardware") or {}
+        if (hw.get("cpu_model"), hw.get("cpus")) != (hw0.get("cpu_model"), hw0.get("cpus")):
+            raise cli.UsageError("runs joined into one cell ran on different hosts' CPUs; join only rounds of one lease")
+    systems_: dict[str, dict] = {}
+    for s in summaries:
+        for name, sysd in s["systems"].items():
+            cur = systems_.setdefault(name, {**sysd, "points": []})
+            if cur.get("start") is None:
+                cur["start"] = sysd.get("start")
+            by_rate = {p["rate"]: p for p in cur["points"]}
+            by_rate.update({p["rate"]: p for p in sysd.get("points") or []})
+            cur["points"] = [by_rate[r] for r in sorted(by_rate)]
+    return {**first, "systems": systems_}
+
+
 def predicted_cell(sim_map: dict, workload: str, tbt: float) -> float | None:
     """The simulator's hybrid / best chunked for a cell (``bench.analysis.sim_hybrid_map``'s
     JSON), None where it has none."""
@@ -262,7 +288,7 @@ def plot_cells(cells: list[dict], path: Path, predicted: dict | None = None, bou
 def main(argv: list[str] | None = None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.slo_map", description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, nargs="+", help="a bench.run output dir (its summary.json); with --cells, one "
-                                                      "per cell")
+                                                      "per cell, or a cell's rounds on one host joined by '+'")
     ap.add_argument("--tbt", default="30,50,100", type=_cli_io.numbers(example="30,50,100"), help="P99 TBT SLOs (ms), comma list")
     ap.add_argument("--ttft", default="2000,5000", type=_cli_io.numbers(example="2000,5000"),
                     help="P99 TTFT SLOs (ms), comma list (the intercepts S of a length-aware SLO)")
@@ -279,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --cells: a bench.analysis.sim_hybrid_map JSON whose hybrid / best chunked each cell shows")
     a = ap.parse_args(argv)
     if a.cells:
-        cells = [map_cell(_cli_io.run_summary(r)[1], a.mux) for r in a.run]
+        cells = [map_cell(merged_runs([_cli_io.run_summary(p)[1] for p in str(r).split("+")]), a.mux)
+                 for r in a.run]
         pred = _cli_io.read_json(a.predicted, "sim_hybrid_map JSON") if a.predicted else None
         print(render_cells(cells, pred))
         if a.json:

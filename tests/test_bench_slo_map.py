@@ -126,3 +126,21 @@ def test_a_map_cell_needs_a_multiplexed_and_a_chunked_system():
     only_chunked = {**summary, "systems": {k: v for k, v in summary["systems"].items() if k.startswith("sglang")}}
     with pytest.raises(cli.UsageError, match="one multiplexed system"):
         slo_map.map_cell(only_chunked)
+
+
+def test_a_cells_rounds_on_one_host_merge_the_later_round_deciding_a_rate_tested_twice(tmp_path, capsys):
+    s44 = RESULTS / "x4_s44_2026-11-27"
+    first, second = (json.loads((s44 / d / "summary.json").read_text()) for d in ("code30", "code30lo"))
+    # chunked 512 failed 12 req/s in the first round (P99 TBT 31.9 ms) and passed it in the second
+    assert slo_map.map_cell(first)["chunked_goodput"] == [12.0, "<"]
+    c = slo_map.map_cell(slo_map.merged_runs([first, second]))
+    assert (c["mux_goodput"], c["best_chunked"], c["chunked_goodput"]) == ([12.0, "="], "sglang-chunked-512", [12.0, "="])
+    assert c["ratio"] == 1.0
+    other = {**second, "slo": {**second["slo"], "tbt_ms": 50.0}}
+    with pytest.raises(cli.UsageError, match="differ in slo"):
+        slo_map.merged_runs([first, other])
+    lone = {**second, "hardware": {**second["hardware"], "cpus": 16}}
+    with pytest.raises(cli.UsageError, match="different hosts"):
+        slo_map.merged_runs([first, lone])
+    assert slo_map.main(["--cells", f"{s44 / 'code30'}+{s44 / 'code30lo'}"]) == 0
+    assert "| 30 | code | mux-hybrid 12 | sglang-chunked-512 12 | 1.00 |" in capsys.readouterr().out
