@@ -2,13 +2,13 @@
 # Issue 44's GPU items on one 4-GPU lease, run from a copy of the tree in /tmp/t in the background with
 # an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x4.sh END > /tmp/job.log 2>&1 < /dev/null &)
-# GPUs 0, 1 (cores 0-31), one after another: greedy outputs against plain SGLang at TP 2 with the
-#        default policy (the hybrid: fused iterations and a preemption; ~9.5 minutes), then one rank
-#        killed 3 times (the error that names the rank, fixed in session 43 for a rank lost while
-#        receiving requests, not yet rerun).
-# GPUs 2, 3 (cores 32-63): H100, --dp-size 2 against one replica on the capped conversation at TBT 50,
-#        each bisected (issue 44: >= 1.9x); H200, the Llama-3.1-70B shape's TP-2 table on GPU 2
-#        (table_70b_tp2.sh) and sharegpt at TBT 50 on GPU 3.
+# GPUs 0, 1 (the first half of the cores, whole cores: cores_for), one after another: greedy
+#        outputs against plain SGLang at TP 2 with the default policy (the hybrid: fused iterations
+#        and a preemption; ~9.5 minutes), then one rank killed 3 times (the error that names the
+#        rank, fixed in session 43 for a rank lost while receiving requests, not yet rerun).
+# GPUs 2, 3 (the second half): H100, --dp-size 2 against one replica on the capped conversation at
+#        TBT 50, each bisected (issue 44: >= 1.9x); H200, the Llama-3.1-70B shape's TP-2 table on
+#        GPU 2 (table_70b_tp2.sh) and sharegpt at TBT 50 on GPU 3.
 #        Each part stops only its own servers (by port and session), so they serve side by side.
 # Session 43 ran the plan before this one (rank kills, --disable-mux pairs, the TP-4 table and its
 # all-reduces): bench/results/x4_s43_2026-11-27/job.sh.
@@ -19,12 +19,12 @@ mg() {  # mg GPUS CORES NAME PARTS SECONDS [ENV...]: multi_gpu.sh's parts on two
     CUDA_VISIBLE_DEVICES=$g taskset -c "$c" env PARTS="$parts" "$@" bash bench/plans/multi_gpu.sh $R/$n "$s" \
         > $R/$n.log 2>&1
 }
-{ mg 0,1 0-31 corr correctness 570; mg 0,1 0-31 rankkill rankkill $(( $(left) - 30 )) KILLS=3; } &
+{ mg 0,1 "$(cores_for 2 0)" corr correctness 570; mg 0,1 "$(cores_for 2 0)" rankkill rankkill $(( $(left) - 30 )) KILLS=3; } &
 if nvidia-smi -L | grep -q H200; then
     bash bench/plans/table_70b_tp2.sh 2 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1 &
     cell 3 sharegpt50 55,70 CLIENT_PROCS=12 WORKLOAD=sharegpt &
 else
-    mg 2,3 32-63 dp dp $(( $(left) - 30 )) DP_SEARCH=7,10 ONE_SEARCH=3.5,5.5 PORT=32000 &
+    mg 2,3 "$(cores_for 2 1)" dp dp $(( $(left) - 30 )) DP_SEARCH=7,10 ONE_SEARCH=3.5,5.5 PORT=32000 &
 fi
 wait
 echo done > $R/done

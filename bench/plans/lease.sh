@@ -6,6 +6,11 @@ cd /tmp/t && source .gpu/env.sh
 R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
 nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
+lscpu -e > $R/lscpu.txt 2>&1  # which vCPUs share a core (bench/cpu_split.py keeps them in one cell)
+cores_for() {  # cores_for CELLS CELL: that cell's CPUs, whole cores (bench/cpu_split.py), else by number
+    python -m bench.cpu_split --cells "$1" --cell "$2" 2> /dev/null \
+        || echo "$(( $2 * $(nproc) / $1 ))-$(( ($2 + 1) * $(nproc) / $1 - 1 ))"
+}
 cell() {  # cell GPU NAME LO,HI [ENV...]: each system's goodput bisected on that GPU (per_gpu.sh)
     local g=$1 n=$2 r=$3; shift 3
     env SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" "$@" bash bench/plans/per_gpu.sh "$g" \
