@@ -137,7 +137,11 @@ def host_hardware() -> dict:
                     if ln.startswith("model name")), None)
     except OSError:
         pass
-    return {"gpu_uuids": uuids, "cpu_model": cpu, "cpus": os.cpu_count()}
+    # The CPUs this run and its servers may use (a cell's share of a multi-GPU host, plans/per_gpu.sh):
+    # four cells on one 4 x H100 host slowed SGLang's launches 38 % (results/profile_s45_2026-11-27).
+    from bench.cpu_split import format_list
+    return {"gpu_uuids": uuids, "cpu_model": cpu, "cpus": os.cpu_count(),
+            "cpus_allowed": format_list(sorted(os.sched_getaffinity(0)))}
 
 
 def host_cpu(before: list[int] | None, after: list[int] | None) -> dict | None:

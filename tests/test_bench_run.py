@@ -271,3 +271,14 @@ def test_a_port_already_served_is_refused_before_starting(tmp_path):
             s.start()
         assert s.proc is None
     assert not run.port_answers(port)
+
+
+def test_a_run_records_the_cpus_it_was_pinned_to():
+    """A cell's share of a multi-GPU host (plans/per_gpu.sh) goes into summary.json's hardware."""
+    import subprocess
+    from pathlib import Path
+    code = ("import os; os.sched_setaffinity(0, {0}); from bench.run import host_hardware; "
+            "print(host_hardware()['cpus_allowed'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "0"
