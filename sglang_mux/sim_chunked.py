@@ -13,8 +13,8 @@ in ``budget`` (SGLang's PrefillAdder does: no prompt token runs while the rows f
 ``Estimator.fused_ms``, the table's prefill model, padded as SGLang's default prefill CUDA graph
 (captured up to ``budget``) pads it (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
-step (the table's decode model). ``host_ms`` is added to every iteration: 2 ms reproduces the
-served points (default 0, the GPU alone). A request's first token comes at the end of the
+step (the table's decode model). ``host_ms`` is added to every iteration (default 0, the GPU
+alone): 0 reproduces budget 512's served verdicts and 2 budget 1024's (docs/sim.md). A request's first token comes at the end of the
 iteration that ran its last piece; it decodes from the next iteration on. No KV-capacity limit,
 as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit status 2.
 """
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None, estimator=None) -> int:
                     help="prompt tokens per iteration (--chunked-prefill-size)")
     ap.add_argument("--no-mixed", action="store_true", help="a chunk runs alone (no --enable-mixed-chunk)")
     ap.add_argument("--host-ms", type=cli.positive(float, allow_zero=True), default=0.0,
-                    help="host time added to every iteration (ms; 2 reproduces the served H100 points)")
+                    help="time added to every iteration (ms; on an H100 0 reproduces budget 512's served verdicts, "
+                         "2 budget 1024's)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     estimator = estimator_from_args(ap, a, estimator)

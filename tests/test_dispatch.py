@@ -928,11 +928,17 @@ def test_host_time_leaves_rare_stalls_out_of_its_quantile_not_a_slow_host():
 
 def test_host_time_is_ready_once_its_quantile_is_not_the_largest_seen():
     h = D.DecodeHostTime(window=256, quantile=0.99, refresh=1)
-    for _ in range(199):
-        h.observe(21.0, 20.0)
-    assert not h.ready and h.budget_ms is None  # a P99 of 199 is still their maximum
     h.observe(21.0, 20.0)
-    assert h.ready and h.budget_ms == h.value_ms == pytest.approx(1.0)
+    h.observe(22.0, 20.0)
+    assert h.budget_ms is None  # two: the policy books the decode's host time
+    h = D.DecodeHostTime(window=256, quantile=0.99, refresh=1)
+    for x in [0.1 * i for i in range(96)] + [13.6]:  # 0.0 .. 9.5 ms and one outlier: 97 overruns
+        h.observe(20.0 + x, 20.0)
+    assert not h.ready and h.value_ms == pytest.approx(13.6)  # a P99 of 97 is their maximum...
+    assert h.budget_ms == h.resolved_ms == pytest.approx(9.4)  # ...so it books the rank with two above
+    for _ in range(103):
+        h.observe(21.0, 20.0)
+    assert h.ready and h.budget_ms == h.value_ms == pytest.approx(9.5)  # 200: the P99 itself
     assert D.DecodeHostTime(window=10, quantile=0.99).ready is False  # a window too small never is...
     small = D.DecodeHostTime(window=10, quantile=0.99, refresh=1)
     for _ in range(10):

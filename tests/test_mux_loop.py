@@ -626,7 +626,7 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     mux = sched.untracked("_mux")
     assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 1)
     assert mux.fused_start_host_time is None  # --mux-fused-start-budget is off by default
-    # one fused overrun is too few for its P99: the policy is told none and budgets the decode's
+    # one fused overrun is too few (fewer than 3): the policy is told none and budgets the decode's
     assert not mux.fused_host_time.ready and [s.fused_host_ms for s in script.snaps] == [None] * 4
     # while a fused batch is in flight the decode batch is its rows (SGLang mixed the running batch
     # into it), less the chunked request: the plan made before the drain saw the three as after it

@@ -415,7 +415,7 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     seen = [(s.decode_host_ms, s.fused_host_ms) for s in snaps]
     fused = [f for _, f in seen]
     k = next(i for i, f in enumerate(fused) if f is not None)
-    # the decode's budget (None) until 2 / (1 - 0.5) fused iterations are seen, then the fused one's
+    # the decode's budget (None) until 3 fused iterations are seen, then the fused one's
     assert k > 0 and {round(f, 9) for f in fused[k:] if f is not None} == {2.0} and None not in fused[k:]
     assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
     snaps.clear()
@@ -459,7 +459,7 @@ def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
     r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0, 6.0], fused_host_quantile=0.9)
     seen = [s.fused_host_ms for s in snaps]
-    # the P90 of {-1, 6} draws: 6, once 2 / (1 - 0.9) fused iterations are seen (None before)
+    # the P90 of {-1, 6} draws: 6 (None before 3 fused iterations are seen)
     assert seen[0] is None and max(f for f in seen if f is not None) == pytest.approx(6.0)
     assert r.summary["reasons"]["fused"] > 0
     with pytest.raises(ValueError, match="empty list of draws"):
