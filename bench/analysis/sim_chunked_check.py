@@ -57,7 +57,7 @@ def served_points(run: str) -> list[dict]:
 
 
 def simulated(est, point: dict, workload: str, host_ms: float, tmp: Path) -> dict:
-    """``point`` replayed by sim_chunked with ``host_ms`` a iteration: verdict, P99 TTFT (s), P99
+    """``point`` replayed by sim_chunked with ``host_ms`` an iteration: verdict, P99 TTFT (s), P99
     TBT (ms), judged as sim_hybrid_map judges its points."""
     w = M.WORKLOADS[workload]
     reqs = M.requests(w, point["rate"], None, tmp)
