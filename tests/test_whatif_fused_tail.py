@@ -54,3 +54,28 @@ def test_stalls_replay_each_cell_with_stalls_booked_and_left_out(monkeypatch, ca
     out = capsys.readouterr().out
     # as bench.analysis.tbt_tail reports that timeline: 2,900 fused, 1.34 % over 15 ms, P99 19.6 / 8.2 ms
     assert "2900 fused overruns, 1.34% over 15 ms; P99 19.6 ms, 8.2 ms without those" in out
+
+
+def test_borrowed_overruns_are_another_runs_measured_gaps_less_their_price(monkeypatch, capsys):
+    """--overruns-from plays every cell with one served run's fused overruns (the GPU-measured gap
+    less the planned price, within --span seconds), beside chunked 512; a run without fused rows
+    there is refused."""
+    s45 = "bench/results/profile_s45_2026-11-27/mux-hybrid.timeline.jsonl.xz"
+    o = W.measured_overruns(s45, 36.5)
+    assert len(o) == 676 and np.median(o) == pytest.approx(-2.0, abs=0.05)  # before its profiler started
+    assert len(W.measured_overruns(s45)) > len(o)
+    with pytest.raises(W.cli.UsageError, match="no fused iteration"):
+        W.measured_overruns(s45, 1.0)
+    monkeypatch.setattr(W.M, "simulator_inputs", lambda: ("est", "jit", "host", "corun"))
+    monkeypatch.setattr(W, "CELLS", {"code": (W.CELLS["code"][0], (17, 20))})
+    calls = []
+
+    def point(est, jit, host, corun, w, tbt, name, rate, tmp, fused_host=None, start_host=None, **kw):
+        calls.append((name, rate, None if fused_host is None else len(fused_host)))
+        return {"ok": True, "ttft_p99_s": 1.0, "tbt_p99_ms": 29.0}
+
+    monkeypatch.setattr(W.M, "run_point", point)
+    assert W.main(["--overruns-from", s45, "--span", "36.5"]) == 0
+    assert calls == [("hybrid", 17, 676), ("chunked 512 + mixed", 17, None), ("hybrid", 20, 676),
+                     ("chunked 512 + mixed", 20, None), ("hybrid", 22.0, 676), ("chunked 512 + mixed", 22.0, None)]
+    assert "| 22 | ✓ 1.00 s, 29.0 ms | ✓ 1.00 s, 29.0 ms |" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """The hybrid at TBT 30 with its served fused host tail (CPU): would the P99 fused budget pass?
 
-    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99 | --streaks | --stalls]   (repository root)
+    python -m bench.analysis.whatif_fused_tail [--quantiles 0.9,0.95,0.99 | --streaks | --stalls
+                                                | --overruns-from TIMELINE [--span S]]   (repository root)
 
 The predicted map (``sim_hybrid_map``) gives every fused iteration 2 ms of host time, as
 calibrated on chunked prefill's served points. Served at TBT 30 on an H100, the hybrid's fused gaps
@@ -139,6 +140,41 @@ def by_stalls() -> int:
     return 0
 
 
+def measured_overruns(timeline: str, span_s: float | None = None) -> np.ndarray:
+    """A served hybrid's fused iterations' measured gap (``measured_decode_ms``, the GPU's clock
+    from the last batch's end) less their planned price (ms), within ``span_s`` seconds of its
+    first row (None: all)."""
+    t = load_timeline(timeline)
+    if span_s is not None:
+        t = t[t.time - t.time.iloc[0] < span_s]
+    g = gaps(t)
+    f = g[(g.kind == "fused") & (g.planned_ms > 0) & g.gpu_ms.notna()]
+    if f.empty:
+        raise cli.UsageError(f"{timeline}: no fused iteration with a measured gap in that span")
+    return (f.gpu_ms - f.planned_ms).to_numpy()
+
+
+def by_borrowed(timeline: str, span_s: float | None) -> int:
+    """Each cell with another run's fused overruns (``measured_overruns``): the current loop's,
+    where a cell's own were served by an older one."""
+    o = measured_overruns(timeline, span_s)
+    est, jit, host, corun = M.simulator_inputs()
+    print(f"TBT {TBT:g} ms; the hybrid with the fused overruns of {timeline} ({len(o)}, P50 {np.median(o):.1f} ms, "
+          f"P99 {np.percentile(o, 99):.1f} ms) and each cell's own batch starts; each point: pass, P99 TTFT s, "
+          "P99 TBT ms\n")
+    with tempfile.TemporaryDirectory() as d:
+        for wname, (cell_timeline, rates) in CELLS.items():
+            w, st = M.WORKLOADS[wname], start_hosts(cell_timeline)
+            print(f"## {wname}\n\n| req/s | hybrid, borrowed overruns | chunked 512 + mixed |\n|---:|---|---|")
+            for rate in (*rates, round(rates[-1] * 1.1, 2)):  # one step past the cell's rates
+                cells = [M.run_point(est, jit, host, corun, w, TBT, "hybrid", rate, Path(d), fused_host=list(o),
+                                     start_host=list(st)),
+                         M.run_point(est, jit, host, corun, w, TBT, "chunked 512 + mixed", rate, Path(d))]
+                print(f"| {rate:g} | " + " | ".join(map(point_text, cells)) + " |")
+            print()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.whatif_fused_tail", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quantiles", type=quantiles, default=None,
@@ -148,7 +184,13 @@ def main(argv=None) -> int:
                     help="instead, a fused streak's first iterations pooled with the rest or budgeted apart")
     ap.add_argument("--stalls", action="store_true",
                     help="instead, the fused budget with overruns over half the SLO booked or left out")
+    ap.add_argument("--overruns-from", default=None, metavar="TIMELINE",
+                    help="instead, every cell with this served hybrid timeline's fused overruns")
+    ap.add_argument("--span", type=cli.positive(float), default=None,
+                    help="with --overruns-from: its first S seconds only (e.g. before a profiler started)")
     a = ap.parse_args(argv)
+    if a.overruns_from:
+        return by_borrowed(a.overruns_from, a.span)
     if a.stalls:
         return by_stalls()
     if a.quantiles:
