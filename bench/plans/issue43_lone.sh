@@ -14,8 +14,8 @@ END=${1:?END epoch}
 CELL=${2:?cap30 or sharegpt30}
 source /tmp/t/bench/plans/lease.sh
 case $CELL in
-cap30) cell 0 cap30 2.4,4.4 TBT_SLO_MS=30 ;;  # lone H100 chunked 512: 4 (session 36); predicted 4 / 3.6
-sharegpt30) cell 0 sharegpt30 36,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 ;;  # predicted 72 / 60
+cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;  # lone H100 chunked 512: 4 (session 36); predicted 4 / 4
+sharegpt30) cell 0 sharegpt30 36,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 ;;  # predicted 72 / 66
 *) echo "cell: cap30 or sharegpt30"; exit 2 ;;
 esac
 echo done > $R/done
