@@ -197,7 +197,7 @@ class DecodeHostTime:
         self._seen = 0
         self.value_ms = 0.0
         self.median_ms = 0.0  # the same window's median (what an iteration adds on the median)
-        self.resolved_ms = 0.0  # the quantile, or while too few are seen the highest rank with two above it
+        self.resolved_ms = 0.0  # the quantile, or (too few seen) the highest rank with two above it
 
     def observe(self, wall_ms: float, gpu_ms: float) -> None:
         if not (wall_ms >= 0.0 and gpu_ms >= 0.0):
@@ -233,7 +233,7 @@ class DecodeHostTime:
         failed code at 20 req/s, TBT 50, on P99 TBT 51.4 ms (49.9 with this rule)."""
         if self.ready:
             return self.value_ms
-        return self.resolved_ms if self._seen >= 3 and len(self._gaps) >= 3 else None
+        return self.resolved_ms if len(self._gaps) >= 3 else None
 
 
 class Policy(Protocol):

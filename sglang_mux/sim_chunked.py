@@ -14,9 +14,9 @@ in ``budget`` (SGLang's PrefillAdder does: no prompt token runs while the rows f
 (captured up to ``budget``) pads it (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
 step (the table's decode model). ``host_ms`` is added to every iteration (default 0, the GPU
-alone): 0 reproduces budget 512's served verdicts and 2 budget 1024's (docs/sim.md). A request's first token comes at the end of the
-iteration that ran its last piece; it decodes from the next iteration on. No KV-capacity limit,
-as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit status 2.
+alone): 0 reproduces budget 512's served verdicts and 2 budget 1024's (docs/sim.md). A request's
+first token comes at the end of the iteration that ran its last piece; it decodes from the next
+iteration on. No KV-capacity limit, as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit status 2.
 """
 
 from __future__ import annotations
