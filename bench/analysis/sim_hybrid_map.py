@@ -63,6 +63,7 @@ MAP_JSON = "bench/results/sim_hybrid_sizes_2026-11-27/map.json"
 # results/sim_chunked_check_s45_2026-11-27/: 512 at 0 ms 14 of 14, 1024 at 2 ms 16 of 16). SGLang's
 # overlap loop hides the host's work behind the GPU's, so 512 adds nothing. 1,024-token mixed
 # batches cost more than the model says: served P99 TBT ran 1-5 ms over the simulated, even at 2 ms.
+# Fitted on the H100 table's fused model; the H200 table has none (its map, sim_hybrid_s42, used 2 ms).
 CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0}
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), the hybrid's fused host ms, mux prefill slowdown,
