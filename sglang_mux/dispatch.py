@@ -213,8 +213,9 @@ class DecodeHostTime:
                 k = bisect.bisect_right(g, self.stall_ms)
                 if k > len(g) // 2:
                     g = g[:k]
-            self.value_ms = g[min(len(g) - 1, int(self.quantile * len(g)))]
-            self.resolved_ms = g[max(0, min(int(self.quantile * len(g)), len(g) - 3))]
+            i = int(self.quantile * len(g))
+            self.value_ms = g[min(len(g) - 1, i)]
+            self.resolved_ms = g[max(0, min(i, len(g) - 3))]
 
     @property
     def ready(self) -> bool:

@@ -16,7 +16,8 @@ chunk runs alone and the decode batch waits for it. An iteration without prompt 
 step (the table's decode model). ``host_ms`` is added to every iteration (default 0, the GPU
 alone): 0 reproduces budget 512's served verdicts and 2 budget 1024's (docs/sim.md). A request's
 first token comes at the end of the iteration that ran its last piece; it decodes from the next
-iteration on. No KV-capacity limit, as in ``sim``. Bad arguments or a malformed trace: one ``error:`` line and exit status 2.
+iteration on. No KV-capacity limit, as in ``sim``. Bad arguments or a malformed trace: one
+``error:`` line and exit status 2.
 """
 
 from __future__ import annotations

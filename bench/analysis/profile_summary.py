@@ -43,15 +43,20 @@ def load_events(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["kind", "name", "pid", "tid", "ts", "dur"])
 
 
-def by_name(ev: pd.DataFrame, kind: str, top: int) -> pd.DataFrame:
-    """Events of ``kind`` grouped by name: count, total, median and largest ms, most total first."""
-    k = ev[ev.kind == kind]
-    if k.empty:
+def _durations_by_name(named: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``name`` and ``dur`` (µs) grouped by name: count, total, median and largest ms, most
+    total first."""
+    if named.empty:
         return pd.DataFrame(columns=["count", "total_ms", "median_ms", "max_ms"])
-    g = k.groupby("name").dur
+    g = named.groupby("name").dur
     out = pd.DataFrame({"count": g.size(), "total_ms": g.sum() / 1e3, "median_ms": g.median() / 1e3,
                         "max_ms": g.max() / 1e3})
-    return out.sort_values("total_ms", ascending=False).head(top)
+    return out.sort_values("total_ms", ascending=False)
+
+
+def by_name(ev: pd.DataFrame, kind: str, top: int) -> pd.DataFrame:
+    """Events of ``kind`` grouped by name: count, total, median and largest ms, most total first."""
+    return _durations_by_name(ev[ev.kind == kind]).head(top)
 
 
 SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")
@@ -70,12 +75,7 @@ def syncs_by_caller(ev: pd.DataFrame) -> pd.DataFrame:
         inner = {k: around[around.kind == k].sort_values("ts").name.iloc[-1] if (around.kind == k).any() else "-"
                  for k in ("user_annotation", "cpu_op")}
         rows.append((f"{w.name} in {inner['user_annotation']} / {inner['cpu_op']}", w.dur))
-    if not rows:
-        return pd.DataFrame(columns=["count", "total_ms", "median_ms", "max_ms"])
-    g = pd.DataFrame(rows, columns=["name", "dur"]).groupby("name").dur
-    out = pd.DataFrame({"count": g.size(), "total_ms": g.sum() / 1e3, "median_ms": g.median() / 1e3,
-                        "max_ms": g.max() / 1e3})
-    return out.sort_values("total_ms", ascending=False)
+    return _durations_by_name(pd.DataFrame(rows, columns=["name", "dur"]))
 
 
 def markdown(df: pd.DataFrame) -> str:

@@ -22,9 +22,11 @@ padded to the next size SGLang's prefill CUDA graph captured (up to the chunk si
 prefill, 4096 for the hybrid), and both count the decode rows in the chunk size, as SGLang does. The
 hybrid runs as the server now does: fused chunks through SGLang's prefill CUDA graph, launched
 before the last one's result is processed; a fused iteration's host time is 2 ms (0 on the
-uncapped and synthetic traces): with it the hybrid met 5 of its 6 served TBT-50 verdicts on lone
-H100s, with 0 ms 4. Its price's prior is acted on from the start and learned. On an H100 chat-1k's fused iterations (~150 decode rows) served at 1.16x
-the solo fit, of which the row term gives ~1.14x (bench/results/overlap_fused_h100_2026-11-27/).
+uncapped and synthetic traces): with it the hybrid meets 7 of its 8 served TBT-50 verdicts on lone
+H100s (chat-1k at 20 fails the drift test), where 0 ms passes two served failures (capped
+conversation 4.8, chat-1k 24). Its price's prior is acted on from the start and learned. On an H100 chat-1k's
+fused iterations (~150 decode rows) served at 1.16x the solo fit, of which the row term gives
+~1.14x (bench/results/overlap_fused_h100_2026-11-27/).
 Rate steps of about 10 % per system from the lowest rate up; goodput = the last rate passed before
 the first failure. A point passes with P99 TBT <= the SLO (50 and 30 ms), the
 cell's P99 TTFT rule (flat 5 s, or the length-aware 2 s + 0.2 ms per prompt token) and no TTFT

@@ -29,6 +29,7 @@ import numpy as np
 from bench.analysis import sim_hybrid_map as M
 from bench.analysis.tbt_tail import fused_overruns, gaps
 from sglang_mux import cli
+from sglang_mux.dispatch import HOST_STALL_SHARE
 from sglang_mux.mux_metrics import load_timeline
 
 TBT = 30.0
@@ -127,8 +128,9 @@ def by_stalls() -> int:
         for wname, (timeline, rates) in STALL_CELLS.items():
             w = M.WORKLOADS[wname.split(", session")[0]]
             o, st = overruns(timeline), start_hosts(timeline)
-            stall = o > TBT / 2
-            print(f"## {wname}: {len(o)} fused overruns, {stall.mean():.2%} over {TBT / 2:g} ms; P99 "
+            stall_ms = HOST_STALL_SHARE * TBT
+            stall = o > stall_ms
+            print(f"## {wname}: {len(o)} fused overruns, {stall.mean():.2%} over {stall_ms:g} ms; P99 "
                   f"{np.percentile(o, 99):.1f} ms, {np.percentile(o[~stall], 99):.1f} ms without those\n")
             print("| req/s | stalls booked | stalls left out | chunked 512 + mixed |\n|---:|---|---|---|")
             for rate in rates:
