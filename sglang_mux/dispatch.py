@@ -571,11 +571,14 @@ class HybridPolicy(MuxDispatcher):
     def sizes(self) -> tuple[int, ...]:
         """The chunk sizes priced: ``chunk_sizes``, and between its smallest and FINE_SIZES_UP_TO
         every size SGLang's prefill CUDA graph captured (``est.graph_tokens``: 32-token steps to
-        512, 64 to 1024). The batch fills a captured size either way; the finer steps let a tight
-        TBT budget take the largest chunk that fits, not the power of two below it (served at TBT
-        30, 1,024 did not fit code's budget and its 512-token batches ran 15 ms of the 30)."""
+        512, 64 to 1024) but those a larger one beats (``est.graph_cliffs``: cuBLAS's slow token
+        counts, by the table's GEMM curve; their prices are then not monotone in the size, which
+        the bisection needs). The batch fills a captured size either way; the finer steps let a
+        tight TBT budget take the largest chunk that fits, not the power of two below it (served
+        at TBT 30, 1,024 did not fit code's budget and its 512-token batches ran 15 ms of the 30)."""
         lo = self.chunk_sizes[0]
-        fine = {c for c in getattr(self.est, "graph_tokens", ()) if lo <= c <= FINE_SIZES_UP_TO}
+        slow = getattr(self.est, "graph_cliffs", {})
+        fine = {c for c in getattr(self.est, "graph_tokens", ()) if lo <= c <= FINE_SIZES_UP_TO and c not in slow}
         return tuple(sorted(fine.union(self.chunk_sizes)))
 
     def _chunks(self, snap: Snapshot, rest_chunks: int | None = None) -> list[tuple[int, list[tuple[WaitingReq, int]]]]:

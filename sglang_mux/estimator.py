@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .fused_price import DECODE_ROW_MS, FusedPrice, graph_padding
+from .fused_price import DECODE_ROW_MS, FusedPrice, graph_cliffs, graph_padding
 from .latency_model import (DecodeHyper, DecodeRows, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel,
                             UnprofiledPartition, decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model import fused
@@ -98,7 +98,7 @@ class Estimator:
         self.prefill_wall = PrefillWall()  # served layer-wise batches' wall time vs their planned T_P
         # The token counts SGLang's prefill CUDA graph was captured at (ascending; the server sets
         # them at start, a simulator as it plays one): a fused batch runs padded to the next one.
-        self.graph_tokens: tuple[int, ...] = ()
+        self.graph_tokens = ()
         # TP > 1: the rank's all-reduces, which its table's one-GPU timings lack (from_table loads
         # them). Layer-wise and fused prefill pay them; decode's, inside its CUDA graph, are left to
         # the online decode offset (the profiled ones are eager, their small-size floor a launch's).
@@ -106,6 +106,19 @@ class Estimator:
         # The table's fused-iteration model (fit.json ``fused``, fitted on its fused rows); None:
         # fused batches are priced by the solo fit and DECODE_ROW_MS (`fused_base_ms`).
         self.fused_model: fused.FusedModel | None = None
+
+    @property
+    def graph_tokens(self) -> tuple[int, ...]:
+        return self._graph_tokens
+
+    @graph_tokens.setter
+    def graph_tokens(self, sizes: Sequence[int]) -> None:
+        """Also ``graph_cliffs``: the captured sizes slower than a larger one (`graph_cliffs`, by
+        the table's GEMM curve on the whole GPU; none without a curve), and by how much."""
+        self._graph_tokens = tuple(sizes)
+        curve = getattr(self._solo, "gemm_curve", None)
+        self.graph_cliffs: dict[int, float] = graph_cliffs(
+            self._graph_tokens, lambda m: curve.at(self.total_sms, m)) if curve is not None else {}
 
     # ------------------------------------------------------------------ construction
 
@@ -250,7 +263,8 @@ class Estimator:
     def fused_base_ms(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
         """A fused batch's price before the served mapping, over its extend rows (``rows`` and the
         summed ``extra``: `decode_rows`) and the prefill graph's padding (`graph_padding` over
-        ``graph_tokens``): the table's fused model (`fused_model`) at the padded token count, else
+        ``graph_tokens``): the table's fused model (`fused_model`) at the padded token count (and
+        the GEMM curve's excess there if that is a slow size, ``graph_cliffs``), else
         the solo prefill fit on ``total_sms`` with the padding priced as one more prompt, plus what
         its one-token rows cost beyond one-token queries. At TP > 1 the rank's all-reduces too."""
         k = len(extra.contexts) if extra else 0  # one-token rows, one token each
@@ -258,7 +272,7 @@ class Estimator:
             t, nr, nn, ctx = fused.sums(rows)
             t += k
             t += graph_padding(t, self.graph_tokens)  # the padding rows run through the GEMMs, no attention
-            ms = self.fused_model.ms(t, nr, nn, ctx + (extra.nr if extra else 0))
+            ms = self.fused_model.ms(t, nr, nn, ctx + (extra.nr if extra else 0)) + self.graph_cliffs.get(t, 0.0)
             return ms + (self.allreduce.forward_ms(t, self.num_layers) if self.allreduce else 0.0)
         pad = graph_padding(sum(r.n for r in rows) + k, self.graph_tokens)
         solo = self._prefill_gpu_ms(self.total_sms, [*rows, PrefillReq(pad, 0)] if pad else rows, extra)

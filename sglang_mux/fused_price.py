@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -56,6 +56,24 @@ def sglang_graph_tokens(max_tokens: int) -> tuple[int, ...]:
     sizes = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
              *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512))
     return tuple(s for s in sizes if s <= max_tokens)
+
+
+def graph_cliffs(captured: Sequence[int], gemm_ms: Callable[[int], float]) -> dict[int, float]:
+    """{captured size: ms its projections (``gemm_ms``: the table's GEMM curve on the whole GPU)
+    take beyond the cheapest larger captured size's}, for every size that no larger one beats.
+    cuBLAS has slow token counts: on the H100 FA3 table 448 tokens take 13.9 ms, 480 and 512 9.8
+    and 9.7. The fused model's bands, fitted on batches of other sizes, do not see them: served at
+    the capped conversation's TBT 30, 448-token batches ran 1.18 x their base price where 512-token
+    ones ran 1.00 x, and were most of the iterations over 29 ms (bench/results/cap30_lone_h100_s46_2026-11-28/).
+    ``captured`` ascending."""
+    out: dict[int, float] = {}
+    best = float("inf")
+    for s in reversed(captured):
+        g = gemm_ms(s)
+        if g >= best:
+            out[s] = g - best
+        best = min(best, g)
+    return out
 
 
 def graph_padding(tokens: int, captured: Sequence[int]) -> int:

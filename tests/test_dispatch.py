@@ -607,6 +607,21 @@ def test_hybrid_chunks_take_every_size_the_prefill_graph_captured():
     assert pol.sizes() == D.CHUNK_SIZES
 
 
+def test_hybrid_chunks_skip_the_captured_sizes_a_larger_one_beats():
+    """cuBLAS's slow token counts (``graph_cliffs``: 448 on an H100) are never filled: the chunk
+    that would have padded to 448 takes 480 if that fits, else 416; a coarse size stays even if
+    slow, as the floor of rule 0."""
+    from sglang_mux.fused_price import sglang_graph_tokens
+
+    est = HybridFake()
+    est.graph_tokens = sglang_graph_tokens(4096)
+    est.graph_cliffs = {448: 4.2, 832: 1.5, 512: 0.1}
+    pol = D.HybridPolicy(est)
+    sizes = pol.sizes()
+    assert 448 not in sizes and 832 not in sizes and {416, 480, 512, 768, 896} <= set(sizes)
+    assert sizes[:3] == (256, 288, 320) and sizes[-3:] == (1024, 2048, 4096)
+
+
 @pytest.mark.parametrize("host", [0.0, 5.0, 15.0, 25.0, 40.0])
 def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(host):
     est = HybridFake()

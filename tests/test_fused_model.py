@@ -199,3 +199,24 @@ def test_the_shipped_h100_fa3_table_prices_its_fused_rows_within_the_bounds():
     # the grid's small chunk beside 128 decode rows (19.5 ms measured), which the solo fit priced 27 % low
     row = [PrefillReq(256, 0)] + [PrefillReq(1, 1000)] * 128
     assert est.fused_base_ms(row) == pytest.approx(19.5, rel=0.10)
+
+
+def test_a_batch_padded_to_one_of_cublas_slow_sizes_pays_its_gemm_excess():
+    """The H100 FA3 table's GEMM curve: 448 tokens take 13.9 ms, 512 9.7 (served at TBT 30, 448-token
+    batches ran 1.18 x their base price). Through the prefill graph a batch padded to 448 costs
+    the curve's excess over the cheapest larger captured size on top of the bands; one padded to
+    512 nothing more; eagerly (no graph) no batch does."""
+    est = Estimator.from_table(H100_FA3)
+    assert est.graph_cliffs == {}
+    pieces, ctx = [PrefillReq(400, 2000)], est.decode_rows([3000] * 30)
+    eager = est.fused_base_ms(pieces, ctx)
+    est.graph_tokens = sglang_graph_tokens(4096)
+    curve = est.solo.gemm_curve
+    assert {448, 832} <= set(est.graph_cliffs) and not {512, 576, 640, 1024} & set(est.graph_cliffs)
+    assert est.graph_cliffs[448] == pytest.approx(curve.at(132, 448) - curve.at(132, 512), rel=1e-12)
+    assert est.graph_cliffs[448] > 4.0  # 13.9 against 9.7 ms
+    bands = est.fused_model.ms(448, 400 * 2000, 400 * 400, 90_000)
+    assert eager == pytest.approx(est.fused_model.ms(430, 400 * 2000, 400 * 400, 90_000), rel=1e-12)
+    assert est.fused_base_ms(pieces, ctx) == pytest.approx(bands + est.graph_cliffs[448], rel=1e-12)
+    at_512 = [PrefillReq(482, 2000)]
+    assert est.fused_base_ms(at_512, ctx) == pytest.approx(est.fused_model.ms(512, 482 * 2000, 482 * 482, 90_000))

@@ -1,6 +1,6 @@
 import pytest
 
-from sglang_mux.fused_price import FusedPrice
+from sglang_mux.fused_price import FusedPrice, graph_cliffs
 
 
 def test_the_solo_price_until_something_is_served():
@@ -145,3 +145,10 @@ def test_an_outlier_that_pulls_the_slope_out_of_bounds_gives_the_ratio_form_not_
     assert fp.slope == 1.0 and fp.ratio == pytest.approx(ratio) and 1.0 < ratio < 1.1
     assert fp.fixed == pytest.approx(float(np.median(y - x)))
     assert fp.price(10.0) < 16.0 < 22.5  # the clamped fit's price of the same chunk
+
+
+def test_graph_cliffs_are_the_sizes_a_larger_one_beats_and_by_how_much():
+    gemm = {256: 6.6, 288: 8.6, 320: 7.9, 448: 13.9, 480: 9.8, 512: 9.7, 576: 11.6}
+    assert graph_cliffs(sorted(gemm), gemm.__getitem__) == pytest.approx({288: 0.7, 448: 4.2, 480: 0.1})
+    assert graph_cliffs([256, 512], {256: 5.0, 512: 5.0}.__getitem__) == {256: 0.0}  # as long: no gain in filling less
+    assert graph_cliffs([], gemm.__getitem__) == {}

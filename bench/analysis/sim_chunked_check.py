@@ -28,6 +28,7 @@ from sglang_mux.sim_chunked import simulate_chunked
 # results directory -> sim_hybrid_map workload; each run on a lone H100 (16 cores), seed 0, 45-s points
 SERVED = {
     "capped_tbt30_h100_2026-11-27": "capped conversation (<= 8000)",
+    "cap30_lone_h100_s46_2026-11-28": "capped conversation (<= 8000)",
     "code_tbt30_h100_2026-11-27": "code",
     "capped_tbt50_h100_2026-11-27": "capped conversation (<= 8000)",
     "chat1k_h100_2026-11-27": "chat-1k",

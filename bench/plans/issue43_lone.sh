@@ -9,12 +9,13 @@
 # against 4, code 12 against 18.5, bench/results/capped_tbt30_h100_2026-11-27/ and code_tbt30_...).
 # The hybrid's small fused iterations hide that host time least. A cell takes ~25 minutes, so one
 # machine does one cell: give the END ~27 minutes after the install. Two machines fit one session's
-# device time while a one-chip machine counts half.
+# device time while a one-chip machine counts half (the run reply's lease.counts); counted in full
+# (session 46), one cell fits, END ~25 minutes after the first call.
 END=${1:?END epoch}
 CELL=${2:?cap30 or sharegpt30}
 source /tmp/t/bench/plans/lease.sh
 case $CELL in
-cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;  # lone H100 chunked 512: 4 (session 36); predicted 4 / 4
+cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;  # session 46: hybrid 3.45, chunked 512 3.9; predicted 4 / 4 (4.12 / 4.12 bisected)
 sharegpt30) cell 0 sharegpt30 36,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 ;;  # predicted 72 / 66
 *) echo "cell: cap30 or sharegpt30"; exit 2 ;;
 esac
