@@ -63,9 +63,9 @@ def graph_cliffs(captured: Sequence[int], gemm_ms: Callable[[int], float]) -> di
     take beyond the cheapest larger captured size's}, for every size that no larger one beats.
     cuBLAS has slow token counts: on the H100 FA3 table 448 tokens take 13.9 ms, 480 and 512 9.8
     and 9.7. The fused model's bands, fitted on batches of other sizes, do not see them: served at
-    the capped conversation's TBT 30, 448-token batches ran 1.18 x their base price where 512-token
-    ones ran 1.00 x, and were most of the iterations over 29 ms (bench/results/cap30_lone_h100_s46_2026-11-28/).
-    ``captured`` ascending."""
+    the capped conversation's TBT 30, 448-token batches ran 1.17 x their base price where 512-token
+    ones ran 0.99 x, and made two thirds of the iterations over 29 ms
+    (bench/results/cap30_lone_h100_s46_2026-11-28/). ``captured`` ascending."""
     out: dict[int, float] = {}
     best = float("inf")
     for s in reversed(captured):

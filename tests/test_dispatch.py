@@ -608,18 +608,21 @@ def test_hybrid_chunks_take_every_size_the_prefill_graph_captured():
 
 
 def test_hybrid_chunks_skip_the_captured_sizes_a_larger_one_beats():
-    """cuBLAS's slow token counts (``graph_cliffs``: 448 on an H100) are never filled: the chunk
-    that would have padded to 448 takes 480 if that fits, else 416; a coarse size stays even if
-    slow, as the floor of rule 0."""
+    """cuBLAS's slow token counts (``graph_cliffs``: 448 on an H100) are never filled: in the case
+    above, where a 576-token batch was the largest that fit, 576 slow gives 512. A coarse size
+    (``chunk_sizes``: 512 here) stays even if slow."""
     from sglang_mux.fused_price import sglang_graph_tokens
 
     est = HybridFake()
     est.graph_tokens = sglang_graph_tokens(4096)
-    est.graph_cliffs = {448: 4.2, 832: 1.5, 512: 0.1}
+    est.graph_cliffs = {448: 4.2, 576: 1.0, 832: 1.5, 512: 0.1}
     pol = D.HybridPolicy(est)
     sizes = pol.sizes()
-    assert 448 not in sizes and 832 not in sizes and {416, 480, 512, 768, 896} <= set(sizes)
+    assert not {448, 576, 832} & set(sizes) and {416, 480, 512, 640, 768, 896} <= set(sizes)
     assert sizes[:3] == (256, 288, 320) and sizes[-3:] == (1024, 2048, 4096)
+    plan, _ = pol.fused_candidate(_hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)]))
+    (_, c), = plan.chunk
+    assert c + 32 == 512
 
 
 @pytest.mark.parametrize("host", [0.0, 5.0, 15.0, 25.0, 40.0])
