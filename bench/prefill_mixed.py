@@ -19,6 +19,7 @@ over the earlier chunks of its request) and 1-128 decode rows (one new token eac
 200-8000 tokens); the estimate is ``Estimator.fused_ms``'s price (the solo prefill fit on the
 whole GPU), which no table row was fitted on. ``python -m sglang_mux.estimator add-fused TABLE
 FILE`` puts its rows into the table, whose fit then prices fused iterations with them.
+``--fused-grid`` and ``--fused-sizes`` time fixed grids instead (`fused_grid`, `fused_size_grid`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ GRID_ROWS = (1, 8, 32, 64, 128)
 GRID_CONTEXTS = (1000, 4000)
 
 
+def fused_size_grid() -> list[list[tuple[int, int]]]:
+    """Fused iterations filling each size SGLang's prefill graph captures from 256 to 1,024 tokens,
+    as the hybrid fills them (``dispatch.HybridPolicy.sizes``): a chunk of size - B new tokens over
+    a prefix of p beside B decode rows of 4,000 context, B in SIZE_ROWS, p in SIZE_PREFIXES. The
+    grids above have no batch between 385 and 512 or 641 and 1,024 tokens, where cuBLAS has slow
+    counts (448, 832) that the token bands cannot see (bench/results/cap30_lone_h100_s46_2026-11-28/)."""
+    from sglang_mux.fused_price import sglang_graph_tokens
+
+    sizes = [s for s in sglang_graph_tokens(1024) if s >= 256]
+    return [[(s - rows, p)] + [(1, 4000)] * rows for s in sizes for rows in SIZE_ROWS for p in SIZE_PREFIXES]
+
+
+SIZE_ROWS = (8, 32)
+SIZE_PREFIXES = (0, 4000)
+
+
 def summary(errs: list[float]) -> dict:
     a = sorted(abs(e) for e in errs)
     return {"rows": len(a), "median_abs": round(statistics.median(a), 4),
@@ -110,10 +127,17 @@ def main(argv=None) -> int:
     ap.add_argument("--fused-grid", action="store_true",
                     help="with --fused: the grid of fused_grid() (chunk x decode rows x context) instead of "
                          "--batches random ones")
+    ap.add_argument("--fused-sizes", action="store_true",
+                    help="with --fused: fused_size_grid(), a batch filling each prefill-graph size from 256 to "
+                         "1,024 tokens, instead of --batches random ones")
     ap.add_argument("--fused", action="store_true",
                     help="time fused iterations (a prompt chunk and decode rows in one extend batch) on the "
                          "whole GPU instead of mixed prefill batches on --partitions")
     args = ap.parse_args(argv)
+    if (args.fused_grid or args.fused_sizes) and not args.fused:
+        ap.error("--fused-grid and --fused-sizes are kinds of --fused run: add --fused")
+    if args.fused_grid and args.fused_sizes:
+        ap.error("give --fused-grid or --fused-sizes, not both (one run each)")
     if args.rescore:
         res = _cli_io.read_json(args.rescore, "bench.prefill_mixed result",
                                 "give a file that bench.prefill_mixed --out wrote")
@@ -132,9 +156,8 @@ def main(argv=None) -> int:
     _cli_io.model_config(args.model_config)
     args.table = str(_cli_io.table_dir(args.table))
     partitions = _cli_io.number_list(args.partitions, "--partitions", int, example="20,52,84,116")
-    if args.fused_grid and not args.fused:
-        ap.error("--fused-grid is a kind of --fused run: add --fused")
-    make = (lambda seed, count: fused_grid()) if args.fused_grid else fused_batches if args.fused else batches
+    make = ((lambda seed, count: fused_grid()) if args.fused_grid else (lambda seed, count: fused_size_grid())
+            if args.fused_sizes else fused_batches if args.fused else batches)
     _cli_io.need_gpu("bench.prefill_mixed")
 
     from profiling.harness import CellSkipped, Harness

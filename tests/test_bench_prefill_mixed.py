@@ -24,3 +24,28 @@ def test_fused_grid_covers_chunk_rows_and_context():
     assert len(cells) == len(grid) == 45  # 5 chunks x 5 row counts x 2 contexts, less 128 x 4000 (512K tokens)
     assert {c for c, _, _ in cells} == set(CHUNKS) and {r for _, r, _ in cells} == set(GRID_ROWS)
     assert {x for _, _, x in cells} == set(GRID_CONTEXTS) and (4096, 128, 4000) not in cells
+
+
+def test_fused_size_grid_fills_every_captured_size_the_hybrid_fills():
+    from bench.prefill_mixed import SIZE_PREFIXES, SIZE_ROWS, fused_size_grid
+
+    grid = fused_size_grid()
+    totals = sorted({sum(n for n, _ in b) for b in grid})
+    assert totals == [256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 832, 896, 960, 1024]
+    assert len(grid) == len(totals) * len(SIZE_ROWS) * len(SIZE_PREFIXES)
+    for b in grid:
+        (n, p), rows = b[0], b[1:]
+        assert n > 1 and p in SIZE_PREFIXES and len(rows) in SIZE_ROWS and all(x == (1, 4000) for x in rows)
+
+
+def test_fused_sizes_is_a_kind_of_fused_run(capsys):
+    import pytest
+
+    from bench.prefill_mixed import main
+
+    with pytest.raises(SystemExit):
+        main(["--fused-sizes", "--model-config", "x", "--table", "y", "--out", "z"])
+    assert "add --fused" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--fused", "--fused-sizes", "--fused-grid", "--model-config", "x", "--table", "y", "--out", "z"])
+    assert "not both" in capsys.readouterr().err
