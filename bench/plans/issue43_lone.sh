@@ -11,9 +11,10 @@
 # machine does one cell: give the END ~27 minutes after the install. Two machines fit one session's
 # device time while a one-chip machine counts half (the run reply's lease.counts); counted in full
 # (session 46), one cell fits, END ~25 minutes after the first call.
-# CELLS is a comma list run in order; "sizes" (68 batches, not yet timed on a GPU) times bench.prefill_mixed --fused-sizes,
-# fused batches filling every prefill-graph size 256-1,024 (the fused rows have none at 385-512 or
-# 641-1,024, where cuBLAS is slow at 448 and 832: session 46), e.g. sizes,cap30.
+# CELLS is a comma list run in order, e.g. sizes,cap30. "sizes" times bench.prefill_mixed --fused
+# --fused-sizes (68 batches, not yet timed on a GPU): fused batches filling every prefill-graph size
+# 256-1,024 (the fused rows have none at 385-512 or 641-1,024, where cuBLAS is slow at 448 and 832:
+# session 46).
 END=${1:?END epoch}
 CELLS=${2:?comma list of sizes, cap30, sharegpt30}
 source /tmp/t/bench/plans/lease.sh
@@ -22,7 +23,7 @@ for c in ${CELLS//,/ }; do
     sizes) timeout $(( $(left) - 60 )) python -m bench.prefill_mixed --fused --fused-sizes \
                --model-config launch/models/llama-3.1-8b/config.json --table llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3 \
                --attention-backend fa3 --out $R/fused_sizes.json > $R/sizes.log 2>&1 ;;
-    cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;  # session 46: hybrid 3.45, chunked 512 3.9; predicted 4.12 / 4.12
+    cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;  # session 46: hybrid 3.45, chunked 512 3.9; predicted 3.45-4.12 / 4.12
     sharegpt30) cell 0 sharegpt30 36,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 ;;  # predicted 72 / 66
     *) echo "cell: sizes, cap30 or sharegpt30, got $c"; exit 2 ;;
     esac
