@@ -39,7 +39,8 @@ if [ -z "$H200" ]; then
     # Mooncake synthetic at TBT 50 (the map: hybrid 0.8, chunked 512 0.8, 1024 0.7), 90-s points
     # climbing; P99 TTFT 5 s flat as the table (the H200 runs used 10 s)
     SYSTEMS="mux-hybrid sglang-chunked-512" RATES=0.65,0.8,0.9 TTFT_SLO="--ttft-slo-ms 5000" \
-        bash bench/plans/per_gpu.sh 0 bash bench/plans/synthetic_sweep.sh $R/syn50 $(( $(left) - 40 )) > $R/syn50.log 2>&1 &
+        bash bench/plans/per_gpu.sh 0 bash bench/plans/synthetic_sweep.sh $R/syn50 $(( $(left) - 40 )) \
+        > $R/syn50.log 2>&1 &
     cell 1 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt &
     SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" RATES=0.5,0.75,1 bash bench/plans/per_gpu.sh 2 \
         bash bench/plans/conv_uncapped_sweep.sh $R/unc50 $(( $(left) - 40 )) > $R/unc50.log 2>&1 &
