@@ -129,8 +129,9 @@ def _fake_tp_server(tmp_path):
     code = """
 import subprocess, sys, time
 kids = [subprocess.Popen(["bash", "-c", f'exec -a "sglang::scheduler_TP{r}" sleep 60']) for r in (10, 1)]
-# Popen returns at the fork; the title shows only once bash has exec'd (CI raced this).
-while not all(b"scheduler_TP" in open(f"/proc/{k.pid}/cmdline", "rb").read() for k in kids):
+# Popen returns at the fork; the title is argv[0] only once bash has exec'd. bash's own command line
+# names it too (in its -c string), and mid-exec the cmdline reads empty: CI raced both.
+while not all(open(f"/proc/{k.pid}/cmdline", "rb").read().startswith(b"sglang::scheduler_TP") for k in kids):
     time.sleep(0.01)
 print(" ".join(str(k.pid) for k in kids), flush=True)
 while all(k.poll() is None for k in kids):
