@@ -155,6 +155,20 @@ class FusedPrice:
         resid = y - self._base(x)
         self.margin = max(0.0, float(np.quantile(resid, self.quantile))) if len(x) >= max(self.warmup, 2) else 0.0
 
+    @staticmethod
+    def base_of(price_ms: float, mapping: dict) -> float:
+        """The base price whose `price` under ``mapping`` (`to_dict`'s, e.g. from a timeline row)
+        is ``price_ms``: price = max(fixed + slope x base, ratio x base) + margin, so the base is
+        the smaller of the two branches' inverses. NaN if neither gives a positive one."""
+        p = price_ms - mapping["margin_ms"]
+        cands = []
+        if mapping["slope"] > 0:
+            cands.append((p - mapping["fixed_ms"]) / mapping["slope"])
+        if mapping["ratio"] > 0:
+            cands.append(p / mapping["ratio"])
+        b = min(cands, default=float("nan"))
+        return b if b > 0 else float("nan")
+
     def to_dict(self) -> dict[str, float]:
         return {"fixed_ms": round(self.fixed, 3), "slope": round(self.slope, 4), "ratio": round(self.ratio, 4),
                 "margin_ms": round(self.margin, 3)}

@@ -1,21 +1,10 @@
 """bench.analysis.fused_sizes: served fused iterations grouped by the prefill-graph size they ran at."""
-import math
-
 import pandas as pd
 import pytest
 
 from bench.analysis import fused_sizes as F
 
 RATIO = {"fixed_ms": 0.0, "slope": 1.0, "ratio": 1.1, "margin_ms": 2.0}  # price = 1.1 x base + 2
-LINE = {"fixed_ms": 3.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 1.0}   # price = base + 3 + 1
-
-
-def test_the_base_price_is_the_served_mapping_inverted():
-    assert F.base_price(24.0, RATIO) == pytest.approx(20.0)
-    assert F.base_price(24.0, LINE) == pytest.approx(20.0)
-    both = {"fixed_ms": 3.0, "slope": 1.0, "ratio": 1.1, "margin_ms": 0.0}  # max(b + 3, 1.1 b): 1.1 b past 30
-    assert F.base_price(22.0, both) == pytest.approx(19.0) and F.base_price(44.0, both) == pytest.approx(40.0)
-    assert math.isnan(F.base_price(1.0, LINE))
 
 
 def test_rows_group_by_the_padded_size_with_their_ratio_and_the_curve():

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from sglang_mux.fused_price import FusedPrice, graph_cliffs
@@ -152,3 +154,16 @@ def test_graph_cliffs_are_the_sizes_a_larger_one_beats_and_by_how_much():
     assert graph_cliffs(sorted(gemm), gemm.__getitem__) == pytest.approx({288: 0.7, 448: 4.2, 480: 0.1})
     assert graph_cliffs([256, 512], {256: 5.0, 512: 5.0}.__getitem__) == {256: 0.0}  # as long: no gain in filling less
     assert graph_cliffs([], gemm.__getitem__) == {}
+
+
+def test_base_of_inverts_the_price_a_timeline_row_recorded():
+    ratio = {"fixed_ms": 0.0, "slope": 1.0, "ratio": 1.1, "margin_ms": 2.0}  # price = 1.1 x base + 2
+    line = {"fixed_ms": 3.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 1.0}   # price = base + 3 + 1
+    assert FusedPrice.base_of(24.0, ratio) == pytest.approx(20.0)
+    assert FusedPrice.base_of(24.0, line) == pytest.approx(20.0)
+    both = {"fixed_ms": 3.0, "slope": 1.0, "ratio": 1.1, "margin_ms": 0.0}  # max(b + 3, 1.1 b): 1.1 b past 30
+    assert FusedPrice.base_of(22.0, both) == pytest.approx(19.0) and FusedPrice.base_of(44.0, both) == pytest.approx(40.0)
+    assert math.isnan(FusedPrice.base_of(1.0, line))
+    p = FusedPrice()
+    p.fixed, p.slope, p.ratio, p.margin = 3.0, 1.0, 1.1, 0.5
+    assert FusedPrice.base_of(p.price(25.0), p.to_dict()) == pytest.approx(25.0, abs=1e-3)

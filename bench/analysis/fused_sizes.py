@@ -8,32 +8,19 @@ iterations, their median measured GPU time, measured / base price (median and P1
 ran over ``--over`` ms, and the table's GEMM curve there with its excess over the cheapest larger
 captured size (``fused_price.graph_cliffs``). The base price is read back from the row: its planned
 price (``t_decode_worst_ms``) through the inverse of the served mapping recorded with it
-(``fused_price``: updated every 32 iterations, so approximate across a refit). ``--min-decode``
+(``fused_price``, `FusedPrice.base_of`: updated every 32 iterations, so approximate across a refit). ``--min-decode``
 leaves out iterations with fewer decode rows (the drain). CPU, seconds.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from sglang_mux import cli
 from sglang_mux import cli_io as _cli_io
-from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, graph_cliffs, graph_padding, sglang_graph_tokens
+from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, FusedPrice, graph_cliffs, graph_padding,
+                                     sglang_graph_tokens)
 
 TABLE = "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
-
-
-def base_price(price_ms: float, mapping: dict) -> float:
-    """The base price whose served price (``FusedPrice.price``: max(fixed + slope x base, ratio x
-    base) + margin) is ``price_ms``; ``mapping``: ``FusedPrice.to_dict``'s. NaN if none is."""
-    p = price_ms - mapping["margin_ms"]
-    cands = []
-    if mapping["slope"] > 0:
-        cands.append((p - mapping["fixed_ms"]) / mapping["slope"])
-    if mapping["ratio"] > 0:
-        cands.append(p / mapping["ratio"])
-    b = min(cands, default=math.nan)
-    return b if b > 0 else math.nan
 
 
 def by_size(t, min_decode: int = 10, over_ms: float = 29.0, gemm=None):
@@ -46,7 +33,7 @@ def by_size(t, min_decode: int = 10, over_ms: float = 29.0, gemm=None):
     if f.empty:
         raise ValueError(f"no fused iteration with {min_decode}+ decode rows")
     f["size"] = [int(n) + graph_padding(int(n), graph) for n in f.extend_tokens]
-    f["base"] = [base_price(p, m) for p, m in zip(f.t_decode_worst_ms, f.fused_price)]
+    f["base"] = [FusedPrice.base_of(p, m) for p, m in zip(f.t_decode_worst_ms, f.fused_price)]
     f["ratio"] = f.measured_decode_ms / f.base
     g = f.groupby("size")
     out = pd.DataFrame({
