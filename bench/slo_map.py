@@ -18,9 +18,9 @@ directory (``<system>__<rate>.jsonl`` or ``.jsonl.xz``), since a summary keeps o
     python -m bench.slo_map --cells RUN [RUN ...] [--predicted MAP.json] [--plot OUT.png] [--json OUT.json]
 
 A map over runs: each run is one cell, its workload judged by the run's own SLOs (``A+B``: the
-rounds A then B of one cell on one host, merged by `merged_runs`); mux / best chunked prefill per cell (a bound where one side passed none of its rates), beside the
-simulator's prediction (``bench.analysis.sim_hybrid_map``'s JSON), whose other cells the plot
-shows grey.
+rounds A then B of one cell on one host, merged by `merged_runs`); mux / best chunked prefill per
+cell (a bound where one side passed none of its rates), beside the simulator's prediction
+(``bench.analysis.sim_hybrid_map``'s JSON), whose other cells the plot shows grey.
 """
 from __future__ import annotations
 
