@@ -33,6 +33,7 @@ BUDGET=${2:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics ${EXTRA_SA:-}"
+# PORT: the server's (per_gpu.sh sets one per GPU: two cells of one host on one port share a server).
 # MODEL, EXTRA_SA, STARTUP_S, TBT_SLO_MS: another model and SLO, as in fa3_conv8k_sweep.sh (issue 44's 70B).
 # WORKLOAD, TRACE_PATH, INPUT_CAP: another long-context slice (bench/plans/synthetic_sweep.sh).
 cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
@@ -44,7 +45,7 @@ TTFT_SLO=(${TTFT_SLO:-$d})
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
         --duration-s 90 --drain-s 60 --out "$OUT" --model-path "launch/models/${MODEL:-llama-3.1-8b}" --no-progress
-        --startup-estimate-s "${STARTUP_S:-160}")
+        --startup-estimate-s "${STARTUP_S:-160}" ${PORT:+--port "$PORT"})
 if [ -n "${SEARCH:-}" ]; then how=(--search "$SEARCH"); else how=(--rates "${RATES:-1,1.25,1.5}"); fi
 for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     l=$(left)
