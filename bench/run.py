@@ -180,11 +180,42 @@ class Budget:
         return cost_s <= self.left()
 
 
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
 def port_answers(port: int, host: str = "127.0.0.1") -> bool:
     """Whether something accepts TCP connections on ``host:port``."""
     with socket.socket() as sk:
         sk.settimeout(1.0)
         return sk.connect_ex((host, port)) == 0
+
+
+def listener_pids(port: int) -> set[int] | None:
+    """The processes holding a TCP socket that listens on ``port`` (Linux /proc); None where /proc
+    cannot tell (another OS), so callers then trust /health alone."""
+    inodes = set()
+    tables = [Path(t) for t in ("/proc/net/tcp", "/proc/net/tcp6") if Path(t).exists()]
+    if not tables:
+        return None
+    for table in tables:
+        for line in table.read_text().splitlines()[1:]:
+            f = line.split()  # sl local_address rem_address st ... inode
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{f[9]}]")
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in inodes for fd in (d / "fd").iterdir()):
+                pids.add(int(d.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return pids
 
 
 class Server:
@@ -215,9 +246,28 @@ class Server:
             if self.proc.poll() is not None:
                 return False, f"exited with code {self.proc.returncode} before /health"
             if client.health(self.url, timeout=5.0):
+                stranger = self._stranger_on_port()
+                if stranger:
+                    return False, stranger
                 return True, "ok"
             time.sleep(1.0)
         return False, f"no /health within {timeout_s:.0f} s"
+
+    def _stranger_on_port(self) -> str:
+        """Why /health's answer is not this server's, or ''. Two runs started together on one port
+        both pass start()'s check; the first server up answers both clients (session 47)."""
+        port = urllib.parse.urlsplit(self.url).port
+        host = urllib.parse.urlsplit(self.url).hostname
+        if port is None or host not in ("127.0.0.1", "localhost"):
+            return ""
+        pids = listener_pids(port)
+        if not pids:  # /proc says nothing readable: trust /health
+            return ""
+        ours = [p for p in pids if _session_of(p) == self.proc.pid]
+        if ours:
+            return ""
+        return (f"port {port} is answered by process {min(pids)}, not by the server this run started: "
+                "another run on the same port? give each run its own --port")
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None and not self._group_alive():

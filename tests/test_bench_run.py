@@ -273,6 +273,53 @@ def test_a_port_already_served_is_refused_before_starting(tmp_path):
     assert not run.port_answers(port)
 
 
+HEALTH_SERVER = ("import http.server, sys\n"
+                 "class H(http.server.BaseHTTPRequestHandler):\n"
+                 "    def do_GET(self):\n"
+                 "        self.send_response(200); self.end_headers(); self.wfile.write(b'ok')\n"
+                 "    def log_message(self, *a): pass\n"
+                 "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+@pytest.mark.skipif(not run.Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
+def test_health_from_another_process_on_the_port_is_not_the_started_server(tmp_path):
+    """Two runs started together on one port both pass start()'s check, and the first server up
+    answers both /health calls: the later run must refuse it, not measure the other's server."""
+    import subprocess
+    port = _free_port()
+    s = run.Server([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "x.log",
+                   f"http://127.0.0.1:{port}")
+    s.start()
+    other = subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)])
+    try:
+        ok, why = s.wait_healthy(20)
+        assert not ok
+        assert f"port {port} is answered by process {other.pid}, not by the server this run started" in why
+    finally:
+        other.kill()
+        s.stop()
+
+
+@pytest.mark.skipif(not run.Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
+def test_health_from_the_started_server_or_its_children_is_accepted(tmp_path):
+    """SGLang's HTTP server may live in a child of the launched process: its session is the one."""
+    port = _free_port()
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {HEALTH_SERVER!r}, '{port}'])"
+    s = run.Server([sys.executable, "-c", child], tmp_path / "x.log", f"http://127.0.0.1:{port}")
+    s.start()
+    try:
+        assert s.wait_healthy(20) == (True, "ok")
+    finally:
+        s.stop()
+    assert not run.port_answers(port)
+
+
 def test_a_run_records_the_cpus_it_was_pinned_to():
     """A cell's share of a multi-GPU host (plans/per_gpu.sh) goes into summary.json's hardware."""
     import subprocess
