@@ -9,7 +9,9 @@ Per request the client records (times in s since the run start, ``perf_counter``
 ``scheduled``, ``send`` (just before the POST, after the body is serialized),
 ``first_token``, ``end``, ``tok_ms`` (every token's arrival, ms after ``send``; the first is
 the TTFT), ``output_tokens``, ``prompt_tokens``, ``cached_tokens``, ``finish_reason``,
-``status``, ``ok`` and ``error``.
+``status``, ``ok`` and ``error``; ``server``, where the final chunk's ``meta_info`` has them (SGLang
+with ``--enable-metrics``), the server's own stamps of the request (`SERVER_STAMPS`: wall-clock
+seconds, and ``queue_time`` in s), which split a TTFT into the server's part and the rest.
 
 Token arrivals. An SSE chunk is timed when its bytes are read. When one chunk carries k > 1
 new tokens (the server batched them, e.g. ``--stream-interval``), the k tokens are all
@@ -65,6 +67,9 @@ def _rec(rid: str, kind: str, scheduled: float | None, expected: int, prompt: in
 _CT = re.compile(rb'"completion_tokens":\s*(\d+)')
 _FR_NULL = re.compile(rb'"finish_reason":\s*null')
 _STUB_T = re.compile(rb'"stub_t":\s*([0-9.eE+-]+)')
+# SGLang 0.5.16's meta_info with --enable-metrics: the tokenizer manager's receipt, the scheduler's
+# first forward of the request and the end of its prefill (wall clock, s), its waiting time (s)
+SERVER_STAMPS = ("request_received_ts", "forward_entry_time", "prefill_finished_time", "queue_time")
 
 
 def parse_generate_event(data: bytes) -> tuple[dict, str | None]:
@@ -192,6 +197,9 @@ class LoadClient:
                 for key in ("prompt_tokens", "cached_tokens"):
                     if meta.get(key) is not None:
                         rec[key] = meta[key]
+                stamps = {k: meta[k] for k in SERVER_STAMPS if meta.get(k) is not None}
+                if stamps:
+                    rec["server"] = stamps
                 fr = meta.get("finish_reason")
                 if fr:
                     rec["finish_reason"] = fr.get("type") if isinstance(fr, dict) else fr

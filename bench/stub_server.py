@@ -7,7 +7,8 @@ Each request waits ``ttft`` then emits ``max_new_tokens`` tokens, ``chunk_tokens
 chunk, one chunk every ``chunk_tokens * tbt`` (on an absolute schedule, so sleeps do not
 drift). The streamed format follows SGLang: /generate chunks are ``data: {"text",
 "output_ids", "meta_info": {id, finish_reason, prompt_tokens, completion_tokens,
-cached_tokens}}`` with cumulative text/ids, then ``data: [DONE]``; chat chunks are OpenAI
+cached_tokens}}`` with cumulative text/ids (the final one also with SGLang's ``--enable-metrics``
+stamps, ``bench.client.SERVER_STAMPS``), then ``data: [DONE]``; chat chunks are OpenAI
 ``chat.completion.chunk`` objects (usage on every chunk when ``continuous_usage_stats``).
 ``cached_tokens`` comes from a prefix cache at ``cache_block``-token granularity (chat:
 word granularity), so prefix reuse is observable.
@@ -136,13 +137,19 @@ class Stub:
         if fault == "hang":
             await asyncio.sleep(self.cfg.hang_s)
 
+        received = time.time()
+        stamps: dict = {}  # SGLang's with --enable-metrics, on the final chunk (bench.client.SERVER_STAMPS)
+
         def out(done: int, finished: bool) -> dict:
             toks = [1000 + j % 1000 for j in range(done)]
+            if done and not stamps:
+                stamps.update(request_received_ts=received, forward_entry_time=received + queue_s,
+                              prefill_finished_time=time.time(), queue_time=queue_s)
             return {"text": " tok" * done, "output_ids": toks, "meta_info": {
                 "id": rid, "finish_reason": {"type": "length", "length": n} if finished else None,
                 "prompt_tokens": len(ids), "completion_tokens": done, "cached_tokens": cached,
                 # send time on CLOCK_MONOTONIC (= client's perf_counter): client lag probe
-                "stub_t": time.perf_counter()}}
+                "stub_t": time.perf_counter(), **(stamps if finished else {})}}
 
         queue_s = self.cfg.long_queue_s if long else 0.0
         if long:

@@ -134,3 +134,18 @@ def test_scrape_metrics_keeps_only_the_prefix_and_counts():
 
 def test_scrape_metrics_none_without_endpoint():
     assert client.scrape_metrics("http://127.0.0.1:9") is None
+
+
+def test_server_stamps_split_the_ttft():
+    """SGLang's --enable-metrics stamps on the final chunk (the stub's: its wait, then the first
+    token) are recorded, and ttft_parts splits a TTFT into the server's part and the rest."""
+    from bench.analysis import ttft_parts
+    with stub(ttft_s=0.08, tbt_s=0.005) as url:
+        recs, _ = client.run_workload(url, small(6, 20.0, out=4), deadline_s=10, progress=False)
+    assert all(set(r["server"]) == set(client.SERVER_STAMPS) for r in recs)
+    df = ttft_parts.parts(recs)
+    assert len(df) == 6
+    assert (df.server_ms > 70).all() and (df.server_ms < df.ttft_ms).all()
+    assert (df.rest_ms < 30).all()
+    b = ttft_parts.by_bin(df, bin_s=100.0)
+    assert list(b.n) == [6] and b.server_ms_p50.iloc[0] > 70
