@@ -3,6 +3,7 @@
 point. The log's clock is aligned to the client's by the shift (whole seconds) that best matches
 admissions to first tokens over the first 9 s, while TTFTs were ~50 ms. Run from the repository root:
 
+    git checkout c79397e -- bench/results/x4_s47_2026-11-28   # the per-request records
     python bench/results/x4_s47_2026-11-28/admissions.py
 """
 import collections
