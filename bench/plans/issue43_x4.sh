@@ -26,12 +26,8 @@
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 nvidia-smi -L | grep -q H200 && H200=1 || H200=
-corr() {  # the token check on GPU 3, then that GPU's cell
-    python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
-    CUDA_VISIBLE_DEVICES=3 taskset -c "$(cores_for 4 3)" timeout 420 python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt \
-        --burst --no-logprobs --port 33000 --out $R/corr/correctness.json --logdir $R/corr \
-        --mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs 16" \
-        > $R/corr.log 2>&1
+corr() {  # the token check on GPU 3 (bench/plans/token_check.sh: SLOs that make a preemption), then that GPU's cell
+    CUDA_VISIBLE_DEVICES=3 PORT=33000 taskset -c "$(cores_for 4 3)" bash bench/plans/token_check.sh $R/corr > $R/corr.log 2>&1
     cell 3 "$@"
 }
 if [ -z "$H200" ]; then
