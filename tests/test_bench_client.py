@@ -149,3 +149,17 @@ def test_server_stamps_split_the_ttft():
     assert (df.rest_ms < 30).all()
     b = ttft_parts.by_bin(df, bin_s=100.0)
     assert list(b.n) == [6] and b.server_ms_p50.iloc[0] > 70
+
+
+def test_ttft_parts_reads_a_compressed_point_and_says_what_is_missing(tmp_path, capsys):
+    import json
+    import lzma
+    from bench.analysis import ttft_parts
+    rec = {"ok": True, "send": 1.0, "tok_ms": [120.0], "server": {
+        "request_received_ts": 100.0, "prefill_finished_time": 100.08, "queue_time": 0.05}}
+    (tmp_path / "mux-hybrid__50.jsonl.xz").write_bytes(lzma.compress((json.dumps(rec) + "\n").encode()))
+    assert ttft_parts.main([str(tmp_path), "--rate", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 requests with server stamps" in out and "40.0" in out  # 120 ms less 80 ms
+    assert ttft_parts.main([str(tmp_path), "--rate", "55"]) != 0
+    assert "no such point" in capsys.readouterr().err

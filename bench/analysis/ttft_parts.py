@@ -42,7 +42,8 @@ def by_bin(df, bin_s: float = 5.0) -> "pd.DataFrame":
 
 
 def main(argv=None) -> int:
-    from bench.metrics import load_jsonl
+    import json
+    import lzma
     p = cli.ArgumentParser(prog="python -m bench.analysis.ttft_parts", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--system", default="mux-hybrid")
@@ -50,9 +51,11 @@ def main(argv=None) -> int:
     p.add_argument("--bin-s", type=float, default=5.0)
     a = p.parse_args(argv)
     path = a.run_dir / f"{a.system}__{a.rate}.jsonl"
-    if not path.exists():
-        return cli.print_error(f"{path}: no such point (records kept as .jsonl.xz: unxz it first)")
-    recs = load_jsonl(path)
+    xz = path.with_name(path.name + ".xz")  # results keep their records compressed
+    if not (path.exists() or xz.exists()):
+        return cli.print_error(f"{path}: no such point (nor {xz.name}): give the rate as in the file name")
+    with (open(path) if path.exists() else lzma.open(xz, "rt")) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
     df = parts(recs)
     if df.empty:
         return cli.print_error(f"{path}: no finished request has server stamps (SGLang gives them with "
