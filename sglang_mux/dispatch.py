@@ -536,6 +536,11 @@ class HybridPolicy(MuxDispatcher):
        own budget (``fused_start_host_ms``) but weighed at the rate of the streak it starts (the
        candidate within the streak's budget): weighed alone, its small chunk lost to spatial
        plans, whose decodes missed TBT 30 (replayed on served overruns).
+       A queue head of more new tokens than ``layerwise_max_tokens`` (what one layer-wise
+       prefill's activations can hold in the memory left after the KV pool,
+       `sglang_mux.prefill_memory`; None: no limit) has no spatial candidate: it is fused, cut
+       into chunks (rule 3's largest that fits, else the smallest; rule 0 runs its rest), and
+       it preempts nothing. The dispatcher alone must refuse such a prompt.
     A fused Plan: decode_sms = total_sms, prefill_sms = 0, t_decode_worst_ms = t_prefill_ms = t_f,
     prefill_layers = 0, no new batch, ``chunk`` = ((rid, tokens), ...), a prefix of ``waiting``
     (the last entry may be part of its request's tokens), reason "fused". No chunk budget to tune:
@@ -550,10 +555,14 @@ class HybridPolicy(MuxDispatcher):
     def __init__(self, estimator: EstimatorLike, tbt_slo_ms: float = 50.0, ttft_slo_ms: float = 5000.0,
                  preemption: bool = True, max_prefill_tokens: int = 16384, max_prefill_bs: int = 64,
                  ttft_ms_per_token: float = 0.0, chunk_sizes: Sequence[int] = CHUNK_SIZES,
-                 prefill_slowdown: float | Mapping[int, float] = 1.0):
+                 prefill_slowdown: float | Mapping[int, float] = 1.0, layerwise_max_tokens: int | None = None):
         super().__init__(estimator, tbt_slo_ms, ttft_slo_ms, preemption=preemption,
                          max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs,
                          ttft_ms_per_token=ttft_ms_per_token, budget_starts=True)
+        if layerwise_max_tokens is not None and layerwise_max_tokens < max_prefill_tokens:
+            raise ValueError(f"layerwise_max_tokens ({layerwise_max_tokens}) must hold a batch of "
+                             f"max_prefill_tokens ({max_prefill_tokens})")
+        self.layerwise_max_tokens = layerwise_max_tokens
         sizes = sorted({int(c) for c in chunk_sizes})
         if not sizes or sizes[0] <= 0:
             raise ValueError(f"chunk_sizes must be positive token counts, got {list(chunk_sizes)}")
@@ -606,10 +615,14 @@ class HybridPolicy(MuxDispatcher):
             out.append((size, ch))
         return out
 
+    def too_long(self, w: WaitingReq) -> bool:
+        """Whether one layer-wise prefill cannot hold ``w``'s new tokens (``layerwise_max_tokens``)."""
+        return self.layerwise_max_tokens is not None and w.n > self.layerwise_max_tokens
+
     def fused_candidate(self, snap: Snapshot, force: bool = False) -> tuple[Plan, float] | None:
         """The largest fused chunk that meets the TBT budget and its rate over what it commits to
-        (`commitment`); None if none does. ``force`` (rule 0): the smallest chunk if none fits,
-        rated alone."""
+        (`commitment`); None if none does. ``force`` (rule 0, or a queue head too long for a
+        layer-wise prefill): the smallest chunk if none fits, rated alone."""
         host = max(snap.decode_host_ms if snap.fused_host_ms is None else snap.fused_host_ms, 0.0)
         if not snap.fused_streak and snap.fused_start_host_ms is not None:  # a streak's first: never less
             host = max(host, snap.fused_start_host_ms)
@@ -623,7 +636,8 @@ class HybridPolicy(MuxDispatcher):
         # cutting a long prompt on it held the loop fused for its every chunk once the true price
         # was known.
         learned = getattr(getattr(self.est, "fused_price", None), "learned", True)
-        chunks = self._chunks(snap, rest_chunks=None if learned else 1)
+        head_too_long = snap.chunked is None and bool(snap.waiting) and self.too_long(snap.waiting[0])
+        chunks = self._chunks(snap, rest_chunks=None if learned or head_too_long else 1)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
             chunks = [(0, [(w, min(w.n, self.chunk_sizes[0]))])] + chunks
@@ -705,6 +719,9 @@ class HybridPolicy(MuxDispatcher):
         spatial = super().plan(snap)
         if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:
             return spatial  # rules 1 and 2
+        if self.too_long(snap.waiting[0]):  # fused in chunks whatever the rates
+            forced = self.fused_candidate(snap, force=True)
+            return forced[0] if forced is not None else self._decode_only(snap)  # no room beside the decode rows
         fused = self.fused_candidate(snap)
         if fused is None:
             return spatial
@@ -714,6 +731,11 @@ class HybridPolicy(MuxDispatcher):
             steady = self.fused_candidate(replace(snap, fused_streak=True))
             rate = steady[1] if steady is not None else rate
         return fused[0] if rate > self.spatial_rate(spatial, snap) else spatial
+
+
+    def _preempting_plan(self, snap: Snapshot, cur: Plan) -> Plan | None:
+        head = next(iter(snap.waiting), None)
+        return None if head is not None and self.too_long(head) else super()._preempting_plan(snap, cur)
 
 
 class FixedPolicy(_BasePolicy):

@@ -1,7 +1,7 @@
 """The longest prompt one layer-wise prefill can hold in the GPU memory left after the KV pool.
 
-The mux prefills each prompt whole (SGLang's chunked prefill is off), so one launch's activations
-grow with the prompt; SGLang's chunked server never holds more than one chunk. Per token the MLP
+A layer-wise prefill takes each prompt whole (SGLang's chunked prefill is off), so one launch's
+activations grow with the prompt; SGLang's chunked server never holds more than one chunk. Per token the MLP
 keeps its gate/up output (2 x intermediate), the activation (intermediate) and about six
 hidden-size tensors (layer input, residual, normed input, attention output, down output) alive at
 the down projection; a preempted batch keeps two more (hidden state and residual) while its
@@ -11,8 +11,9 @@ the KV pool and decode graphs were allocated) a 67,668-token prefill ran out of 
 projection with 0.5 GiB free, so its peak is at least 118 KiB a token; at 0.75 (15.49 GiB free) it
 ran. The model below says 148 KiB.
 
-Without a limit such a prompt kills the scheduler and every request in flight with it; with one it
-is refused with SGLang's own input-length error, and the log says which memory fraction would serve
+Without a limit such a prompt kills the scheduler and every request in flight with it. With one, the
+hybrid policy fuses it in chunks (a chunk's activations are bounded by the chunk); another policy
+refuses it with SGLang's own input-length error, and the log says which memory fraction would serve
 the longest prompt the server accepts.
 """
 

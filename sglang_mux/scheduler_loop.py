@@ -885,10 +885,12 @@ class MuxLoop:
     # ---- start-up ---------------------------------------------------------------------------
 
     def limit_prompts(self, free_bytes: int, total_bytes: int) -> None:
-        """Refuse prompts too long for one prefill's activations (prefill_memory.py) rather than run
-        out of memory mid-prefill, which kills every request in flight: lowers the Scheduler's
-        ``max_req_input_len``. Called once the KV pool and the decode graphs are allocated: what is
-        free then is what prefills have. Raises ValueError when not even one batch fits."""
+        """Keep prompts too long for one layer-wise prefill's activations (prefill_memory.py) out of
+        one, rather than run out of memory mid-prefill, which kills every request in flight: the
+        hybrid fuses them in chunks (its ``layerwise_max_tokens``); another policy refuses them
+        (the Scheduler's ``max_req_input_len`` lowered). Called once the KV pool and the decode
+        graphs are allocated: what is free then is what prefills have. Raises ValueError when not
+        even one batch fits."""
         from sglang_mux import prefill_memory
 
         sched = self.sched
@@ -897,13 +899,19 @@ class MuxLoop:
             free_bytes=free_bytes, total_bytes=total_bytes, per_token=per_token,
             max_input_len=sched.max_req_input_len, max_prefill_tokens=sched.max_prefill_tokens,
             mem_fraction=sched.server_args.mem_fraction_static)
+        # Every TP rank takes the same branch (one policy) and the same limit: the smallest of any
+        # rank (a prompt refused, or planned otherwise, on one rank alone would hang the others).
+        if hasattr(self.policy, "layerwise_max_tokens"):
+            self.policy.layerwise_max_tokens = self.consensus.min(lim.fits)
+            logger.info("sglang_mux: %.1f GiB free for prefill activations: a prompt of more than %d new tokens "
+                        "runs as fused chunks, never as one layer-wise prefill; the server accepts %d",
+                        free_bytes / prefill_memory.GIB, self.policy.layerwise_max_tokens, sched.max_req_input_len)
+            return
         if lim.message:
             logger.warning(lim.message)
         else:
             logger.info("sglang_mux: %.1f GiB free for prefill activations: one prefill holds %d prompt tokens, "
                         "the server accepts %d", free_bytes / prefill_memory.GIB, lim.fits, lim.max_input_len)
-        # Every TP rank must accept the same prompts (a prompt refused on one rank alone would
-        # leave the others waiting in its collectives): the smallest limit of any rank.
         sched.max_req_input_len = self.consensus.min(lim.max_input_len)
 
 

@@ -584,6 +584,33 @@ def test_hybrid_keeps_spatial_for_a_long_prompt_beside_a_heavy_long_context_deco
         assert slow.plan(s).kind == kind
 
 
+def test_hybrid_fuses_a_prompt_too_long_for_one_layer_wise_prefill():
+    """The case above, where spatial wins on rates: with room for only 4,096 tokens of one
+    layer-wise prefill's activations (the server's prefill_memory limit), the 8,000-token head is
+    fused, cut to the largest chunk that fits, and a short batch behind it preempts nothing."""
+    est = HybridFake()
+    s = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 8000, 0)])
+    assert D.HybridPolicy(est).plan(s).kind == D.KIND_SPATIAL
+    pol = D.HybridPolicy(est, max_prefill_tokens=4096, layerwise_max_tokens=4096)
+    p = pol.plan(s)
+    assert p.kind == D.KIND_FUSED and p.chunk == (("long", 480),) and p.new_prefill_rids == ()
+    fits = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 4096, 0)])  # at the limit: as before
+    assert pol.plan(fits) == D.HybridPolicy(est, max_prefill_tokens=4096).plan(fits)
+    # with its price not yet learned the head is still cut (rule 3 would otherwise end the chunk)
+    est.fused_price = type("Unlearned", (), {"learned": False})()
+    assert pol.plan(s).chunk == (("long", 480),)
+    del est.fused_price
+    # a slow layer-wise batch in flight (4,000 tokens over 100K cached), a 5,000-token head behind
+    # it that would preempt it, but one layer-wise prefill cannot hold it: the batch goes on
+    active = PrefillBatchState(["a"], [PrefillReq(4000, 100_000)], 1, 99.0)
+    busy = _hyb_snap(32, 30000, [WaitingReq("b", 99.5, 5000, 0)], active=active)
+    kw = dict(max_prefill_tokens=4096, ttft_ms_per_token=0.1)
+    assert D.HybridPolicy(est, **kw).plan(busy).preempt
+    assert not D.HybridPolicy(est, layerwise_max_tokens=4096, **kw).plan(busy).preempt
+    with pytest.raises(ValueError, match="must hold a batch of max_prefill_tokens"):
+        D.HybridPolicy(est, layerwise_max_tokens=8000)  # max_prefill_tokens 16,384 by default
+
+
 def test_hybrid_chunks_take_every_size_the_prefill_graph_captured():
     """The same case as above: on the coarse sizes only 480 prompt tokens fit 50 ms beside 32
     rows of 30K context; with SGLang's captured sizes up to 1,024 the largest that fits is found

@@ -242,6 +242,17 @@ def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
     assert sched.max_req_input_len == 131071
 
 
+def test_the_hybrid_fuses_prompts_one_prefill_cannot_hold_instead_of_refusing_them(caplog):
+    sched = NS(server_args=NS(model_path="launch/models/llama-3.1-8b", mem_fraction_static=0.85),
+               max_req_input_len=131071, max_prefill_tokens=16384)
+    m = mux_state(sched)
+    m.policy = NS(layerwise_max_tokens=None)  # what the loop reads of HybridPolicy
+    with caplog.at_level("INFO", logger="sglang_mux.scheduler_loop"):
+        m.limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
+    assert sched.max_req_input_len == 131071 and m.policy.layerwise_max_tokens == 50374
+    assert "more than 50374 new tokens runs as fused chunks" in caplog.text
+
+
 def test_a_launch_note_says_whether_the_host_waited_and_what_the_allocator_did(monkeypatch):
     later = sl.launch_note(3, 4.567, first=False, waited=False, allocs_before=None)
     assert later == {"layers": 3, "host_ms": 4.57, "first": False, "waited": False}
