@@ -53,8 +53,9 @@ for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     # The mux prefills a prompt whole: at bench.run's 0.85 a 67,668-token prompt ran out of
     # memory (sglang_mux/prefill_memory.py); 0.75 holds 106K tokens, and the first 135 requests
-    # (1.5 req/s x 90 s) reach 68K.
-    sa="$SA"; case "$sys" in mux*) sa="$SA --mem-fraction-static 0.75";; esac
+    # (1.5 req/s x 90 s) reach 68K. The hybrid fuses a longer prompt in chunks instead:
+    # MUX_MEM=0.85 gives it chunked prefill's pool (tests/gpu/test_long_prompt_gpu.py first).
+    sa="$SA"; case "$sys" in mux*) sa="$SA --mem-fraction-static ${MUX_MEM:-0.75}";; esac
     python -m bench.run --systems "$sys" "${how[@]}" --time-budget-s "$l" --server-args "$sa" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3
 done

@@ -39,8 +39,12 @@ if [ -z "$H200" ]; then
         bash bench/plans/per_gpu.sh 0 bash bench/plans/synthetic_sweep.sh $R/syn50 $(( $(left) - 40 )) \
         > $R/syn50.log 2>&1 &
     cell 1 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt &
-    SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" RATES=0.5,0.75,1 bash bench/plans/per_gpu.sh 2 \
-        bash bench/plans/conv_uncapped_sweep.sh $R/unc50 $(( $(left) - 40 )) > $R/unc50.log 2>&1 &
+    # the hybrid at chunked prefill's memory fraction if it serves a prompt one layer-wise prefill
+    # cannot hold (as fused chunks, ~3 minutes), else at 0.75 as before
+    { CUDA_VISIBLE_DEVICES=2 taskset -c "$(cores_for 4 2)" python -m pytest -q -n 0 -m slow \
+          tests/gpu/test_long_prompt_gpu.py > $R/long_prompt.log 2>&1 && M=0.85 || M=0.75
+      MUX_MEM=$M SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" RATES=0.5,0.75,1 bash bench/plans/per_gpu.sh 2 \
+          bash bench/plans/conv_uncapped_sweep.sh $R/unc50 $(( $(left) - 40 )) > $R/unc50.log 2>&1; } &
     corr cap50_s1 2.8,4.4 SEED=1 &
 else
     cell 0 sharegpt50 55,70 CLIENT_PROCS=12 WORKLOAD=sharegpt &
