@@ -732,7 +732,6 @@ class HybridPolicy(MuxDispatcher):
             rate = steady[1] if steady is not None else rate
         return fused[0] if rate > self.spatial_rate(spatial, snap) else spatial
 
-
     def _preempting_plan(self, snap: Snapshot, cur: Plan) -> Plan | None:
         head = next(iter(snap.waiting), None)
         return None if head is not None and self.too_long(head) else super()._preempting_plan(snap, cur)

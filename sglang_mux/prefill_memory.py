@@ -1,10 +1,10 @@
 """The longest prompt one layer-wise prefill can hold in the GPU memory left after the KV pool.
 
 A layer-wise prefill takes each prompt whole (SGLang's chunked prefill is off), so one launch's
-activations grow with the prompt; SGLang's chunked server never holds more than one chunk. Per token the MLP
-keeps its gate/up output (2 x intermediate), the activation (intermediate) and about six
-hidden-size tensors (layer input, residual, normed input, attention output, down output) alive at
-the down projection; a preempted batch keeps two more (hidden state and residual) while its
+activations grow with the prompt; SGLang's chunked server never holds more than one chunk. Per
+token the MLP keeps its gate/up output (2 x intermediate), the activation (intermediate) and about
+six hidden-size tensors (layer input, residual, normed input, attention output, down output) alive
+at the down projection; a preempted batch keeps two more (hidden state and residual) while its
 preemptor runs, so with both at most the limit long, 3 x intermediate + 8 x hidden bounds them.
 Measured on one H100 (Llama-3.1-8B shape, FA3): at --mem-fraction-static 0.85 (7.61 GiB free once
 the KV pool and decode graphs were allocated) a 67,668-token prefill ran out of memory at the down
