@@ -197,12 +197,12 @@ class LoadClient:
                 for key in ("prompt_tokens", "cached_tokens"):
                     if meta.get(key) is not None:
                         rec[key] = meta[key]
-                stamps = {k: meta[k] for k in SERVER_STAMPS if meta.get(k) is not None}
-                if stamps:
-                    rec["server"] = stamps
                 fr = meta.get("finish_reason")
                 if fr:
                     rec["finish_reason"] = fr.get("type") if isinstance(fr, dict) else fr
+                    stamps = {k: meta[k] for k in SERVER_STAMPS if meta.get(k) is not None}  # the final chunk's
+                    if stamps:
+                        rec["server"] = stamps
                     if rec["finish_reason"] == "abort":
                         msg = fr.get("message") if isinstance(fr, dict) else fr
                         err = "abort: " + str(msg)[:200]

@@ -41,6 +41,7 @@ From the client's records (``bench.client``):
 from __future__ import annotations
 
 import json
+import lzma
 import math
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -58,7 +59,11 @@ PCTS = (50, 90, 99)
 
 
 def load_jsonl(path: str | Path) -> list[dict]:
-    with open(path) as f:
+    """The records of a JSONL file, or of ``<path>.xz`` where only that is left (results keep their
+    per-request records compressed). FileNotFoundError for ``path`` where neither is."""
+    path = Path(path)
+    xz = path.with_name(path.name + ".xz")
+    with (lzma.open(xz, "rt") if not path.exists() and xz.exists() else open(path)) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

@@ -256,15 +256,11 @@ class Server:
     def _stranger_on_port(self) -> str:
         """Why /health's answer is not this server's, or ''. Two runs started together on one port
         both pass start()'s check; the first server up answers both clients (session 47)."""
-        port = urllib.parse.urlsplit(self.url).port
-        host = urllib.parse.urlsplit(self.url).hostname
-        if port is None or host not in ("127.0.0.1", "localhost"):
+        url = urllib.parse.urlsplit(self.url)
+        if url.port is None or url.hostname not in ("127.0.0.1", "localhost"):
             return ""
-        pids = listener_pids(port)
-        if not pids:  # /proc says nothing readable: trust /health
-            return ""
-        ours = [p for p in pids if _session_of(p) == self.proc.pid]
-        if ours:
+        port, pids = url.port, listener_pids(url.port)
+        if not pids or any(_session_of(p) == self.proc.pid for p in pids):  # none readable: trust /health
             return ""
         return (f"port {port} is answered by process {min(pids)}, not by the server this run started: "
                 "another run on the same port? give each run its own --port")

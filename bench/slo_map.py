@@ -25,7 +25,6 @@ cell (a bound where one side passed none of its rates), beside the simulator's p
 from __future__ import annotations
 
 import json
-import lzma
 from pathlib import Path
 
 from sglang_mux import cli
@@ -50,14 +49,12 @@ def run_per_token(summary: dict) -> float:
 
 
 def _records(path: Path) -> list[dict]:
-    xz = path.with_name(path.name + ".xz")
-    if path.exists():
+    try:
         return metrics.load_jsonl(path)
-    if xz.exists():
-        with lzma.open(xz, "rt") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    raise cli.UsageError(f"no request records {path} (nor .xz): judging by another --ttft-per-token needs them; "
-                         "pruned results are in git history (bench/results/README.md, 'Pruned raw files')")
+    except FileNotFoundError:
+        raise cli.UsageError(f"no request records {path} (nor .xz): judging by another --ttft-per-token needs "
+                             "them; pruned results are in git history (bench/results/README.md, 'Pruned raw files')"
+                             ) from None
 
 
 def rejudged(summary: dict, run_dir: Path, k: float) -> dict:

@@ -42,8 +42,7 @@ def by_bin(df, bin_s: float = 5.0) -> "pd.DataFrame":
 
 
 def main(argv=None) -> int:
-    import json
-    import lzma
+    from bench.metrics import load_jsonl
     p = cli.ArgumentParser(prog="python -m bench.analysis.ttft_parts", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--system", default="mux-hybrid")
@@ -51,11 +50,10 @@ def main(argv=None) -> int:
     p.add_argument("--bin-s", type=float, default=5.0)
     a = p.parse_args(argv)
     path = a.run_dir / f"{a.system}__{a.rate}.jsonl"
-    xz = path.with_name(path.name + ".xz")  # results keep their records compressed
-    if not (path.exists() or xz.exists()):
-        return cli.print_error(f"{path}: no such point (nor {xz.name}): give the rate as in the file name")
-    with (open(path) if path.exists() else lzma.open(xz, "rt")) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
+    try:
+        recs = load_jsonl(path)  # or its .xz, as results keep it
+    except FileNotFoundError:
+        return cli.print_error(f"{path}: no such point (nor {path.name}.xz): give the rate as in the file name")
     df = parts(recs)
     if df.empty:
         return cli.print_error(f"{path}: no finished request has server stamps (SGLang gives them with "
