@@ -11,7 +11,8 @@ Per request the client records (times in s since the run start, ``perf_counter``
 the TTFT), ``output_tokens``, ``prompt_tokens``, ``cached_tokens``, ``finish_reason``,
 ``status``, ``ok`` and ``error``; ``server``, where the final chunk's ``meta_info`` has them (SGLang
 with ``--enable-metrics``), the server's own stamps of the request (`SERVER_STAMPS`: wall-clock
-seconds, and ``queue_time`` in s), which split a TTFT into the server's part and the rest.
+seconds, and ``queue_time`` in s), which split a TTFT at each process it passed
+(``bench.analysis.ttft_parts``).
 
 Token arrivals. An SSE chunk is timed when its bytes are read. When one chunk carries k > 1
 new tokens (the server batched them, e.g. ``--stream-interval``), the k tokens are all
@@ -69,7 +70,11 @@ _FR_NULL = re.compile(rb'"finish_reason":\s*null')
 _STUB_T = re.compile(rb'"stub_t":\s*([0-9.eE+-]+)')
 # SGLang 0.5.16's meta_info with --enable-metrics: the tokenizer manager's receipt, the scheduler's
 # first forward of the request and the end of its prefill (wall clock, s), its waiting time (s)
-SERVER_STAMPS = ("request_received_ts", "forward_entry_time", "prefill_finished_time", "queue_time")
+# SGLang 0.5.16's: the tokenizer manager's receipt, the scheduler's first forward and end of prefill
+# (after its result was processed), the tokenizer manager's hand-off of the first chunk to the HTTP
+# stream and its receipt of the last output; queue_time in s.
+SERVER_STAMPS = ("request_received_ts", "forward_entry_time", "prefill_finished_time", "queue_time",
+                 "response_sent_to_client_ts", "request_finished_ts")
 
 
 def parse_generate_event(data: bytes) -> tuple[dict, str | None]:

@@ -61,7 +61,7 @@ import numpy as np
 from sglang_mux import cli
 from sglang_mux.loop_clock import cpu_ticks
 
-from . import client, metrics, report, search, systems, workloads
+from . import client, metrics, proc_cpu, report, search, systems, workloads
 from sglang_mux import cli_io as _cli_io
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,6 +159,20 @@ def host_cpu(before: list[int] | None, after: list[int] | None) -> dict | None:
     busy = d[0] + d[1] + d[2] + d[5] + d[6]
     return {"busy_share": round(busy / total, 4), "steal_share": round(d[7] / total, 5),
             "steal_ms": round(d[7] * tick_ms, 1)}
+
+
+def point_proc_cpu(before: tuple, server_pid: int | None, wall_s: float) -> dict:
+    """CPU cores kept busy over a point (``before``: `proc_cpu.snapshot` of the server's session and
+    ``os.times()`` at its start): each server process by name (`proc_cpu.busy`; none for a server
+    this run did not start) and, as ``client``, this runner with its client processes (those the
+    point has joined)."""
+    snap, t0 = before
+    t1 = os.times()
+    client = (t1.user + t1.system + t1.children_user + t1.children_system
+              - t0.user - t0.system - t0.children_user - t0.children_system)
+    after = proc_cpu.snapshot(server_pid) if server_pid else {}
+    return {**proc_cpu.busy(snap, after, wall_s),
+            "client": round(client / wall_s, 3) if wall_s > 0 else None}
 
 
 def _die_with_parent() -> None:
@@ -456,6 +470,7 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
                 common = _run_options(wl)
             points.append({"rate": rate, "file": path.name, "summary": s, "workload": wl,
                            "flushed_cache": meta.get("flushed_cache"), "host_cpu": meta.get("host_cpu"),
+                           "proc_cpu": meta.get("proc_cpu"),
                            "mux": systems.mux_settings(meta.get("server_command")),
                            "preemptions": count_preemptions(out / f"{name}.timeline.jsonl",
                                                             meta.get("timeline_bytes"))})
@@ -772,6 +787,8 @@ def main(argv: list[str] | None = None) -> int:
                 deadline = wl.span_s + a.drain_s
                 t_point = time.time()
                 cpu0 = cpu_ticks()
+                sid = server.proc.pid if server is not None else None  # None: a server not started here
+                procs0 = proc_cpu.snapshot(sid) if sid else {}, os.times()
                 tl_start = file_size(timeline) if timeline else None
                 recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
                                                  request_timeout_s=a.request_timeout_s,
@@ -783,6 +800,7 @@ def main(argv: list[str] | None = None) -> int:
                     "server_url": url,
                     "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
                     "host_cpu": host_cpu(cpu0, cpu_ticks()),
+                    "proc_cpu": point_proc_cpu(procs0, sid, time.time() - t_point),
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
                 write_atomic(point_file(out, sys_name, r),
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))

@@ -143,8 +143,11 @@ class Stub:
         def out(done: int, finished: bool) -> dict:
             toks = [1000 + j % 1000 for j in range(done)]
             if done and not stamps:
+                now = time.time()
                 stamps.update(request_received_ts=received, forward_entry_time=received + queue_s,
-                              prefill_finished_time=time.time(), queue_time=queue_s)
+                              prefill_finished_time=now, queue_time=queue_s, response_sent_to_client_ts=now)
+            if finished:
+                stamps["request_finished_ts"] = time.time()
             return {"text": " tok" * done, "output_ids": toks, "meta_info": {
                 "id": rid, "finish_reason": {"type": "length", "length": n} if finished else None,
                 "prompt_tokens": len(ids), "completion_tokens": done, "cached_tokens": cached,

@@ -138,17 +138,23 @@ def test_scrape_metrics_none_without_endpoint():
 
 def test_server_stamps_split_the_ttft():
     """SGLang's --enable-metrics stamps on the final chunk (the stub's: its wait, then the first
-    token) are recorded, and ttft_parts splits a TTFT into the server's part and the rest."""
+    token, handed to the stream at once) are recorded, and ttft_parts cuts a TTFT at each of them."""
     from bench.analysis import ttft_parts
     with stub(ttft_s=0.08, tbt_s=0.005) as url:
-        recs, _ = client.run_workload(url, small(6, 20.0, out=4), deadline_s=10, progress=False)
+        recs, info = client.run_workload(url, small(6, 20.0, out=4), deadline_s=10, progress=False)
     assert all(set(r["server"]) == set(client.SERVER_STAMPS) for r in recs)
-    df = ttft_parts.parts(recs)
+    df = ttft_parts.parts(recs, info["t0_wall"])
     assert len(df) == 6
     assert (df.server_ms > 70).all() and (df.server_ms < df.ttft_ms).all()
     assert (df.rest_ms < 30).all()
+    assert (df.in_ms.abs() < 30).all() and (df.to_tm_ms.abs() < 1).all() and (df.to_client_ms.abs() < 30).all()
+    assert (df.in_ms + df.server_ms + df.to_tm_ms + df.to_client_ms - df.ttft_ms).abs().max() < 1e-6
     b = ttft_parts.by_bin(df, bin_s=100.0)
     assert list(b.n) == [6] and b.server_ms_p50.iloc[0] > 70
+    # without the client's clock the way in and out stay unknown, the rest does not
+    df = ttft_parts.parts(recs)
+    assert df.in_ms.isna().all() and df.to_client_ms.isna().all() and (df.rest_ms < 30).all()
+    assert "in_ms" not in ttft_parts.overall(df).columns
 
 
 def test_ttft_parts_reads_a_compressed_point_and_says_what_is_missing(tmp_path, capsys):
@@ -161,5 +167,10 @@ def test_ttft_parts_reads_a_compressed_point_and_says_what_is_missing(tmp_path, 
     assert ttft_parts.main([str(tmp_path), "--rate", "50"]) == 0
     out = capsys.readouterr().out
     assert "1 of 1 requests with server stamps" in out and "40.0" in out  # 120 ms less 80 ms
+    assert "in_ms" not in out  # no .meta.json: the client's clock is unknown
+    (tmp_path / "mux-hybrid__50.meta.json").write_text(json.dumps({"client": {"t0_wall": 98.99}}))
+    assert ttft_parts.main([str(tmp_path), "--rate", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "in_ms" in out and "10.0" in out  # sent at 98.99 + 1.0, received at 100.0
     assert ttft_parts.main([str(tmp_path), "--rate", "55"]) != 0
     assert "no such point" in capsys.readouterr().err

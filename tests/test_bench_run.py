@@ -32,6 +32,8 @@ def test_resumable_sweep_with_stub_system(tmp_path, capsys):
     assert meta["flushed_cache"] and meta["workload"]["salt"] == "rate=4"
     if run.cpu_ticks() is not None:  # a Linux host: what its CPUs did over the point
         assert 0 <= meta["host_cpu"]["busy_share"] <= 1 and meta["host_cpu"]["steal_ms"] >= 0
+        # and each process: the stub is its session's root, the client worked
+        assert set(meta["proc_cpu"]) >= {"http+tokenizer", "client"} and meta["proc_cpu"]["client"] >= 0
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["systems"]["stub"]["goodput_rps"] == 4.0 and s["slo"]["tbt_ms"] == 50.0
     assert s["workload"]["workload"] == "sharegpt" and s["workload"]["output_cap"] == 8
@@ -149,6 +151,33 @@ def test_summary_rebuilt_without_a_gpu_keeps_the_measured_device(tmp_path, monke
     monkeypatch.setattr(run, "device_name", lambda: "NVIDIA H100 80GB HBM3")
     assert run.main(args(tmp_path, "2")) == 0  # a GPU host records its own device
     assert json.loads((tmp_path / "summary.json").read_text())["device"] == "NVIDIA H100 80GB HBM3"
+
+
+def _proc(root, pid, session, ticks, argv):
+    d = root / str(pid)
+    d.mkdir(exist_ok=True)
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+    d.joinpath("stat").write_text(f"{pid} (py thon) S 1 {session} {session} 0 -1 0 0 0 0 0 {ticks} 0 0 0 20\n")
+    d.joinpath("cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_proc_cpu_names_the_server_processes_and_their_busy_cores(tmp_path):
+    from bench import proc_cpu
+    hz = __import__("os").sysconf("SC_CLK_TCK")
+    _proc(tmp_path, 500, 500, 0, ["python", "-m", "sglang.launch_server"])
+    _proc(tmp_path, 501, 500, 10, ["sglang::scheduler_TP0"])
+    _proc(tmp_path, 502, 500, 0, ["sglang::detokenizer"])
+    _proc(tmp_path, 900, 900, 0, ["python", "-m", "bench.run"])  # another session: not the server's
+    (tmp_path / "self").mkdir()
+    before = proc_cpu.snapshot(500, tmp_path)
+    assert before == {500: ("http+tokenizer", 0), 501: ("sglang::scheduler_TP0", 10), 502: ("sglang::detokenizer", 0)}
+    _proc(tmp_path, 500, 500, 2 * hz, ["python"])
+    _proc(tmp_path, 501, 500, 10 + hz, ["sglang::scheduler_TP0"])
+    _proc(tmp_path, 503, 500, hz // 2, ["python", "-c", "compile worker"])  # born during the point
+    (tmp_path / "502" / "stat").unlink()  # gone
+    after = proc_cpu.snapshot(500, tmp_path)
+    assert proc_cpu.busy(before, after, 2.0) == {"http+tokenizer": 1.0, "sglang::scheduler_TP0": 0.5, "other": 0.25}
+    assert proc_cpu.busy(before, after, 0) == {}
 
 
 def test_host_cpu_over_a_point(tmp_path):

@@ -1,47 +1,85 @@
-"""Where a point's TTFT went: the server's part (its receipt to the end of the request's prefill)
-and the rest (the request's way in, the first token's way out), over the run in time bins.
+"""Where a point's TTFT went, process by process, over the run in time bins.
 
     python -m bench.analysis.ttft_parts RUN_DIR --system mux-hybrid --rate 50 [--bin-s 5]
 
 Reads the per-request records' ``server`` stamps (`bench.client.SERVER_STAMPS`: SGLang 0.5.16 puts
-them in the final chunk's meta_info with ``--enable-metrics``, which bench.run's servers get).
-Per bin of send times: requests, and the medians and P90s of TTFT, the server's part, its queue
-time and the rest (TTFT less the server's part). A backlog the scheduler never saw shows in the
-rest: on session 47's 4-GPU host the hybrid's scheduler held at most 15 waiting requests while
-its sharegpt TTFT drifted to 2.5 s. CPU, seconds.
+them in the final chunk's meta_info with ``--enable-metrics``, which bench.run's servers get) and
+the point's ``.meta.json`` (the client's wall clock at its start, ``client.t0_wall``). A TTFT is cut
+into:
+  - ``in``: the client's send to the tokenizer manager's receipt (the HTTP server's way in);
+  - ``server``: that receipt to the scheduler's end of the request's prefill (``queue``: its part
+    in the scheduler's waiting queue);
+  - ``to_tm``: the end of prefill to the tokenizer manager handing the first chunk to the stream;
+  - ``to_client``: that hand-off to the client reading it;
+  - ``rest``: the TTFT less ``server`` (``in`` + ``to_tm`` + ``to_client``; records from before
+    session 48's client lack the tokenizer manager's hand-off, and old points the client's clock).
+Printed: the point's P50 / P99 of each part, then per bin of send times the requests and each
+part's P50 / P90. On session 48's H200 the sharegpt points that failed on TTFT drift lost their
+time after the end of prefill (chunked 1024 at 58.5 req/s: ``rest`` P50 0.8 s, ``server`` 48 ms), a
+backlog the scheduler never saw. CPU, seconds.
 """
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 from sglang_mux import cli
 
+PARTS = ["ttft_ms", "in_ms", "server_ms", "queue_ms", "to_tm_ms", "to_client_ms", "rest_ms"]
 
-def parts(records) -> "pd.DataFrame":
-    """One row per finished request with stamps: send (s), ttft_ms, server_ms, queue_ms, rest_ms."""
+
+def parts(records, t0_wall: float | None = None) -> "pd.DataFrame":
+    """One row per finished request with stamps: ``send`` (s) and the `PARTS` (ms; NaN where a
+    stamp, or ``t0_wall``, the client's wall clock at send time 0, is missing)."""
     import pandas as pd
+    nan = float("nan")
     rows = []
     for r in records:
         st, tok = r.get("server") or {}, r.get("tok_ms") or []
         if not (r.get("ok") and tok and "request_received_ts" in st and "prefill_finished_time" in st):
             continue
-        server_ms = (st["prefill_finished_time"] - st["request_received_ts"]) * 1e3
-        rows.append(dict(send=r["send"], ttft_ms=tok[0], server_ms=server_ms,
-                         queue_ms=1e3 * st["queue_time"] if st.get("queue_time") is not None else float("nan"),
-                         rest_ms=tok[0] - server_ms))
-    return pd.DataFrame(rows, columns=["send", "ttft_ms", "server_ms", "queue_ms", "rest_ms"])
+        ttft, done = tok[0], st["prefill_finished_time"]
+        server = (done - st["request_received_ts"]) * 1e3
+        in_ms = (st["request_received_ts"] - t0_wall - r["send"]) * 1e3 if t0_wall is not None else nan
+        sent = st.get("response_sent_to_client_ts")
+        to_tm = (sent - done) * 1e3 if sent is not None else nan
+        rows.append(dict(send=r["send"], ttft_ms=ttft, in_ms=in_ms, server_ms=server,
+                         queue_ms=1e3 * st["queue_time"] if st.get("queue_time") is not None else nan,
+                         to_tm_ms=to_tm, to_client_ms=ttft - in_ms - server - to_tm, rest_ms=ttft - server))
+    return pd.DataFrame(rows, columns=["send", *PARTS])
+
+
+def _known(df) -> list[str]:
+    return [c for c in PARTS if df[c].notna().any()]
+
+
+def overall(df) -> "pd.DataFrame":
+    """The point's P50 and P99 of each part that has values (ms)."""
+    cols = _known(df)
+    return df[cols].quantile([0.5, 0.99]).rename(index={0.5: "p50", 0.99: "p99"}).round(1)
 
 
 def by_bin(df, bin_s: float = 5.0) -> "pd.DataFrame":
-    """Per ``bin_s`` of send time: n and the P50 / P90 of each part (ms)."""
+    """Per ``bin_s`` of send time: n and the P50 / P90 of each part that has values (ms)."""
+    cols = _known(df)
     g = df.groupby((df.send // bin_s * bin_s).rename("send_s"))
-    cols = ["ttft_ms", "server_ms", "queue_ms", "rest_ms"]
     out = g[cols].quantile(0.5).add_suffix("_p50").join(g[cols].quantile(0.9).add_suffix("_p90"))
     out.insert(0, "n", g.size())
     return out.round(1)
 
 
+def client_t0(meta_path: Path) -> float | None:
+    """The client's wall clock at send time 0, from a point's .meta.json (None if it has none)."""
+    try:
+        t0 = json.loads(meta_path.read_text()).get("client", {}).get("t0_wall")
+    except (OSError, ValueError):
+        return None
+    return t0 if isinstance(t0, (int, float)) and math.isfinite(t0) else None
+
+
 def main(argv=None) -> int:
+    import pandas as pd
     from bench.metrics import load_jsonl
     p = cli.ArgumentParser(prog="python -m bench.analysis.ttft_parts", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
@@ -54,12 +92,14 @@ def main(argv=None) -> int:
         recs = load_jsonl(path)  # or its .xz, as results keep it
     except FileNotFoundError:
         return cli.print_error(f"{path}: no such point (nor {path.name}.xz): give the rate as in the file name")
-    df = parts(recs)
+    df = parts(recs, client_t0(a.run_dir / f"{a.system}__{a.rate}.meta.json"))
     if df.empty:
         return cli.print_error(f"{path}: no finished request has server stamps (SGLang gives them with "
                                "--enable-metrics; records from before session 47's client have none)")
     print(f"{len(df)} of {len(recs)} requests with server stamps")
-    print(by_bin(df, a.bin_s).to_string())
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(overall(df).to_string())
+        print(by_bin(df, a.bin_s).to_string())
     return 0
 
 
