@@ -11,6 +11,7 @@ prefill (``bench.analysis.ttft_parts``), which points at that one process. Linux
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
@@ -36,7 +37,8 @@ def _name(pid: int, root: int, proc: Path) -> str:
     except OSError:
         return "other"
     title = argv[0].decode(errors="replace").strip() if argv else ""
-    return title.split()[0] if title.startswith("sglang::") else "other"
+    # "sglang::tokenizer_worker:<pid>" (--tokenizer-worker-num): one name for all of them
+    return re.sub(r":\d+$", "", title.split()[0]) if title.startswith("sglang::") else "other"
 
 
 def snapshot(session: int, proc: Path = Path("/proc")) -> dict[int, tuple[str, int]]:

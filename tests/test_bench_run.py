@@ -174,9 +174,12 @@ def test_proc_cpu_names_the_server_processes_and_their_busy_cores(tmp_path):
     _proc(tmp_path, 500, 500, 2 * hz, ["python"])
     _proc(tmp_path, 501, 500, 10 + hz, ["sglang::scheduler_TP0"])
     _proc(tmp_path, 503, 500, hz // 2, ["python", "-c", "compile worker"])  # born during the point
+    _proc(tmp_path, 504, 500, hz // 2, ["sglang::tokenizer_worker:504"])  # --tokenizer-worker-num 2
+    _proc(tmp_path, 505, 500, hz, ["sglang::tokenizer_worker:505"])
     (tmp_path / "502" / "stat").unlink()  # gone
     after = proc_cpu.snapshot(500, tmp_path)
-    assert proc_cpu.busy(before, after, 2.0) == {"http+tokenizer": 1.0, "sglang::scheduler_TP0": 0.5, "other": 0.25}
+    assert proc_cpu.busy(before, after, 2.0) == {"http+tokenizer": 1.0, "sglang::scheduler_TP0": 0.5,
+                                                 "sglang::tokenizer_worker": 0.5, "other": 0.25}
     assert proc_cpu.busy(before, after, 0) == {}
 
 
