@@ -68,11 +68,10 @@ def _rec(rid: str, kind: str, scheduled: float | None, expected: int, prompt: in
 _CT = re.compile(rb'"completion_tokens":\s*(\d+)')
 _FR_NULL = re.compile(rb'"finish_reason":\s*null')
 _STUB_T = re.compile(rb'"stub_t":\s*([0-9.eE+-]+)')
-# SGLang 0.5.16's meta_info with --enable-metrics: the tokenizer manager's receipt, the scheduler's
-# first forward of the request and the end of its prefill (wall clock, s), its waiting time (s)
-# SGLang 0.5.16's: the tokenizer manager's receipt, the scheduler's first forward and end of prefill
-# (after its result was processed), the tokenizer manager's hand-off of the first chunk to the HTTP
-# stream and its receipt of the last output; queue_time in s.
+# SGLang 0.5.16's meta_info with --enable-metrics (wall clock, s): the tokenizer manager's receipt,
+# the scheduler's first forward of the request and the end of its prefill (its result processed),
+# the tokenizer manager's hand-off of the first chunk to the HTTP stream and its receipt of the
+# last output; queue_time: the request's wait in the scheduler's queue (s)
 SERVER_STAMPS = ("request_received_ts", "forward_entry_time", "prefill_finished_time", "queue_time",
                  "response_sent_to_client_ts", "request_finished_ts")
 
