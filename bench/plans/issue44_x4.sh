@@ -14,11 +14,6 @@
 # all-reduces): bench/results/x4_s43_2026-11-27/job.sh.
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
-mg() {  # mg GPUS CORES NAME PARTS SECONDS [ENV...]: multi_gpu.sh's parts on two GPUs
-    local g=$1 c=$2 n=$3 parts=$4 s=$5; shift 5
-    CUDA_VISIBLE_DEVICES=$g taskset -c "$c" env PARTS="$parts" "$@" bash bench/plans/multi_gpu.sh $R/$n "$s" \
-        > $R/$n.log 2>&1
-}
 { mg 0,1 "$(cores_for 2 0)" corr correctness 570; mg 0,1 "$(cores_for 2 0)" rankkill rankkill $(( $(left) - 30 )) KILLS=3; } &
 if nvidia-smi -L | grep -q H200; then
     bash bench/plans/table_70b_tp2.sh 2 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1 &

@@ -3,6 +3,9 @@
 # Llama checkpoint: 40 prompts of 16 to 32K tokens, 6 four-turn sessions (radix hits), prefills over
 # running decodes, then the burst (3 x 30K-token prompts, 12 short ones 25 ms apart behind them).
 #   bash bench/plans/token_check.sh OUT [seconds]      (a GPU of its own: CUDA_VISIBLE_DEVICES, PORT)
+# EXTRA_SA: more arguments for both servers, e.g. --tp-size 2 (multi_gpu.sh's correctness part).
+# Served on an H200 in session 48: 64/79 identical, the rest at near-ties, 1 preemption, 90 fused
+# iterations (bench/results/h200x2_s48_2026-11-28/token_check/).
 # Why these SLOs (MUX_ARGS overrides): with TBT 50 and a 20 ms + 0.1 ms/token TTFT SLO, session 46's
 # run had no preemption (bench/results/token_check_h100_s46_2026-11-28/): the burst's prompts ran as
 # 4,096-token fused chunks, and a layer-wise prefill of the tiny model (4 layers) launched whole.
@@ -15,7 +18,6 @@
 #   - TTFT 1 ms + 0.05 ms/token: a 64-token prompt behind a long batch with a layer left misses its
 #     4.2 ms waiting and the 30K-token one keeps 1.5 s of slack, so the short batch preempts
 #     (with 20 ms + 0.1 ms/token it met its SLO waiting: no preemption).
-# Not yet served: the result's "preemptions" and the timeline's fused rows say whether it worked.
 set -u
 OUT=${1:?usage: token_check.sh OUT [seconds]}
 mkdir -p "$OUT"
@@ -23,4 +25,4 @@ MUX_ARGS=${MUX_ARGS:---mux-tbt-slo-ms 6 --mux-ttft-slo-ms 1 --mux-ttft-ms-per-to
 python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama/config.json --out /tmp/tinyckpt
 timeout "${2:-420}" python tests/gpu/e2e_correctness.py --model-dir /tmp/tinyckpt --burst --no-logprobs \
     --port "${PORT:-33000}" --out "$OUT/correctness.json" --logdir "$OUT" \
-    --mux-args "$MUX_ARGS" --common-args "--cuda-graph-max-bs 16"
+    --mux-args "$MUX_ARGS" --common-args "--cuda-graph-max-bs 16 ${EXTRA_SA:-}"
