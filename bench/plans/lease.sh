@@ -1,7 +1,7 @@
-# Sourced by the lease plans (issue43_x4.sh, issue43_x2.sh, issue43_lone.sh, issue44_x4.sh, issue44_x2.sh,
-# issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree in /tmp/t with the bundle's environment, results
-# in R=/tmp/res, left = seconds to END, the host's GPUs in R/host0.txt, cell: one SLO-map cell on
-# one GPU, and mg: multi_gpu.sh's parts on two.
+# Sourced by the lease plans (issue43_x4.sh, issue43_x2.sh, issue43_lone.sh, issue44_x4.sh,
+# issue44_x2.sh, issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree in /tmp/t
+# with the bundle's environment, results in R=/tmp/res, left = seconds to END, the host's GPUs in
+# R/host0.txt, cell: one SLO-map cell on one GPU, and mg: multi_gpu.sh's parts on two.
 cd /tmp/t && source .gpu/env.sh
 R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
