@@ -793,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
                 recs, info = client.run_workload(url, wl, deadline, progress=not a.no_progress,
                                                  request_timeout_s=a.request_timeout_s,
                                                  procs=a.client_procs)
+                procs = point_proc_cpu(procs0, sid, time.time() - t_point)
                 write_json(point_file(out, sys_name, r, ".meta.json"), {
                     "system": sys_name, "rate": r, "workload": wl.options, "client": info,
                     "command": shlex.join([sys.executable, "-m", "bench.run", *sys.argv[1:]]),
@@ -800,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
                     "server_url": url,
                     "timeline_bytes": [tl_start, file_size(timeline)] if timeline else None,
                     "host_cpu": host_cpu(cpu0, cpu_ticks()),
-                    "proc_cpu": point_proc_cpu(procs0, sid, time.time() - t_point),
+                    "proc_cpu": procs,
                     "started": dt.datetime.fromtimestamp(t_point).isoformat(timespec="seconds")})
                 write_atomic(point_file(out, sys_name, r),
                              "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in recs))
@@ -814,7 +815,9 @@ def main(argv: list[str] | None = None) -> int:
                     if a.ttft_slo_ms_per_token else ""
                 log(f"{sys_name} @ {fmt_rate(r)}: {'PASS' if ok else 'FAIL'}: P99 TTFT "
                     f"{f(s['ttft_ms']['p99'])} ms{adj}, P99 TBT {f(s['tbt_ms']['p99'], 1)} ms, "
-                    f"failed {s['n_failed']}/{s['n']}" + (f" ({'; '.join(why)})" if why else ""))
+                    f"failed {s['n_failed']}/{s['n']}" + (f" ({'; '.join(why)})" if why else "")
+                    + (f"; server's HTTP + tokenizer process {procs['http+tokenizer']:.2f} cores busy"
+                       if "http+tokenizer" in procs else ""))
                 if a.search:
                     results[r] = ok
                     pending += searched()
