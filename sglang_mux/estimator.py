@@ -258,7 +258,14 @@ class Estimator:
         dec = decode_contexts if isinstance(decode_contexts, DecodeRows) else self.decode_rows(decode_contexts)
         if not pieces and not dec.contexts:
             return 0.0
-        return self.fused_price.price(self.fused_base_ms(pieces, dec))
+        return self.fused_price.price(self.fused_base_ms(pieces, dec), self.fused_tokens(pieces, dec))
+
+    def fused_tokens(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> int:
+        """A fused batch's token count as it runs: its extend rows' tokens and ``extra``'s one-token
+        rows, padded to the prefill graph's next captured size (`graph_padding`; unpadded where it
+        runs eagerly). The served price learns each such size's own error (`FusedPrice.bias`)."""
+        t = sum(r.n for r in rows) + (len(extra.contexts) if extra else 0)
+        return t + graph_padding(t, self.graph_tokens)
 
     def fused_base_ms(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
         """A fused batch's price before the served mapping, over its extend rows (``rows`` and the
@@ -366,7 +373,7 @@ class Estimator:
         fused_price.RATIO_BOUNDS)."""
         if not rows and not (extra and extra.contexts):
             return None
-        return self.fused_price.observe(self.fused_base_ms(rows, extra), measured_ms)
+        return self.fused_price.observe(self.fused_base_ms(rows, extra), measured_ms, self.fused_tokens(rows, extra))
 
     def decode_correction(self, decode_sms: int) -> float:
         """The cold-start decode correction in use for ``decode_sms`` (1.0 with a table)."""

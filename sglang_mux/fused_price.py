@@ -12,7 +12,9 @@ plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as 
 judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, or where the fitted
 slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of
 the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base), so that a chunk
-larger than those seen is not priced low.
+larger than those seen is not priced low. A batch's padded token count (the prefill graph's size it
+runs at) adds ``bias``: that size's median residual once ``SIZE_MIN_OBS`` of its batches are seen
+(the margin is then taken over residuals less their size's bias).
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a sta
 # said 2.2 ms + 1.00 x, and the rare 2,048-token chunks ran 3.4 ms over their price at the median
 # (2.5 % of tokens over a 50 ms TBT; bench/results/h200x2_s39_2026-11-27/, fused_price_replay).
 MIN_SPREAD = 0.25
+# A size's own median residual needs this many of its batches (the last SIZE_WINDOW kept per size).
+# The line over all sizes misses cuBLAS's per-size choices: served on a lone H100 at the capped
+# conversation's TBT 30, batches padded to 384 and 512 tokens ran 0.97-0.99 x their base price and
+# 576-768 ran 1.08-1.13 x (bench/results/cap30_lone_h100_s46_2026-11-28/fused_sizes.md). The hybrid
+# fills the TBT budget with the largest chunk whose price fits, so it took the underpriced sizes and
+# sat at the SLO; with each size's own residual the simulator has it level with chunked prefill 512
+# there (4.12 against 3.9 req/s, bench/results/sim_hybrid_s48_2026-11-28/).
+SIZE_MIN_OBS = 16
+SIZE_WINDOW = 64
 
 
 def sglang_graph_tokens(max_tokens: int) -> tuple[int, ...]:
@@ -86,8 +97,9 @@ def graph_padding(tokens: int, captured: Sequence[int]) -> int:
 
 
 class FusedPrice:
-    """``price(solo_ms)``: the served time planned for; ``observe(solo_ms, measured_ms)`` after
-    each fused iteration. Not thread-safe (the scheduler's thread only)."""
+    """``price(solo_ms, size)``: the served time planned for; ``observe(solo_ms, measured_ms, size)``
+    after each fused iteration (``size``: the batch's padded token count, `Estimator.fused_tokens`;
+    None: no size of its own). Not thread-safe (the scheduler's thread only)."""
 
     def __init__(self, window: int = 256, refit: int = 32, warmup: int = 8, quantile: float = 0.9,
                  known: bool = False, prior_holds: bool = False):
@@ -96,8 +108,10 @@ class FusedPrice:
                              f"quantile={quantile}")
         self.fixed, self.slope, self.margin = 0.0, 1.0, 0.0
         self.ratio = 0.0  # the proportional floor of a narrow spread's price (0: none)
+        self.bias: dict[int, float] = {}  # padded token count -> its median residual (ms)
         self.refit, self.warmup, self.quantile = refit, warmup, quantile
-        self._obs: deque[tuple[float, float]] = deque(maxlen=window)
+        self._obs: deque[tuple[float, float, int | None]] = deque(maxlen=window)
+        self._by_size: dict[int, deque[tuple[float, float]]] = {}
         self._n = 0
         self.known = known  # set as the truth (a simulator's), not a prior to learn from
         # The prior (the base price: the solo fit and the row term) is near the truth, so it may
@@ -112,19 +126,21 @@ class FusedPrice:
         fused iterations seen."""
         return self.known or self.prior_holds or self._n >= self.warmup
 
-    def price(self, solo_ms: float) -> float:
-        return float(self._base(solo_ms)) + self.margin if solo_ms > 0 else 0.0
+    def price(self, solo_ms: float, size: int | None = None) -> float:
+        return float(self._base(solo_ms)) + self.bias.get(size, 0.0) + self.margin if solo_ms > 0 else 0.0
 
     def _base(self, solo_ms):
         return np.maximum(self.fixed + self.slope * solo_ms, self.ratio * solo_ms)
 
-    def observe(self, solo_ms: float, measured_ms: float) -> float | None:
+    def observe(self, solo_ms: float, measured_ms: float, size: int | None = None) -> float | None:
         """Returns measured / the price in use before it (None: not taken, see RATIO_BOUNDS)."""
         if not (solo_ms > 0 and measured_ms > 0) or \
                 not RATIO_BOUNDS[0] <= measured_ms / solo_ms <= RATIO_BOUNDS[1]:
             return None
-        before = self.price(solo_ms)
-        self._obs.append((solo_ms, measured_ms))
+        before = self.price(solo_ms, size)
+        self._obs.append((solo_ms, measured_ms, size))
+        if size is not None:
+            self._by_size.setdefault(size, deque(maxlen=SIZE_WINDOW)).append((solo_ms, measured_ms))
         self._n += 1
         # A prior that holds is kept until ``refit`` iterations are seen: a server's first ones are
         # its warm-up's 1- and 64-token batches (2.2x and 0.5x the price on an H100), and a fit on
@@ -134,7 +150,7 @@ class FusedPrice:
         return measured_ms / before
 
     def _fit(self) -> None:
-        x, y = np.array(self._obs).T
+        x, y = np.array([o[:2] for o in self._obs]).T
         p10, p90 = np.quantile(x, [0.1, 0.9])
         slope = None
         if len(x) >= 2 and p90 - p10 >= MIN_SPREAD * np.median(x):
@@ -150,17 +166,22 @@ class FusedPrice:
             slope, ratio = 1.0, float(np.median(y / x))
         self.slope, self.ratio = slope, ratio
         self.fixed = max(0.0, float(np.median(y - slope * x)))
+        self.bias = {}
+        for size, obs in self._by_size.items():
+            if len(obs) >= SIZE_MIN_OBS:
+                sx, sy = np.array(obs).T
+                self.bias[size] = float(np.median(sy - self._base(sx)))
         # A quantile of a few residuals is noise: on an H100 three fused iterations gave a 12 ms
         # margin, and no chunk fitted a TBT budget again.
-        resid = y - self._base(x)
+        resid = y - self._base(x) - np.array([self.bias.get(o[2], 0.0) for o in self._obs])
         self.margin = max(0.0, float(np.quantile(resid, self.quantile))) if len(x) >= max(self.warmup, 2) else 0.0
 
     @staticmethod
     def base_of(price_ms: float, mapping: dict) -> float:
         """The base price whose `price` under ``mapping`` (`to_dict`'s, e.g. from a timeline row)
-        is ``price_ms``: price = max(fixed + slope x base, ratio x base) + margin, so the base is
-        the smaller of the two branches' inverses. NaN if neither gives a positive one."""
-        p = price_ms - mapping["margin_ms"]
+        is ``price_ms``: price = max(fixed + slope x base, ratio x base) + bias + margin, so the base
+        is the smaller of the two branches' inverses. NaN if neither gives a positive one."""
+        p = price_ms - mapping["margin_ms"] - mapping.get("bias_ms", 0.0)
         cands = []
         if mapping["slope"] > 0:
             cands.append((p - mapping["fixed_ms"]) / mapping["slope"])
@@ -169,6 +190,10 @@ class FusedPrice:
         b = min(cands, default=float("nan"))
         return b if b > 0 else float("nan")
 
-    def to_dict(self) -> dict[str, float]:
-        return {"fixed_ms": round(self.fixed, 3), "slope": round(self.slope, 4), "ratio": round(self.ratio, 4),
-                "margin_ms": round(self.margin, 3)}
+    def to_dict(self, size: int | None = None) -> dict[str, float]:
+        """The price's state; with ``size``, that size's ``bias_ms`` too."""
+        out = {"fixed_ms": round(self.fixed, 3), "slope": round(self.slope, 4), "ratio": round(self.ratio, 4),
+               "margin_ms": round(self.margin, 3)}
+        if size is not None:
+            out["bias_ms"] = round(self.bias.get(size, 0.0), 3)
+        return out

@@ -764,14 +764,15 @@ class MuxLoop:
         else:  # a decode alone: its host work overlapped the GPU's, unlike a synchronous decode's
             self.last_decode_done = done
         est = self.estimator
-        ratio = est.observe_fused(rows.pieces, ms, est.decode_rows(rows.contexts)) if fused else None
+        dec = est.decode_rows(rows.contexts) if fused else None
+        ratio = est.observe_fused(rows.pieces, ms, dec) if fused else None
         if self.metrics:
             self.metrics.on_decode(it.plan, ms, count_decision=False)
         if self.timeline:
             self.timeline.write(it.plan, now=it.now, decode_bs=it.snap.decode_bs, measured_decode_ms=ms,
                                 extend_tokens=rows.tokens if fused else 0,
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
-                                fused_price=self.estimator.fused_price.to_dict(),
+                                fused_price=est.fused_price.to_dict(est.fused_tokens(rows.pieces, dec) if fused else None),
                                 decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
                                 fused_host_ms=it.snap.fused_host_ms, fused_streak=it.snap.fused_streak,
                                 fused_start_host_ms=it.snap.fused_start_host_ms, host_ms=host_ms,

@@ -510,3 +510,22 @@ def test_summed_decode_rows_price_as_the_rows_themselves(table):
         want = e.fused_price.price(e.fused_base_ms(rows)) if rows else 0.0
         assert e.fused_ms(pieces, e.decode_rows(ctx)) == pytest.approx(want, rel=1e-12, abs=1e-12)
         assert e.fused_ms(pieces, ctx) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+def test_a_fused_batch_is_priced_and_learned_at_the_size_its_prefill_graph_runs():
+    """Rows of 500 prompt tokens and 3 decode rows run padded to 512 tokens: the served price learns
+    that size's error from such batches and prices the next one with it; eagerly (nothing captured)
+    the size is the batch's own."""
+    from sglang_mux.fused_price import SIZE_MIN_OBS, sglang_graph_tokens
+    e = Estimator.from_table(ROOT / "contention_tables" / "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3")
+    pieces, ctx = [PrefillReq(300, 0), PrefillReq(200, 1000)], [500, 900, 4000]
+    assert e.fused_tokens(pieces, e.decode_rows(ctx)) == 503
+    e.graph_tokens = sglang_graph_tokens(4096)
+    assert e.fused_tokens(pieces, e.decode_rows(ctx)) == 512
+    e.fused_price.prior_holds = True
+    base = e.fused_base_ms(pieces, e.decode_rows(ctx))
+    assert e.fused_ms(pieces, ctx) == pytest.approx(base)
+    for _ in range(32 * ((SIZE_MIN_OBS + 31) // 32)):  # until a refit has seen the minimum
+        e.observe_fused(pieces, base + 2.0, e.decode_rows(ctx))
+    assert e.fused_price.bias[512] == pytest.approx(0.0)  # one size: the line itself took the 2 ms
+    assert e.fused_ms(pieces, ctx) == pytest.approx(base + 2.0)

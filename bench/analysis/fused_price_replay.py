@@ -29,12 +29,9 @@ BINS = (0, 20, 30, 40, 45, 50, 70, 1e9)  # base price (ms)
 
 
 def base_ms(planned_ms: float, state: dict) -> float:
-    """The base price that ``state`` (a ``FusedPrice.to_dict()``) priced at ``planned_ms``:
-    price = max(fixed + slope x base, ratio x base) + margin, inverted."""
-    p = planned_ms - state["margin_ms"]
-    b = (p - state["fixed_ms"]) / state["slope"]
-    ratio = state.get("ratio", 0.0)
-    return min(b, p / ratio) if ratio > 0 else b
+    """The base price that ``state`` (a ``FusedPrice.to_dict()``) priced at ``planned_ms``
+    (`FusedPrice.base_of`)."""
+    return FusedPrice.base_of(planned_ms, state)
 
 
 def served(timeline) -> pd.DataFrame:
