@@ -116,6 +116,7 @@ class Estimator:
         """Also ``graph_cliffs``: the captured sizes slower than a larger one (`graph_cliffs`, by
         the table's GEMM curve on the whole GPU; none without a curve), and by how much."""
         self._graph_tokens = tuple(sizes)
+        self._graph_set = frozenset(self._graph_tokens)
         curve = getattr(self._solo, "gemm_curve", None)
         self.graph_cliffs: dict[int, float] = graph_cliffs(
             self._graph_tokens, lambda m: curve.at(self.total_sms, m)) if curve is not None else {}
@@ -260,12 +261,14 @@ class Estimator:
             return 0.0
         return self.fused_price.price(self.fused_base_ms(pieces, dec), self.fused_tokens(pieces, dec))
 
-    def fused_tokens(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> int:
-        """A fused batch's token count as it runs: its extend rows' tokens and ``extra``'s one-token
-        rows, padded to the prefill graph's next captured size (`graph_padding`; unpadded where it
-        runs eagerly). The served price learns each such size's own error (`FusedPrice.bias`)."""
+    def fused_tokens(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> int | None:
+        """The prefill graph's captured size a fused batch runs at (its extend rows' tokens and
+        ``extra``'s one-token rows, padded: `graph_padding`), or None where it runs eagerly (nothing
+        captured, or past the graph): the served price learns each captured size's own error
+        (`FusedPrice.bias`), a bounded set of them."""
         t = sum(r.n for r in rows) + (len(extra.contexts) if extra else 0)
-        return t + graph_padding(t, self.graph_tokens)
+        pad = graph_padding(t, self.graph_tokens)
+        return t + pad if pad or t in self._graph_set else None
 
     def fused_base_ms(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
         """A fused batch's price before the served mapping, over its extend rows (``rows`` and the

@@ -514,14 +514,16 @@ def test_summed_decode_rows_price_as_the_rows_themselves(table):
 
 def test_a_fused_batch_is_priced_and_learned_at_the_size_its_prefill_graph_runs():
     """Rows of 500 prompt tokens and 3 decode rows run padded to 512 tokens: the served price learns
-    that size's error from such batches and prices the next one with it; eagerly (nothing captured)
-    the size is the batch's own."""
+    that size's error from such batches and prices the next one with it; a batch run eagerly
+    (nothing captured, or past the graph) has no size of its own."""
     from sglang_mux.fused_price import SIZE_MIN_OBS, sglang_graph_tokens
     e = Estimator.from_table(ROOT / "contention_tables" / "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3")
     pieces, ctx = [PrefillReq(300, 0), PrefillReq(200, 1000)], [500, 900, 4000]
-    assert e.fused_tokens(pieces, e.decode_rows(ctx)) == 503
+    assert e.fused_tokens(pieces, e.decode_rows(ctx)) is None  # eagerly: no size of its own
     e.graph_tokens = sglang_graph_tokens(4096)
     assert e.fused_tokens(pieces, e.decode_rows(ctx)) == 512
+    assert e.fused_tokens([PrefillReq(509, 0)], e.decode_rows(ctx)) == 512  # a captured size itself
+    assert e.fused_tokens([PrefillReq(5000, 0)]) is None  # past the graph
     e.fused_price.prior_holds = True
     base = e.fused_base_ms(pieces, e.decode_rows(ctx))
     assert e.fused_ms(pieces, ctx) == pytest.approx(base)
