@@ -13,8 +13,9 @@ judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, or 
 slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of
 the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base), so that a chunk
 larger than those seen is not priced low. A batch's padded token count (the prefill graph's size it
-runs at) adds ``bias``: that size's median residual once ``SIZE_MIN_OBS`` of its batches are seen
-(the margin is then taken over residuals less their size's bias).
+runs at) adds ``bias`` where that size runs over the line more than the rest: its median residual
+less the median of all, once ``SIZE_MIN_OBS`` of its batches are seen. No size is priced below the
+line, so the price only rises where a size's own batches show it.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ MIN_SPREAD = 0.25
 # conversation's TBT 30, batches padded to 384 and 512 tokens ran 0.97-0.99 x their base price and
 # 576-768 ran 1.08-1.13 x (bench/results/cap30_lone_h100_s46_2026-11-28/fused_sizes.md). The hybrid
 # fills the TBT budget with the largest chunk whose price fits, so it took the underpriced sizes and
-# sat at the SLO; with each size's own residual the simulator has it level with chunked prefill 512
-# there (4.12 against 3.9 req/s, bench/results/sim_hybrid_s48_2026-11-28/).
+# sat at the SLO. Priced up by their excess, the simulator has it level with chunked prefill 512
+# there (4.12 against 3.9 req/s), and replayed over served timelines the P99 of measured less the
+# price falls in every bin (1.75 to 0.58 ms there; bench/results/sim_hybrid_s48_2026-11-28/).
+# Priced down as well, the median came closer but the P99 rose in half the bins.
 SIZE_MIN_OBS = 16
 SIZE_WINDOW = 64
 
@@ -108,9 +111,9 @@ class FusedPrice:
                              f"quantile={quantile}")
         self.fixed, self.slope, self.margin = 0.0, 1.0, 0.0
         self.ratio = 0.0  # the proportional floor of a narrow spread's price (0: none)
-        self.bias: dict[int, float] = {}  # padded token count -> its median residual (ms)
+        self.bias: dict[int, float] = {}  # padded token count -> its excess over the line (ms, > 0)
         self.refit, self.warmup, self.quantile = refit, warmup, quantile
-        self._obs: deque[tuple[float, float, int | None]] = deque(maxlen=window)
+        self._obs: deque[tuple[float, float]] = deque(maxlen=window)
         self._by_size: dict[int, deque[tuple[float, float]]] = {}
         self._n = 0
         self.known = known  # set as the truth (a simulator's), not a prior to learn from
@@ -138,7 +141,7 @@ class FusedPrice:
                 not RATIO_BOUNDS[0] <= measured_ms / solo_ms <= RATIO_BOUNDS[1]:
             return None
         before = self.price(solo_ms, size)
-        self._obs.append((solo_ms, measured_ms, size))
+        self._obs.append((solo_ms, measured_ms))
         if size is not None:
             self._by_size.setdefault(size, deque(maxlen=SIZE_WINDOW)).append((solo_ms, measured_ms))
         self._n += 1
@@ -150,7 +153,7 @@ class FusedPrice:
         return measured_ms / before
 
     def _fit(self) -> None:
-        x, y = np.array([o[:2] for o in self._obs]).T
+        x, y = np.array(self._obs).T
         p10, p90 = np.quantile(x, [0.1, 0.9])
         slope = None
         if len(x) >= 2 and p90 - p10 >= MIN_SPREAD * np.median(x):
@@ -166,14 +169,17 @@ class FusedPrice:
             slope, ratio = 1.0, float(np.median(y / x))
         self.slope, self.ratio = slope, ratio
         self.fixed = max(0.0, float(np.median(y - slope * x)))
+        resid = y - self._base(x)
+        typical = float(np.median(resid))
         self.bias = {}
         for size, obs in self._by_size.items():
             if len(obs) >= SIZE_MIN_OBS:
                 sx, sy = np.array(obs).T
-                self.bias[size] = float(np.median(sy - self._base(sx)))
+                excess = float(np.median(sy - self._base(sx))) - typical
+                if excess > 0:
+                    self.bias[size] = excess
         # A quantile of a few residuals is noise: on an H100 three fused iterations gave a 12 ms
         # margin, and no chunk fitted a TBT budget again.
-        resid = y - self._base(x) - np.array([self.bias.get(o[2], 0.0) for o in self._obs])
         self.margin = max(0.0, float(np.quantile(resid, self.quantile))) if len(x) >= max(self.warmup, 2) else 0.0
 
     @staticmethod

@@ -45,4 +45,22 @@ def test_the_command_prints_a_table_per_timeline(tmp_path, capsys):
     timeline([("fused", 25.0, 26.0, prior), ("fused", 46.0, 49.0, prior)]).to_json(path, orient="records", lines=True)
     assert R.main([str(path)]) == 0
     out = capsys.readouterr().out
-    assert "| (20.0, 30.0] | 1 | 1 | 1 | 1 | 1 |" in out and "| (45.0, 50.0] | 1 | 3 | 3 | 3 | 3 |" in out
+    assert "| (20.0, 30.0] | 1 | 1 | 1 | 1 | 1 | 1 | 1 |" in out and "| (45.0, 50.0] | 1 | 3 | 3 | 3 | 3 | 3 | 3 |" in out
+
+
+def test_the_per_size_replay_prices_up_the_size_that_runs_over_the_line():
+    """Batches of 500 tokens (padded to 512) served 1 ms under their base price, of 600 (to 640)
+    3 ms over: the line (1 ms + base, residuals -2 and +2, P90 margin 2) prices the 640s at what
+    they served and the 512s 4 ms high; learning each size's excess, the replay prices the 640s
+    2 ms higher and leaves the 512s."""
+    prior = FusedPrice(prior_holds=True).to_dict()
+    rows = []
+    for _ in range(48):
+        rows += [("fused", 24.0, 23.0, prior, 500), ("fused", 27.0, 30.0, prior, 600)]
+    t = pd.DataFrame([{"reason": r, "t_decode_worst_ms": p, "measured_decode_ms": m, "fused_price": s,
+                       "extend_tokens": n} for r, p, m, s, n in rows])
+    got = R.served(t)
+    assert list(got["size"][:2]) == [512, 640]
+    line, sized = got.measured_ms - R.replay(got), got.measured_ms - R.replay(got, per_size=True)
+    assert list(line[64:66]) == pytest.approx([-4.0, 0.0]) and list(sized[64:66]) == pytest.approx([-4.0, -2.0])
+    assert R.padded(5000) is None and R.padded(float("nan")) is None and R.padded(512) == 512

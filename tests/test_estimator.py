@@ -513,21 +513,25 @@ def test_summed_decode_rows_price_as_the_rows_themselves(table):
 
 
 def test_a_fused_batch_is_priced_and_learned_at_the_size_its_prefill_graph_runs():
-    """Rows of 500 prompt tokens and 3 decode rows run padded to 512 tokens: the served price learns
-    that size's error from such batches and prices the next one with it; a batch run eagerly
-    (nothing captured, or past the graph) has no size of its own."""
+    """Rows of 500 prompt tokens and 3 decode rows run padded to 512 tokens, 600 and 3 to 640: where
+    the 640s serve 3 ms over their base price and the 512s at it, the price learns that size's
+    excess and prices the next 640 with it; a batch run eagerly (nothing captured, or past the
+    graph) has no size of its own."""
     from sglang_mux.fused_price import SIZE_MIN_OBS, sglang_graph_tokens
     e = Estimator.from_table(ROOT / "contention_tables" / "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3")
-    pieces, ctx = [PrefillReq(300, 0), PrefillReq(200, 1000)], [500, 900, 4000]
-    assert e.fused_tokens(pieces, e.decode_rows(ctx)) is None  # eagerly: no size of its own
+    small, large, ctx = [PrefillReq(300, 0), PrefillReq(200, 1000)], [PrefillReq(600, 0)], [500, 900, 4000]
+    dec = e.decode_rows(ctx)
+    assert e.fused_tokens(small, dec) is None  # eagerly: no size of its own
     e.graph_tokens = sglang_graph_tokens(4096)
-    assert e.fused_tokens(pieces, e.decode_rows(ctx)) == 512
-    assert e.fused_tokens([PrefillReq(509, 0)], e.decode_rows(ctx)) == 512  # a captured size itself
+    assert e.fused_tokens(small, dec) == 512 and e.fused_tokens(large, dec) == 640
+    assert e.fused_tokens([PrefillReq(509, 0)], dec) == 512  # a captured size itself
     assert e.fused_tokens([PrefillReq(5000, 0)]) is None  # past the graph
     e.fused_price.prior_holds = True
-    base = e.fused_base_ms(pieces, e.decode_rows(ctx))
-    assert e.fused_ms(pieces, ctx) == pytest.approx(base)
-    for _ in range(32 * ((SIZE_MIN_OBS + 31) // 32)):  # until a refit has seen the minimum
-        e.observe_fused(pieces, base + 2.0, e.decode_rows(ctx))
-    assert e.fused_price.bias[512] == pytest.approx(0.0)  # one size: the line itself took the 2 ms
-    assert e.fused_ms(pieces, ctx) == pytest.approx(base + 2.0)
+    b_small, b_large = e.fused_base_ms(small, dec), e.fused_base_ms(large, dec)
+    line = e.fused_ms(large, ctx)
+    for _ in range(32 * ((2 * SIZE_MIN_OBS + 31) // 32)):  # until a refit has seen the minimum of each
+        e.observe_fused(small, b_small, dec)
+        e.observe_fused(large, b_large + 3.0, dec)
+    assert set(e.fused_price.bias) == {640}
+    assert e.fused_ms(large, ctx) - e.fused_price.price(b_large) == pytest.approx(e.fused_price.bias[640])
+    assert e.fused_ms(large, ctx) > line

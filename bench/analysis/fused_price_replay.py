@@ -10,7 +10,9 @@ fit and the row term) is recovered from the two. A fresh ``sglang_mux.fused_pric
 observing it, as the server's does.
 
 Output (stdout): per timeline and base-price bin, the fused iterations and the median and P99 of
-measured less the price: the replayed one, and the one served. On an H200 serving code at 20 req/s,
+measured less the price: the replayed one, the replayed one that learns each padded size's own
+error too (``FusedPrice.bias``; the size is the row's ``extend_tokens`` padded as the hybrid's
+prefill graph pads it), and the one served. On an H200 serving code at 20 req/s,
 TBT 50, the served 2,048-token chunks (base 45-50 ms) ran 3.4 ms over their price at the median
 and 5.5 ms at P99; the price now in the code gives -1.0 and 0.8 there, the other bins as they were
 (bench/results/h200x2_s39_2026-11-27/). The chunks a replayed price would choose differ from those
@@ -22,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from sglang_mux import cli
-from sglang_mux.fused_price import FusedPrice
+from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, graph_padding, sglang_graph_tokens
 from sglang_mux.mux_metrics import load_timeline
 
 BINS = (0, 20, 30, 40, 45, 50, 70, 1e9)  # base price (ms)
@@ -41,26 +43,46 @@ def served(timeline) -> pd.DataFrame:
     f = timeline[(timeline.reason == "fused") & timeline.measured_decode_ms.notna() & timeline.fused_price.notna()]
     base = [base_ms(p, s) for p, s in zip(f.t_decode_worst_ms, f.fused_price)]
     return pd.DataFrame({"base_ms": base, "planned_ms": f.t_decode_worst_ms.to_numpy(float),
-                         "measured_ms": f.measured_decode_ms.to_numpy(float)})
+                         "measured_ms": f.measured_decode_ms.to_numpy(float),
+                         "size": [padded(t) for t in f.get("extend_tokens", pd.Series([None] * len(f)))]})
 
 
-def replay(rows: pd.DataFrame, price: FusedPrice | None = None) -> np.ndarray:
+def padded(tokens) -> int | None:
+    """The captured size the hybrid's prefill graph runs a batch of ``tokens`` at (None: eagerly,
+    or unknown)."""
+    if tokens is None or not tokens == tokens:  # missing, or NaN
+        return None
+    t = int(tokens)
+    pad = graph_padding(t, GRAPH)
+    return t + pad if pad or t in GRAPH else None
+
+
+GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
+
+
+def replay(rows: pd.DataFrame, price: FusedPrice | None = None, per_size: bool = False) -> np.ndarray:
     """Each row's price from ``price`` (default: a fresh one whose prior holds) before it observes
-    the row; rows with no base price are priced NaN and not observed."""
+    the row (``per_size``: at the row's ``size``); rows with no base price are priced NaN and not
+    observed."""
     price = price if price is not None else FusedPrice(prior_holds=True)
+    sizes = rows["size"] if per_size and "size" in rows else [None] * len(rows)
     out = np.full(len(rows), np.nan)
-    for i, (b, m) in enumerate(zip(rows.base_ms, rows.measured_ms)):
+    for i, (b, m, z) in enumerate(zip(rows.base_ms, rows.measured_ms, sizes)):
         if b > 0:
-            out[i] = price.price(b)
-            price.observe(b, m)
+            z = None if z is None or z != z else int(z)
+            out[i] = price.price(b, z)
+            price.observe(b, m, z)
     return out
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
-    rows = rows.assign(replayed=rows.measured_ms - replay(rows), served=rows.measured_ms - rows.planned_ms)
-    g = rows.dropna().groupby(pd.cut(rows.base_ms, BINS), observed=True)
+    rows = rows.assign(replayed=rows.measured_ms - replay(rows), per_size=rows.measured_ms - replay(rows, per_size=True),
+                       served=rows.measured_ms - rows.planned_ms)
+    rows = rows.dropna(subset=["replayed", "per_size", "served"])
+    g = rows.groupby(pd.cut(rows.base_ms, BINS), observed=True)
     return pd.DataFrame({"n": g.size(),
                          "replayed P50": g.replayed.median(), "replayed P99": g.replayed.quantile(0.99),
+                         "per size P50": g.per_size.median(), "per size P99": g.per_size.quantile(0.99),
                          "served P50": g.served.median(), "served P99": g.served.quantile(0.99)}).round(2)
 
 
