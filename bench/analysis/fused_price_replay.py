@@ -10,12 +10,13 @@ fit and the row term) is recovered from the two. A fresh ``sglang_mux.fused_pric
 observing it, as the server's does.
 
 Output (stdout): per timeline and base-price bin, the fused iterations and the median and P99 of
-measured less the price: the replayed one, the replayed one that learns each padded size's own
-error too (``FusedPrice.bias``; the size is the row's ``extend_tokens`` padded as the hybrid's
-prefill graph pads it), and the one served. On an H200 serving code at 20 req/s,
-TBT 50, the served 2,048-token chunks (base 45-50 ms) ran 3.4 ms over their price at the median
-and 5.5 ms at P99; the price now in the code gives -1.0 and 0.8 there, the other bins as they were
-(bench/results/h200x2_s39_2026-11-27/). The chunks a replayed price would choose differ from those
+measured less the price: the replayed line (no sizes), the replayed price with its per-size term
+(``FusedPrice.bias``; the size is the row's ``extend_tokens`` padded as the hybrid's prefill graph
+pads it) and the one served. On an H200 serving code at 20 req/s, TBT 50, the served 2,048-token
+chunks (base 45-50 ms) ran 3.4 ms over their price at the median and 5.5 ms at P99; the line now in
+the code gives -1.0 and 0.8 there, the other bins as they were (bench/results/h200x2_s39_2026-11-27/).
+Over eight served timelines the per-size term lowers that P99 or leaves it in every bin
+(bench/results/sim_hybrid_s48_2026-11-28/served_replay.md). The chunks a replayed price would choose differ from those
 served; this tells how well each price tracks the chunks that were served. CPU, seconds.
 """
 from __future__ import annotations
@@ -76,7 +77,8 @@ def replay(rows: pd.DataFrame, price: FusedPrice | None = None, per_size: bool =
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
-    rows = rows.assign(replayed=rows.measured_ms - replay(rows), per_size=rows.measured_ms - replay(rows, per_size=True),
+    rows = rows.assign(replayed=rows.measured_ms - replay(rows),
+                       per_size=rows.measured_ms - replay(rows, per_size=True),
                        served=rows.measured_ms - rows.planned_ms)
     rows = rows.dropna(subset=["replayed", "per_size", "served"])
     g = rows.groupby(pd.cut(rows.base_ms, BINS), observed=True)
