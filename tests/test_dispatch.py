@@ -1038,27 +1038,30 @@ def test_a_hybrid_plan_sums_the_decode_rows_once(monkeypatch):
     assert walked and max(walked) <= 9  # a chunk's pieces (and the graph's padding), never the 300 rows
 
 
-@pytest.mark.parametrize("slos, layers, preempts", [
-    ((50, 20, 0.1), 4, False),  # session 46's token check: the long batch launches whole, a short one waits
-    ((6, 1, 0.05), 2, True),    # bench/plans/token_check.sh's: two layers a quantum, then a short preempts
+@pytest.mark.parametrize("tp, slos, layers, preempts", [
+    (1, (50, 20, 0.1), 4, False),  # session 46's token check: the long batch launches whole, a short one waits
+    (1, (6, 1, 0.05), 2, True),    # bench/plans/token_check.sh's: two layers a quantum, then a short preempts
+    (2, (6, 1, 0.05), 4, False),   # at TP 2 a rank's layer is cheaper: the long batch launches whole
+    (2, (3, 0.5, 0.05), 2, True),  # bench/plans/multi_gpu.sh's correctness part
 ])
-def test_token_check_slos_make_the_hybrid_preempt(slos, layers, preempts):
+def test_token_check_slos_make_the_hybrid_preempt(tp, slos, layers, preempts):
     """The tiny checkpoint's burst as bench/plans/token_check.sh relies on it, with the estimator the
-    server starts with (cold start: no table for the tiny model): 3 x 30K-token prompts on an idle GPU
-    go layer-wise; a 64-token prompt arriving with half the long batch left preempts it only where
-    it would miss its TTFT SLO waiting."""
+    server starts with (cold start: no table for the tiny model; at TP 2 a rank's shape): 3 x
+    30K-token prompts on an idle GPU go layer-wise; a 64-token prompt arriving with the long batch's
+    first quantum done preempts it only where it would miss its TTFT SLO waiting."""
     import warnings
     from sglang_mux.estimator import Estimator
+    from sglang_mux.tables import ModelShape
     cfg = json.loads((Path(__file__).parents[1] / "launch/models/tiny-llama/config.json").read_text())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = Estimator.cold_start(cfg, warn=False)
+        est = Estimator.cold_start(ModelShape.coerce(cfg).per_rank(tp), warn=False)
     tbt, ttft, k = slos
     pol = D.HybridPolicy(est, tbt_slo_ms=tbt, ttft_slo_ms=ttft, ttft_ms_per_token=k)
     longs = [WaitingReq(f"L{i}", 0.0, 30000, 0) for i in range(3)]
     first = pol.plan(Snapshot(0.0, 0, 0, waiting=longs, fused_host_ms=3.0))
     assert (first.reason, first.prefill_layers, first.new_prefill_rids) == (D.PREFILL_ONLY, layers, ("L0",))
-    active = PrefillBatchState(["L0"], [PrefillReq(30000, 0)], 2, 0.0)
+    active = PrefillBatchState(["L0"], [PrefillReq(30000, 0)], min(layers, 2), 0.0)
     nxt = pol.plan(Snapshot(0.031, 0, 0, active_prefill=active,
                             waiting=[WaitingReq("S0", 0.031, 64, 0)] + longs[1:], fused_host_ms=3.0))
     assert nxt.preempt is preempts

@@ -3,9 +3,9 @@
 # an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x2.sh END > /tmp/job.log 2>&1 < /dev/null &)
 # H100 pair: both GPUs, one after another: greedy outputs against plain SGLang at TP 2 with the
-#   default policy (multi_gpu.sh correctness: the hybrid, fused iterations and SLOs that make it
-#   preempt; ~9.5 minutes), then one rank killed 3 times (the error that names the rank, fixed in
-#   session 43 for a rank lost while receiving requests, not yet rerun).
+#   default policy (multi_gpu.sh correctness: the hybrid with SLOs that make it preempt; ~9.5
+#   minutes), then one rank killed 3 times (the error that names the rank, fixed in session 43 for
+#   a rank lost while receiving requests, not yet rerun).
 # H200 pair: the Llama-3.1-70B shape's TP-2 table on GPU 0 (table_70b_tp2.sh, resumed from session
 #   41's partial table; the 70B goodput at TP 2 on H200s needs it), and issue 43's chat-1k cell at TBT 50
 #   on GPU 1 (not yet run on an H200).

@@ -3,9 +3,9 @@
 #   bash bench/plans/multi_gpu.sh OUT [seconds, default 540]
 # PARTS (default "correctness") picks the parts, each meant for its own <= 10-minute call:
 #   correctness  greedy outputs against plain SGLang at the same TP = 2 (token_check.sh: the hybrid
-#                with fused iterations and SLOs that make it preempt, on the tiny random Llama, 4 query
-#                heads a rank: 40 prompts of 16 to 32K tokens, 6 four-turn sessions, a preemption
-#                burst) -> OUT/correctness.json, both servers' logs
+#                with SLOs that make it preempt at TP 2, on the tiny random Llama, 4 query heads a
+#                rank: 40 prompts of 16 to 32K tokens, 6 four-turn sessions, a preemption burst)
+#                -> OUT/correctness.json, both servers' logs
 #   serving      the Llama-3.1-8B shape (dummy weights) at TP = 2, capped conversation, a 30-s point
 #                at RATES (default 4) for SYSTEMS (default mux,sglang-chunked-512) -> OUT/serving/
 #   rankkill     a mux server at TP = 2 (8B shape), 16 requests streaming, SIGKILL to rank 1's
@@ -44,8 +44,10 @@ SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
 RUN=(--seed 0 --workload conversation --arrival poisson --input-cap 8000 --duration-s 30 --drain-s 20
      --model-path launch/models/llama-3.1-8b --no-progress --startup-estimate-s 150)
 
-if has correctness; then  # the default policy with SLOs that make it preempt (token_check.sh)
-    EXTRA_SA="--tp-size 2" PORT=31000 bash "$(dirname "$0")/token_check.sh" "$OUT" $(( $(left) - 20 )) | tail -n 12
+if has correctness; then  # the default policy with SLOs that make it preempt at TP 2 (tests/test_dispatch.py:
+    # a rank's layer costs half, so at token_check.sh's TBT 6 ms the long batch launches whole)
+    MUX_ARGS="--mux-tbt-slo-ms 3 --mux-ttft-slo-ms 0.5 --mux-ttft-ms-per-token 0.05" EXTRA_SA="--tp-size 2" PORT=31000 \
+        bash "$(dirname "$0")/token_check.sh" "$OUT" $(( $(left) - 20 )) | tail -n 12
     echo "correctness rc=${PIPESTATUS[0]}"
     gpu_free || exit 2
 fi
