@@ -245,6 +245,22 @@ def render_preemption(rows: list[dict], on: str = "mux", off: str = "mux-nopreem
     return lines
 
 
+def render_frontend(s: dict) -> list[str]:
+    """Per system, the busy cores of the server's HTTP + tokenizer process at each point (bench.run's
+    ``proc_cpu``; none before session 48). One Python process serves HTTP and every token's
+    stream: near 1.0 it is saturated, and first tokens queue after the scheduler has them."""
+    rows = []
+    for name, sysd in s["systems"].items():
+        got = [(p["rate"], (p.get("proc_cpu") or {}).get("http+tokenizer")) for p in sysd["points"]]
+        got = [f"{r:g}: {c:.2f}" for r, c in got if c is not None]
+        if got:
+            rows.append(f"| {name} | {', '.join(got)} |")
+    if not rows:
+        return []
+    return ["### The server's HTTP + tokenizer process: busy cores by rate", "",
+            "| system | rate: cores |", "|---|---|", *rows]
+
+
 def _hardware(s: dict) -> str:
     """' (GPU-…; CPU model x N)': which host, since P99 TBT moves from one to the next."""
     hw = s.get("hardware") or {}
@@ -337,6 +353,9 @@ def render(s: dict) -> str:
     extra = render_goodput(goodput_comparison(s)) + \
         render_throughput(throughput_comparison(s)) + \
         render_preemption(preemption_comparison(s))
+    front = render_frontend(s)
+    if front:
+        extra += ([""] if extra else []) + front
     if extra:
         lines += [""] + extra
     return "\n".join(lines).rstrip("\n")

@@ -121,3 +121,13 @@ def test_the_report_shows_a_length_aware_ttft_slo_and_old_summaries_stay_flat(tm
     cols = [c.strip() for c in header.split("|")]
     assert cols[3:5] == ["P99 TTFT (ms)", "P99 TTFT − 0.2×prompt (ms)"] and row.split("|")[4].strip() == "1234"
     assert len(row.split("|")) == len(header.split("|"))
+
+
+def test_the_report_shows_the_front_process_load_where_points_recorded_it():
+    src = json.loads((Path(__file__).resolve().parents[1] / "bench/results/synthetic_h200_s23/summary.json").read_text())
+    assert "HTTP + tokenizer" not in report.render(src)  # points from before proc_cpu: no section
+    mux = src["systems"]["mux"]
+    for p, cores in zip(mux["points"], (0.41, 0.97)):
+        p["proc_cpu"] = {"http+tokenizer": cores, "sglang::scheduler_TP0": 1.0, "client": 2.5}
+    rates = [p["rate"] for p in mux["points"][:2]]
+    assert f"| mux | {rates[0]:g}: 0.41, {rates[1]:g}: 0.97 |" in report.render(src)
