@@ -6,7 +6,7 @@
 # frontend (the default): sharegpt at TBT 50 on both GPUs, every system bisected: GPU 0 as served,
 #   GPU 1 with --tokenizer-worker-num 4 for every system. Session 48's H200 had both systems fail
 #   that cell on a backlog between the scheduler's end of prefill and the client (chunked 1024 at
-#   58.5 req/s: 826 ms of a 921-ms median TTFT; bench/results/h200x2_s48_2026-11-28/), where ~10,000
+#   58.5 req/s: 800 ms of a 921-ms median TTFT; bench/results/h200x2_s48_2026-11-28/), where ~10,000
 #   tokens/s stream through SGLang's tokenizer manager, one process that also serves HTTP. Each
 #   point now records the tokenizer manager's hand-off of the first chunk (ttft_parts: to_tm /
 #   to_client) and every server process's busy cores (proc_cpu); GPU 1 says whether more tokenizer
