@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from .contention_guard import ConstantGuard, ContentionGuard
-from .fused_price import DECODE_ROW_MS, FusedPrice, graph_cliffs, graph_padding
+from .fused_price import DECODE_ROW_MS, FusedPrice, captured_size, graph_cliffs, graph_padding
 from .latency_model import (DecodeHyper, DecodeRows, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel,
                             UnprofiledPartition, decode_kernel, l2_knee_tokens, min_batch_tokens)
 from .latency_model import fused
@@ -116,7 +116,6 @@ class Estimator:
         """Also ``graph_cliffs``: the captured sizes slower than a larger one (`graph_cliffs`, by
         the table's GEMM curve on the whole GPU; none without a curve), and by how much."""
         self._graph_tokens = tuple(sizes)
-        self._graph_set = frozenset(self._graph_tokens)
         curve = getattr(self._solo, "gemm_curve", None)
         self.graph_cliffs: dict[int, float] = graph_cliffs(
             self._graph_tokens, lambda m: curve.at(self.total_sms, m)) if curve is not None else {}
@@ -263,12 +262,10 @@ class Estimator:
 
     def fused_tokens(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> int | None:
         """The prefill graph's captured size a fused batch runs at (its extend rows' tokens and
-        ``extra``'s one-token rows, padded: `graph_padding`), or None where it runs eagerly (nothing
+        ``extra``'s one-token rows, padded: `captured_size`), or None where it runs eagerly (nothing
         captured, or past the graph): the served price learns each captured size's own error
         (`FusedPrice.bias`), a bounded set of them."""
-        t = sum(r.n for r in rows) + (len(extra.contexts) if extra else 0)
-        pad = graph_padding(t, self.graph_tokens)
-        return t + pad if pad or t in self._graph_set else None
+        return captured_size(sum(r.n for r in rows) + (len(extra.contexts) if extra else 0), self.graph_tokens)
 
     def fused_base_ms(self, rows: Sequence[PrefillReq], extra: DecodeRows | None = None) -> float:
         """A fused batch's price before the served mapping, over its extend rows (``rows`` and the

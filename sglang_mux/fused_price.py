@@ -90,6 +90,16 @@ def graph_cliffs(captured: Sequence[int], gemm_ms: Callable[[int], float]) -> di
     return out
 
 
+def captured_size(tokens: int, captured: Sequence[int]) -> int | None:
+    """The captured size SGLang's prefill graph runs an extend batch of ``tokens`` at (the batch
+    padded, `graph_padding`), or None where it runs eagerly; ``captured`` ascending."""
+    pad = graph_padding(tokens, captured)
+    if pad:
+        return tokens + pad
+    i = bisect.bisect_left(captured, tokens)
+    return tokens if tokens > 0 and i < len(captured) and captured[i] == tokens else None
+
+
 def graph_padding(tokens: int, captured: Sequence[int]) -> int:
     """The rows SGLang's prefill graph adds to an extend batch of ``tokens`` (0: nothing
     captured, or the batch runs eagerly); ``captured`` ascending."""

@@ -195,3 +195,12 @@ def test_a_size_seen_fewer_times_than_its_minimum_keeps_the_line():
     for _ in range(7):
         fp.observe(24.0, 25.0, 512)
     assert fp.bias == pytest.approx({704: 2.0})
+
+
+def test_captured_size_is_the_size_a_batch_runs_at_or_none_eagerly():
+    from sglang_mux.fused_price import captured_size
+    graph = (4, 8, 16, 512, 576)
+    assert [captured_size(t, graph) for t in (3, 8, 9, 500, 512, 513)] == [4, 8, 16, 512, 512, 576]
+    assert captured_size(577, graph) is None and captured_size(0, graph) is None  # past the graph; empty
+    assert captured_size(200, graph) is None and captured_size(300, graph) == 512  # 512 is over twice 200: eager
+    assert captured_size(8, ()) is None

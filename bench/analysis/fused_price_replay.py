@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from sglang_mux import cli
-from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, graph_padding, sglang_graph_tokens
+from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, captured_size, sglang_graph_tokens
 from sglang_mux.mux_metrics import load_timeline
 
 BINS = (0, 20, 30, 40, 45, 50, 70, 1e9)  # base price (ms)
@@ -53,9 +53,7 @@ def padded(tokens) -> int | None:
     or unknown)."""
     if tokens is None or not tokens == tokens:  # missing, or NaN
         return None
-    t = int(tokens)
-    pad = graph_padding(t, GRAPH)
-    return t + pad if pad or t in GRAPH else None
+    return captured_size(int(tokens), GRAPH)
 
 
 GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sglang_mux import cli
 from sglang_mux import cli_io as _cli_io
-from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, FusedPrice, graph_cliffs, graph_padding,
+from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, FusedPrice, captured_size, graph_cliffs,
                                      sglang_graph_tokens)
 
 TABLE = "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
@@ -32,7 +32,7 @@ def by_size(t, min_decode: int = 10, over_ms: float = 29.0, gemm=None):
     f = t[(t.extend_tokens.fillna(0) > 0) & t.measured_decode_ms.notna() & (t.decode_bs >= min_decode)].copy()
     if f.empty:
         raise ValueError(f"no fused iteration with {min_decode}+ decode rows")
-    f["size"] = [int(n) + graph_padding(int(n), graph) for n in f.extend_tokens]
+    f["size"] = [captured_size(int(n), graph) or int(n) for n in f.extend_tokens]  # eager: its own count
     f["base"] = [FusedPrice.base_of(p, m) for p, m in zip(f.t_decode_worst_ms, f.fused_price)]
     f["ratio"] = f.measured_decode_ms / f.base
     g = f.groupby("size")
