@@ -31,6 +31,21 @@ def _gpu_skip_reason():
     return None
 
 
+def pytest_configure(config):
+    # The GPU tests load models onto the one GPU: two xdist workers doing so at once left no memory
+    # for the KV cache (session 49's H200). Where they run, they share one xdist group, i.e. one
+    # worker: the controller schedules by group, and a worker (which parses addopts' --dist anew)
+    # names each test's group as xdist's loadgroup mode does.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not (worker or getattr(config.option, "numprocesses", None)) or _gpu_skip_reason() is not None:
+        return
+    if worker:
+        config.option.loadgroup = True
+    elif config.option.dist != "no":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     gpu_items = [it for it in items if "gpu" in it.keywords or "/gpu/" in str(it.fspath).replace(os.sep, "/")]
     if not gpu_items:
@@ -40,6 +55,8 @@ def pytest_collection_modifyitems(config, items):
         it.add_marker(pytest.mark.gpu)
         if reason:
             it.add_marker(pytest.mark.skip(reason=f"GPU test skipped: {reason}"))
+        else:
+            it.add_marker(pytest.mark.xdist_group("gpu"))
 
 
 @pytest.fixture(scope="session")

@@ -149,12 +149,26 @@ def test_server_stamps_split_the_ttft():
     assert (df.rest_ms < 30).all()
     assert (df.in_ms.abs() < 30).all() and (df.to_tm_ms.abs() < 1).all() and (df.to_client_ms.abs() < 30).all()
     assert (df.in_ms + df.server_ms + df.to_tm_ms + df.to_client_ms - df.ttft_ms).abs().max() < 1e-6
+    assert (df.server_ms + df.to_tm_ms - df.through_ms).abs().max() < 1e-6
     b = ttft_parts.by_bin(df, bin_s=100.0)
     assert list(b.n) == [6] and b.server_ms_p50.iloc[0] > 70
     # without the client's clock the way in and out stay unknown, the rest does not
     df = ttft_parts.parts(recs)
     assert df.in_ms.isna().all() and df.to_client_ms.isna().all() and (df.rest_ms < 30).all()
     assert "in_ms" not in ttft_parts.overall(df).columns
+
+
+def test_ttft_parts_without_the_schedulers_stamps():
+    """With --tokenizer-worker-num > 1 SGLang 0.5.16 returns the tokenizer manager's stamps only
+    (session 49's H200, queue_time 0.0): the server's part is ``through`` alone, its split unknown."""
+    from bench.analysis import ttft_parts
+    rec = {"ok": True, "send": 1.0, "tok_ms": [130.0], "server": {
+        "request_received_ts": 100.01, "queue_time": 0.0, "response_sent_to_client_ts": 100.1}}
+    df = ttft_parts.parts([rec], t0_wall=99.0)
+    row = df.iloc[0]
+    assert (round(row.in_ms, 6), round(row.through_ms, 6), round(row.to_client_ms, 6)) == (10.0, 90.0, 30.0)
+    assert df[["server_ms", "queue_ms", "to_tm_ms", "rest_ms"]].isna().all().all()
+    assert list(ttft_parts.overall(df).columns) == ["ttft_ms", "in_ms", "through_ms", "to_client_ms"]
 
 
 def test_ttft_parts_reads_a_compressed_point_and_says_what_is_missing(tmp_path, capsys):

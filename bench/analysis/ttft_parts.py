@@ -7,12 +7,16 @@ them in the final chunk's meta_info with ``--enable-metrics``, which bench.run's
 the point's ``.meta.json`` (the client's wall clock at its start, ``client.t0_wall``). A TTFT is cut
 into:
   - ``in``: the client's send to the tokenizer manager's receipt (the HTTP server's way in);
-  - ``server``: that receipt to the scheduler's end of the request's prefill (``queue``: its part
+  - ``through``: that receipt to the tokenizer manager handing the first chunk to the stream, which
+    the next two split where the scheduler stamps the request:
+  - ``server``: the receipt to the scheduler's end of the request's prefill (``queue``: its part
     in the scheduler's waiting queue);
-  - ``to_tm``: the end of prefill to the tokenizer manager handing the first chunk to the stream;
+  - ``to_tm``: the end of prefill to the tokenizer manager's hand-off;
   - ``to_client``: that hand-off to the client reading it;
   - ``rest``: the TTFT less ``server`` (``in`` + ``to_tm`` + ``to_client``; records from before
     session 48's client lack the tokenizer manager's hand-off, and old points the client's clock).
+With ``--tokenizer-worker-num`` > 1 SGLang 0.5.16 returns no scheduler stamps: ``through`` is what
+is left of the server's part.
 Printed: the point's P50 / P99 of each part, then per bin of send times the requests and each
 part's P50 / P90. On session 48's H200 the sharegpt points that failed on TTFT drift lost their
 time after the end of prefill (chunked 1024 at 58.5 req/s: ``rest`` P50 0.8 s, ``server`` 48 ms), a
@@ -26,27 +30,31 @@ from pathlib import Path
 
 from sglang_mux import cli
 
-PARTS = ["ttft_ms", "in_ms", "server_ms", "queue_ms", "to_tm_ms", "to_client_ms", "rest_ms"]
+PARTS = ["ttft_ms", "in_ms", "through_ms", "server_ms", "queue_ms", "to_tm_ms", "to_client_ms", "rest_ms"]
 
 
 def parts(records, t0_wall: float | None = None) -> "pd.DataFrame":
-    """One row per finished request with stamps: ``send`` (s) and the `PARTS` (ms; NaN where a
-    stamp, or ``t0_wall``, the client's wall clock at send time 0, is missing)."""
+    """One row per finished request with the tokenizer manager's receipt stamp: ``send`` (s) and
+    the `PARTS` (ms; NaN where a stamp, or ``t0_wall``, the client's wall clock at send time 0, is
+    missing)."""
     import pandas as pd
     nan = float("nan")
+
+    def ms(a, b):  # b - a in ms, NaN if either is unknown
+        return nan if a is None or b is None else (b - a) * 1e3
     rows = []
     for r in records:
         st, tok = r.get("server") or {}, r.get("tok_ms") or []
-        if not (r.get("ok") and tok and "request_received_ts" in st and "prefill_finished_time" in st):
+        if not (r.get("ok") and tok and "request_received_ts" in st):
             continue
-        ttft, done = tok[0], st["prefill_finished_time"]
-        server = (done - st["request_received_ts"]) * 1e3
-        in_ms = (st["request_received_ts"] - t0_wall - r["send"]) * 1e3 if t0_wall is not None else nan
-        sent = st.get("response_sent_to_client_ts")
-        to_tm = (sent - done) * 1e3 if sent is not None else nan
-        rows.append(dict(send=r["send"], ttft_ms=ttft, in_ms=in_ms, server_ms=server,
-                         queue_ms=1e3 * st["queue_time"] if st.get("queue_time") is not None else nan,
-                         to_tm_ms=to_tm, to_client_ms=ttft - in_ms - server - to_tm, rest_ms=ttft - server))
+        ttft, got = tok[0], st["request_received_ts"]
+        done, sent = st.get("prefill_finished_time"), st.get("response_sent_to_client_ts")
+        in_ms = ms(t0_wall + r["send"] if t0_wall is not None else None, got)
+        through, server = ms(got, sent), ms(got, done)
+        queue = 1e3 * st["queue_time"] if st.get("queue_time") is not None and done is not None else nan
+        rows.append(dict(send=r["send"], ttft_ms=ttft, in_ms=in_ms, through_ms=through, server_ms=server,
+                         queue_ms=queue, to_tm_ms=ms(done, sent), to_client_ms=ttft - in_ms - through,
+                         rest_ms=ttft - server))
     return pd.DataFrame(rows, columns=["send", *PARTS])
 
 
@@ -94,8 +102,8 @@ def main(argv=None) -> int:
         return cli.print_error(f"{path}: no such point (nor {path.name}.xz): give the rate as in the file name")
     df = parts(recs, client_t0(a.run_dir / f"{a.system}__{a.rate}.meta.json"))
     if df.empty:
-        return cli.print_error(f"{path}: no finished request has server stamps (SGLang gives them with "
-                               "--enable-metrics; records from before session 47's client have none)")
+        return cli.print_error(f"{path}: no finished request has the server's receipt stamp (SGLang gives "
+                               "it with --enable-metrics; records from before session 47's client have none)")
     print(f"{len(df)} of {len(recs)} requests with server stamps")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(overall(df).to_string())

@@ -22,7 +22,8 @@
 # H200: sharegpt at TBT 50 (session 41: 60 against 66 on a 10 % grid) and 30 (not bracketed), the
 #       capped conversation at TBT 50 with seed 1 (not bracketed), chat-1k at TBT 50, after the token
 #       check with the default policy on GPU 3 (--burst: a preemption, cut prompts' rests fused).
-# Each part runs through per_gpu.sh (its GPU, 16 cores, port 30000 + 1000 x GPU).
+# Each part runs through per_gpu.sh (its GPU, 16 cores, port 30000 + 1000 x GPU); every system of a
+# sharegpt cell gets 4 tokenizer workers ($TM4, lease.sh).
 # Session 42 ran the plan before this one (reliability, token check, TBT 30 at fixed rates):
 # bench/results/x4_s42_2026-11-27/job.sh.
 END=${1:?END epoch}
@@ -38,7 +39,7 @@ if [ -z "$H200" ]; then
     SYSTEMS="mux-hybrid sglang-chunked-512" RATES=0.65,0.8,0.9 TTFT_SLO="--ttft-slo-ms 5000" \
         bash bench/plans/per_gpu.sh 0 bash bench/plans/synthetic_sweep.sh $R/syn50 $(( $(left) - 40 )) \
         > $R/syn50.log 2>&1 &
-    cell 1 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt &
+    cell 1 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
     # the hybrid at chunked prefill's memory fraction if it serves a prompt one layer-wise prefill
     # cannot hold (as fused chunks, ~3 minutes), else at 0.75 as before
     { CUDA_VISIBLE_DEVICES=2 taskset -c "$(cores_for 4 2)" python -m pytest -q -n 0 -m slow \
@@ -47,8 +48,8 @@ if [ -z "$H200" ]; then
           bash bench/plans/conv_uncapped_sweep.sh $R/unc50 $(( $(left) - 40 )) > $R/unc50.log 2>&1; } &
     corr cap50_s1 2.8,4.4 SEED=1 &
 else
-    cell 0 sharegpt50 55,70 CLIENT_PROCS=12 WORKLOAD=sharegpt &
-    cell 1 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 &
+    cell 0 sharegpt50 55,80 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
+    cell 1 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" &
     cell 2 cap_s1 3,5 SEED=1 &
     corr chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
 fi

@@ -2,21 +2,21 @@
 # Issue 44's GPU items on one 2-GPU lease, run from a copy of the tree in /tmp/t in the background with
 # an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x2.sh END > /tmp/job.log 2>&1 < /dev/null &)
-# H100 pair: both GPUs, one after another: greedy outputs against plain SGLang at TP 2 with the
-#   default policy (multi_gpu.sh correctness: the hybrid with SLOs that make it preempt; ~9.5
-#   minutes), then one rank killed 3 times (the error that names the rank, fixed in session 43 for
-#   a rank lost while receiving requests, not yet rerun).
+# H100 pair: both GPUs: the 8B shape's goodput at TP 2 with the hybrid, then SIGTERM under load 3
+#   times at it (lease.sh tp2_sigterms).
 # H200 pair: the Llama-3.1-70B shape's TP-2 table on GPU 0 (table_70b_tp2.sh, resumed from session
 #   41's partial table; the 70B goodput at TP 2 on H200s needs it), and issue 43's chat-1k cell at TBT 50
 #   on GPU 1 (not yet run on an H200).
-# issue44_x4.sh is the 4-GPU version (the TP parts on two GPUs beside --dp-size 2 or one-GPU cells).
+# issue44_x4.sh is the 4-GPU version (the same TP-2 parts beside two of issue 43's cells). Session 49
+# ran the greedy check at TP 2 with the hybrid and the rank kills that this plan's H100 branch had
+# (bench/results/h200x4_s49_2026-11-28/).
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 if nvidia-smi -L | grep -q H200; then
     bash bench/plans/table_70b_tp2.sh 0 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1 &
     cell 1 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
 else
-    { mg 0,1 "$(cores_for 1 0)" corr correctness 570; mg 0,1 "$(cores_for 1 0)" rankkill rankkill $(( $(left) - 30 )) KILLS=3; } &
+    tp2_sigterms 0,1 "$(cores_for 1 0)" &
 fi
 wait
 echo done > $R/done

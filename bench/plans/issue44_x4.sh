@@ -2,24 +2,24 @@
 # Issue 44's GPU items on one 4-GPU lease, run from a copy of the tree in /tmp/t in the background with
 # an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x4.sh END > /tmp/job.log 2>&1 < /dev/null &)
-# GPUs 0, 1 (the first half of the cores, whole cores: cores_for), one after another: greedy
-#        outputs against plain SGLang at TP 2 with the default policy (the hybrid: fused iterations
-#        and a preemption; ~9.5 minutes), then one rank killed 3 times (the error that names the
-#        rank, fixed in session 43 for a rank lost while receiving requests, not yet rerun).
-# GPUs 2, 3 (the second half): H100, --dp-size 2 against one replica on the capped conversation at
-#        TBT 50, each bisected (issue 44: >= 1.9x); H200, the Llama-3.1-70B shape's TP-2 table on
-#        GPU 2 (table_70b_tp2.sh) and sharegpt at TBT 50 on GPU 3.
-#        Each part stops only its own servers (by port and session), so they serve side by side.
-# Session 43 ran the plan before this one (rank kills, --disable-mux pairs, the TP-4 table and its
-# all-reduces): bench/results/x4_s43_2026-11-27/job.sh.
+# GPUs 0, 1 (the first half of the cores, whole cores: cores_for): the 8B shape's goodput at TP 2 with
+#        the hybrid, capped conversation at TBT 50, bisected (multi_gpu.sh serving; the issue's "TP
+#        goodput" for its 20-minute run, not yet measured), then SIGTERM under load 3 times at that
+#        rate (reliability.sh sigterms with --tp-size 2: every in-flight request must complete).
+# GPUs 2, 3: issue 43's cells (issue43_x2.sh's: H100, the capped conversation at TBT 30 and sharegpt
+#        at TBT 50; H200, sharegpt at TBT 30 and chat-1k at TBT 50).
+# The 20-minute TP run itself needs ~25 minutes of two GPUs after the install: a lease of its own.
+# Session 49 ran the plan before this one (the greedy check at TP 2 with the hybrid, rank kills,
+# --dp-size 2 against one replica): bench/results/h200x4_s49_2026-11-28/job.sh.
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
-{ mg 0,1 "$(cores_for 2 0)" corr correctness 570; mg 0,1 "$(cores_for 2 0)" rankkill rankkill $(( $(left) - 30 )) KILLS=3; } &
+tp2_sigterms 0,1 "$(cores_for 2 0)" &
 if nvidia-smi -L | grep -q H200; then
-    bash bench/plans/table_70b_tp2.sh 2 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1 &
-    cell 3 sharegpt50 55,70 CLIENT_PROCS=12 WORKLOAD=sharegpt &
+    cell 2 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" &
+    cell 3 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
 else
-    mg 2,3 "$(cores_for 2 1)" dp dp $(( $(left) - 30 )) DP_SEARCH=7,10 ONE_SEARCH=3.5,5.5 PORT=32000 &
+    cell 2 cap30 3,4.8 TBT_SLO_MS=30 SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" &
+    cell 3 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
 fi
 wait
 echo done > $R/done

@@ -1,10 +1,15 @@
 # Sourced by the lease plans (issue43_x4.sh, issue43_x2.sh, issue43_lone.sh, issue44_x4.sh,
 # issue44_x2.sh, issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree in /tmp/t
 # with the bundle's environment, results in R=/tmp/res, left = seconds to END, the host's GPUs in
-# R/host0.txt, cell: one SLO-map cell on one GPU, and mg: multi_gpu.sh's parts on two.
+# R/host0.txt, cell: one SLO-map cell on one GPU, mg: multi_gpu.sh's parts on two, and
+# tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two.
 cd /tmp/t && source .gpu/env.sh
 R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
+# Server arguments for every system of a sharegpt cell: as served, SGLang's one HTTP + tokenizer
+# process backed up at ~60 req/s on an H200 before the GPU did, and 4 tokenizer workers removed the
+# backlog (bench/results/h200x4_s49_2026-11-28/).
+TM4="--tokenizer-worker-num 4"
 nvidia-smi --query-gpu=name,uuid --format=csv > $R/host0.txt
 lscpu -e > $R/lscpu.txt 2>&1  # which vCPUs share a core (bench/cpu_split.py keeps them in one cell)
 cores_for() {  # cores_for CELLS CELL: that cell's CPUs, whole cores (bench/cpu_split.py), else by number
@@ -20,4 +25,15 @@ mg() {  # mg GPUS CORES NAME PARTS SECONDS [ENV...]: multi_gpu.sh's parts on two
     local g=$1 c=$2 n=$3 parts=$4 s=$5; shift 5
     CUDA_VISIBLE_DEVICES=$g taskset -c "$c" env PARTS="$parts" "$@" bash bench/plans/multi_gpu.sh $R/$n "$s" \
         > $R/$n.log 2>&1
+}
+tp2_sigterms() {  # tp2_sigterms GPUS CORES: the 8B shape's goodput at TP 2 with the hybrid (capped
+    # conversation, TBT 50, bisected: multi_gpu.sh serving), then SIGTERM under load 3 times at it
+    # (reliability.sh sigterms: every in-flight request must complete); ~12 minutes are kept for those
+    local g=$1 c=$2 rate
+    mg "$g" "$c" tp2 serving $(( $(left) - 720 )) SYSTEMS=mux-hybrid SEARCH=4,9 PORT=31000
+    rate=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['systems']['mux-hybrid']['goodput_rps'] or 4)" \
+           $R/tp2/serving/summary.json 2> /dev/null || echo 4)
+    echo "SIGTERMs at $rate req/s" > $R/tp2_sigterms.log
+    CUDA_VISIBLE_DEVICES=$g PORT=31000 REL_OUT=$R/tp2_sigterms SERVER_ARGS="--tp-size 2" \
+        timeout $(( $(left) - 20 )) taskset -c "$c" bash bench/plans/reliability.sh sigterms 3 "$rate" >> $R/tp2_sigterms.log 2>&1
 }

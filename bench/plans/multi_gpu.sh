@@ -6,8 +6,9 @@
 #                with SLOs that make it preempt at TP 2, on the tiny random Llama, 4 query heads a
 #                rank: 40 prompts of 16 to 32K tokens, 6 four-turn sessions, a preemption burst)
 #                -> OUT/correctness.json, both servers' logs
-#   serving      the Llama-3.1-8B shape (dummy weights) at TP = 2, capped conversation, a 30-s point
-#                at RATES (default 4) for SYSTEMS (default mux,sglang-chunked-512) -> OUT/serving/
+#   serving      the Llama-3.1-8B shape (dummy weights) at TP = 2, capped conversation, 30-s points
+#                at RATES (default 4), or bisected in SEARCH (LO,HI), for SYSTEMS (default
+#                mux-hybrid,sglang-chunked-1024), on PORT -> OUT/serving/
 #   rankkill     a mux server at TP = 2 (8B shape), 16 requests streaming, SIGKILL to rank 1's
 #                scheduler; KILLS times (default 3): the server must exit within 60 s, every request
 #                end, the log name the dead process -> OUT/rankkill/kill_<i>.json, server_<i>.log
@@ -52,9 +53,11 @@ if has correctness; then  # the default policy with SLOs that make it preempt at
     gpu_free || exit 2
 fi
 
+pick() { if [ -n "$2" ]; then echo --search "$2"; else echo --rates "$1"; fi; }  # RATES or a bisection
+
 if has serving; then
-    python -m bench.run --systems "${SYSTEMS:-mux,sglang-chunked-512}" --rates "${RATES:-4}" "${RUN[@]}" \
-        --out "$OUT/serving" --server-args "$SA --tp-size 2" --time-budget-s "$(( $(left) - 20 ))" 2>&1 \
+    python -m bench.run --systems "${SYSTEMS:-mux-hybrid,sglang-chunked-1024}" $(pick "${RATES:-4}" "${SEARCH:-}") "${RUN[@]}" \
+        --out "$OUT/serving" --port "${PORT:-30000}" --server-args "$SA --tp-size 2" --time-budget-s "$(( $(left) - 20 ))" 2>&1 \
         | grep -v "requests over" | tail -n 5
     python -m bench.report "$OUT/serving" > "$OUT/serving/report.md" 2>&1
     gpu_free || exit 2
@@ -94,7 +97,6 @@ if has allreduce; then
 fi
 
 if has dp; then  # the default policy in each replica; DP_SEARCH / ONE_SEARCH=LO,HI bisect instead of the rates
-    pick() { if [ -n "$2" ]; then echo --search "$2"; else echo --rates "$1"; fi; }
     python -m bench.run --systems mux-hybrid $(pick "${DP_RATES:-8}" "${DP_SEARCH:-}") "${RUN[@]}" --out "$OUT/dp/dp2" \
         --port "${PORT:-30000}" --server-args "$SA --dp-size 2" --time-budget-s "$(( $(left) / 2 ))" 2>&1 \
         | grep -v "requests over" | tail -n 3
