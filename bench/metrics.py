@@ -148,6 +148,46 @@ def ttft_queue_drift(df: pd.DataFrame) -> dict | None:
     return queue_drift(ok.ttft_ms.to_numpy(float), new.to_numpy(float))
 
 
+STAMP_PARTS = ["ttft_ms", "in_ms", "through_ms", "server_ms", "queue_ms", "to_tm_ms", "to_client_ms", "rest_ms"]
+
+
+def stamp_parts(records: Sequence[dict], t0_wall: float | None = None) -> pd.DataFrame:
+    """A TTFT cut at SGLang's stamps of the request (``bench.client.SERVER_STAMPS``, with
+    ``--enable-metrics``), one row per finished request that has the tokenizer manager's receipt:
+    ``send`` (s) and the `STAMP_PARTS` (ms; NaN where a stamp, or ``t0_wall``, the client's wall
+    clock at send time 0, is missing). ``bench.analysis.ttft_parts`` says what each part is."""
+    nan = float("nan")
+
+    def ms(a, b):  # b - a in ms, NaN if either is unknown
+        return nan if a is None or b is None else (b - a) * 1e3
+    rows = []
+    for r in records:
+        st, tok = r.get("server") or {}, r.get("tok_ms") or []
+        if not (r.get("ok") and tok and "request_received_ts" in st):
+            continue
+        ttft, got = tok[0], st["request_received_ts"]
+        done, sent = st.get("prefill_finished_time"), st.get("response_sent_to_client_ts")
+        in_ms = ms(t0_wall + r["send"] if t0_wall is not None else None, got)
+        through, server = ms(got, sent), ms(got, done)
+        queue = 1e3 * st["queue_time"] if st.get("queue_time") is not None and done is not None else nan
+        rows.append(dict(send=r["send"], ttft_ms=ttft, in_ms=in_ms, through_ms=through, server_ms=server,
+                         queue_ms=queue, to_tm_ms=ms(done, sent), to_client_ms=ttft - in_ms - through,
+                         rest_ms=ttft - server))
+    return pd.DataFrame(rows, columns=["send", *STAMP_PARTS])
+
+
+def ttft_split(records: Sequence[dict]) -> dict | None:
+    """P50 and P99 of a point's TTFT in the scheduler (``server_ms``: the tokenizer manager's
+    receipt to the end of the request's prefill; ``queue_ms``: its wait for admission) and
+    outside it (``rest_ms``: the way in and out, through SGLang's HTTP + tokenizer process).
+    None without the scheduler's stamps (older records; ``--tokenizer-worker-num`` > 1)."""
+    df = stamp_parts(records).dropna(subset=["server_ms"])
+    if df.empty:
+        return None
+    return {q: {c: _num(df[c].quantile(v)) for c in ("server_ms", "queue_ms", "rest_ms")}
+            for q, v in (("p50", 0.5), ("p99", 0.99))}
+
+
 def by_subset(df: pd.DataFrame) -> dict | None:
     """TTFT and TTFT-per-token percentiles per ``subset`` (None when no record has one)."""
     if df.subset.isna().all():
@@ -202,6 +242,7 @@ def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
         "send_lateness_ms": _stats(df.lateness_ms.dropna(), with_max=True),
         "ttft_drift": ttft_drift(df),
         "ttft_queue_drift": ttft_queue_drift(df),
+        "ttft_split": ttft_split(records),
         "slo": {"tbt_ms": tbt_slo_ms, "ttft_ms": ttft_slo_ms, "ttft_ms_per_token": k},
     }
 

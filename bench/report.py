@@ -261,6 +261,33 @@ def render_frontend(s: dict) -> list[str]:
             "| system | rate: cores |", "|---|---|", *rows]
 
 
+def render_first_failures(s: dict) -> list[str]:
+    """Per system, its lowest failing rate: why it failed (``check_point``'s reasons) and where
+    its TTFT went (``metrics.ttft_split``: in the scheduler, of which its waiting queue, and
+    outside it). A queue that grows in the scheduler is the GPU's limit; time outside it is SGLang's
+    HTTP + tokenizer process (session 48's sharegpt), which every system of the cell shares."""
+    rows = []
+    for name, sysd in s["systems"].items():
+        fails = [p for p in sysd["points"] if p.get("pass") is False]
+        if not fails:
+            continue
+        p = min(fails, key=lambda q: q["rate"])
+        m = p["summary"]
+        sp = m.get("ttft_split")
+        where = " | ".join(f"{_f(sp['p50'][k])} / {_f(sp['p99'][k])}" for k in ("server_ms", "queue_ms", "rest_ms")) \
+            if sp else "— | — | —"
+        rows.append(f"| {name} | {p['rate']:g} | {'; '.join(p.get('reasons') or [])} | "
+                    f"{_f(m['ttft_ms'].get('p50'))} / {_f(m['ttft_ms'].get('p99'))} | {where} |")
+    if not rows:
+        return []
+    return ["### Each system's first failing rate: why, and where its TTFT went (P50 / P99, ms)", "",
+            "| system | rate | reasons | TTFT | in the scheduler | of which queued | outside the scheduler |",
+            "|---|---:|---|---:|---:|---:|---:|", *rows, "",
+            "In the scheduler: SGLang's receipt to the end of the request's prefill; outside: the way in "
+            "and out through SGLang's HTTP + tokenizer process (— without SGLang's stamps: "
+            "`--enable-metrics`, one tokenizer process)."]
+
+
 def _hardware(s: dict) -> str:
     """' (GPU-…; CPU model x N)': which host, since P99 TBT moves from one to the next."""
     hw = s.get("hardware") or {}
@@ -353,9 +380,9 @@ def render(s: dict) -> str:
     extra = render_goodput(goodput_comparison(s)) + \
         render_throughput(throughput_comparison(s)) + \
         render_preemption(preemption_comparison(s))
-    front = render_frontend(s)
-    if front:
-        extra += ([""] if extra else []) + front
+    for part in (render_first_failures(s), render_frontend(s)):
+        if part:
+            extra += ([""] if extra else []) + part
     if extra:
         lines += [""] + extra
     return "\n".join(lines).rstrip("\n")

@@ -143,7 +143,7 @@ def test_server_stamps_split_the_ttft():
     with stub(ttft_s=0.08, tbt_s=0.005) as url:
         recs, info = client.run_workload(url, small(6, 20.0, out=4), deadline_s=10, progress=False)
     assert all(set(r["server"]) == set(client.SERVER_STAMPS) for r in recs)
-    df = ttft_parts.parts(recs, info["t0_wall"])
+    df = metrics.stamp_parts(recs, info["t0_wall"])
     assert len(df) == 6
     assert (df.server_ms > 70).all() and (df.server_ms < df.ttft_ms).all()
     assert (df.rest_ms < 30).all()
@@ -153,7 +153,7 @@ def test_server_stamps_split_the_ttft():
     b = ttft_parts.by_bin(df, bin_s=100.0)
     assert list(b.n) == [6] and b.server_ms_p50.iloc[0] > 70
     # without the client's clock the way in and out stay unknown, the rest does not
-    df = ttft_parts.parts(recs)
+    df = metrics.stamp_parts(recs)
     assert df.in_ms.isna().all() and df.to_client_ms.isna().all() and (df.rest_ms < 30).all()
     assert "in_ms" not in ttft_parts.overall(df).columns
 
@@ -164,7 +164,7 @@ def test_ttft_parts_without_the_schedulers_stamps():
     from bench.analysis import ttft_parts
     rec = {"ok": True, "send": 1.0, "tok_ms": [130.0], "server": {
         "request_received_ts": 100.01, "queue_time": 0.0, "response_sent_to_client_ts": 100.1}}
-    df = ttft_parts.parts([rec], t0_wall=99.0)
+    df = metrics.stamp_parts([rec], t0_wall=99.0)
     row = df.iloc[0]
     assert (round(row.in_ms, 6), round(row.through_ms, 6), round(row.to_client_ms, 6)) == (10.0, 90.0, 30.0)
     assert df[["server_ms", "queue_ms", "to_tm_ms", "rest_ms"]].isna().all().all()

@@ -153,3 +153,15 @@ def test_a_flat_summary_has_no_adjusted_ttft_and_old_summaries_judge_flat():
     assert df.ttft_adjusted_ms[0] == 2500 and not df.ttft_attains[0]
     with pytest.raises(ValueError, match=">= 0"):
         M.summarize(LONG_FAST, ttft_slo_ms_per_token=-1)
+
+
+def test_ttft_split_needs_the_schedulers_stamps():
+    recs = [{"ok": True, "send": 0.0, "tok_ms": [100.0 + i], "server": {
+        "request_received_ts": 10.0, "prefill_finished_time": 10.04, "queue_time": 0.01,
+        "response_sent_to_client_ts": 10.05}} for i in range(11)]
+    sp = M.summarize(recs)["ttft_split"]
+    assert sp["p50"] == {"server_ms": pytest.approx(40.0), "queue_ms": pytest.approx(10.0), "rest_ms": pytest.approx(65.0)}
+    assert sp["p99"]["rest_ms"] == pytest.approx(69.9)
+    for r in recs:  # --tokenizer-worker-num > 1: no scheduler stamps
+        del r["server"]["prefill_finished_time"]
+    assert M.summarize(recs)["ttft_split"] is None

@@ -125,9 +125,26 @@ def test_the_report_shows_a_length_aware_ttft_slo_and_old_summaries_stay_flat(tm
 
 def test_the_report_shows_the_front_process_load_where_points_recorded_it():
     src = json.loads((Path(__file__).resolve().parents[1] / "bench/results/synthetic_h200_s23/summary.json").read_text())
-    assert "HTTP + tokenizer" not in report.render(src)  # points from before proc_cpu: no section
+    assert "busy cores" not in report.render(src)  # points from before proc_cpu: no section
     mux = src["systems"]["mux"]
     for p, cores in zip(mux["points"], (0.41, 0.97)):
         p["proc_cpu"] = {"http+tokenizer": cores, "sglang::scheduler_TP0": 1.0, "client": 2.5}
     rates = [p["rate"] for p in mux["points"][:2]]
     assert f"| mux | {rates[0]:g}: 0.41, {rates[1]:g}: 0.97 |" in report.render(src)
+
+
+def test_the_report_says_why_each_systems_first_failing_rate_failed_and_where_its_ttft_went():
+    src = json.loads((Path(__file__).resolve().parents[1] / "bench/results/synthetic_h200_s23/summary.json").read_text())
+    sysd = src["systems"]["mux"]
+    fail = min((p for p in sysd["points"] if not p["pass"]), key=lambda p: p["rate"])
+    text = report.render(src)  # points from before the stamps: the reasons, no split
+    row = next(line for line in text.splitlines() if line.startswith(f"| mux | {fail['rate']:g} |"))
+    assert "; ".join(fail["reasons"]) in row and row.endswith("| — | — | — |")
+    fail["summary"]["ttft_split"] = {"p50": {"server_ms": 41.0, "queue_ms": 0.6, "rest_ms": 176.2},
+                                     "p99": {"server_ms": 249.0, "queue_ms": 171.0, "rest_ms": 1653.0}}
+    row = next(line for line in report.render(src).splitlines() if line.startswith(f"| mux | {fail['rate']:g} |"))
+    assert row.endswith("| 41 / 249 | 1 / 171 | 176 / 1653 |")
+    for p in sysd["points"]:
+        p["pass"] = True
+    assert "| mux | " not in report.render(src).split("first failing rate")[-1]
+

@@ -28,38 +28,12 @@ import json
 import math
 from pathlib import Path
 
+from bench.metrics import STAMP_PARTS, load_jsonl, stamp_parts
 from sglang_mux import cli
-
-PARTS = ["ttft_ms", "in_ms", "through_ms", "server_ms", "queue_ms", "to_tm_ms", "to_client_ms", "rest_ms"]
-
-
-def parts(records, t0_wall: float | None = None) -> "pd.DataFrame":
-    """One row per finished request with the tokenizer manager's receipt stamp: ``send`` (s) and
-    the `PARTS` (ms; NaN where a stamp, or ``t0_wall``, the client's wall clock at send time 0, is
-    missing)."""
-    import pandas as pd
-    nan = float("nan")
-
-    def ms(a, b):  # b - a in ms, NaN if either is unknown
-        return nan if a is None or b is None else (b - a) * 1e3
-    rows = []
-    for r in records:
-        st, tok = r.get("server") or {}, r.get("tok_ms") or []
-        if not (r.get("ok") and tok and "request_received_ts" in st):
-            continue
-        ttft, got = tok[0], st["request_received_ts"]
-        done, sent = st.get("prefill_finished_time"), st.get("response_sent_to_client_ts")
-        in_ms = ms(t0_wall + r["send"] if t0_wall is not None else None, got)
-        through, server = ms(got, sent), ms(got, done)
-        queue = 1e3 * st["queue_time"] if st.get("queue_time") is not None and done is not None else nan
-        rows.append(dict(send=r["send"], ttft_ms=ttft, in_ms=in_ms, through_ms=through, server_ms=server,
-                         queue_ms=queue, to_tm_ms=ms(done, sent), to_client_ms=ttft - in_ms - through,
-                         rest_ms=ttft - server))
-    return pd.DataFrame(rows, columns=["send", *PARTS])
 
 
 def _known(df) -> list[str]:
-    return [c for c in PARTS if df[c].notna().any()]
+    return [c for c in STAMP_PARTS if df[c].notna().any()]
 
 
 def overall(df) -> "pd.DataFrame":
@@ -88,7 +62,6 @@ def client_t0(meta_path: Path) -> float | None:
 
 def main(argv=None) -> int:
     import pandas as pd
-    from bench.metrics import load_jsonl
     p = cli.ArgumentParser(prog="python -m bench.analysis.ttft_parts", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
     p.add_argument("--system", default="mux-hybrid")
@@ -100,7 +73,7 @@ def main(argv=None) -> int:
         recs = load_jsonl(path)  # or its .xz, as results keep it
     except FileNotFoundError:
         return cli.print_error(f"{path}: no such point (nor {path.name}.xz): give the rate as in the file name")
-    df = parts(recs, client_t0(a.run_dir / f"{a.system}__{a.rate}.meta.json"))
+    df = stamp_parts(recs, client_t0(a.run_dir / f"{a.system}__{a.rate}.meta.json"))
     if df.empty:
         return cli.print_error(f"{path}: no finished request has the server's receipt stamp (SGLang gives "
                                "it with --enable-metrics; records from before session 47's client have none)")
