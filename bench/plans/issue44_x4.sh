@@ -6,20 +6,14 @@
 #        the hybrid, capped conversation at TBT 50, bisected (multi_gpu.sh serving; the issue's "TP
 #        goodput" for its 20-minute run, not yet measured), then SIGTERM under load 3 times at that
 #        rate (reliability.sh sigterms with --tp-size 2: every in-flight request must complete).
-# GPUs 2, 3: issue 43's cells (issue43_x2.sh's: H100, the capped conversation at TBT 30 and sharegpt
-#        at TBT 50; H200, sharegpt at TBT 30 and chat-1k at TBT 50).
+# GPUs 2, 3: issue 43's two open cells (lease.sh's cells43: H100, the capped conversation at TBT 30
+#        and sharegpt at TBT 50; H200, sharegpt at TBT 30 and chat-1k at TBT 50).
 # The 20-minute TP run itself needs ~25 minutes of two GPUs after the install: a lease of its own.
 # Session 49 ran the plan before this one (the greedy check at TP 2 with the hybrid, rank kills,
 # --dp-size 2 against one replica): bench/results/h200x4_s49_2026-11-28/job.sh.
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 tp2_sigterms 0,1 "$(cores_for 2 0)" &
-if nvidia-smi -L | grep -q H200; then
-    cell 2 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" &
-    cell 3 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
-else
-    cell 2 cap30 3,4.8 TBT_SLO_MS=30 SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" &
-    cell 3 sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
-fi
+cells43 2 3
 wait
 echo done > $R/done

@@ -1,8 +1,8 @@
 # Sourced by the lease plans (issue43_x4.sh, issue43_x2.sh, issue43_lone.sh, issue44_x4.sh,
 # issue44_x2.sh, issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree in /tmp/t
 # with the bundle's environment, results in R=/tmp/res, left = seconds to END, the host's GPUs in
-# R/host0.txt, cell: one SLO-map cell on one GPU, mg: multi_gpu.sh's parts on two, and
-# tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two.
+# R/host0.txt, cell: one SLO-map cell on one GPU, cells43: issue 43's two open cells on two GPUs,
+# mg: multi_gpu.sh's parts on two, and tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two.
 cd /tmp/t && source .gpu/env.sh
 R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
@@ -20,6 +20,19 @@ cell() {  # cell GPU NAME LO,HI [ENV...]: each system's goodput bisected on that
     local g=$1 n=$2 r=$3; shift 3
     env SYSTEMS="mux-hybrid sglang-chunked-1024 sglang-chunked-512" "$@" bash bench/plans/per_gpu.sh "$g" \
         bash bench/plans/fa3_conv8k_sweep.sh $R/$n "search:$r" $(( $(left) - 40 )) > $R/$n.log 2>&1
+}
+cells43() {  # cells43 GPU GPU: issue 43's two open cells for this host's GPU, one a GPU, in the background
+    # H100: the capped conversation at TBT 30 with the per-size fused price (session 47's 4-GPU host:
+    # both >= 2.9; session 46's lone H100, older code: hybrid 3.45, chunked 512 3.9), chunked 512
+    # before 1024; sharegpt at TBT 50 (session 47, as served: < 50 against 50).
+    # H200: sharegpt at TBT 30 (session 41: both >= 60, not bracketed) and chat-1k at TBT 50.
+    if nvidia-smi -L | grep -q H200; then
+        cell "$1" sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" &
+        cell "$2" chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
+    else
+        cell "$1" cap30 3,4.8 TBT_SLO_MS=30 SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" &
+        cell "$2" sharegpt50 36,66 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
+    fi
 }
 mg() {  # mg GPUS CORES NAME PARTS SECONDS [ENV...]: multi_gpu.sh's parts on two GPUs
     local g=$1 c=$2 n=$3 parts=$4 s=$5; shift 5
