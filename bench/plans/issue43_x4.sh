@@ -12,16 +12,13 @@
 #       and chunked 512, the map's two best, 90-s points climbing), sharegpt, the uncapped
 #       conversation (one session in 20,
 #       90-s points climbing from 0.5 req/s, chunked 1024 last and only if time is left:
-#       conv_uncapped_sweep.sh) and the capped conversation with seed 1 after the token check
-#       (token_check.sh, ~5 minutes; session 47's host failed every system at 4 req/s). Sharegpt
-#       again because session 47's host had the hybrid miss it (< 50 against 50) with its TTFT
-#       grown after the scheduler's admission: the client now keeps SGLang's stamps to say where
-#       (bench.analysis.ttft_parts). Session 44 ran the TBT-30 column
+#       conv_uncapped_sweep.sh) and the capped conversation with seed 1 (session 47's host failed
+#       every system at 4 req/s). Sharegpt again because session 47's host had the hybrid miss it
+#       (< 50 against 50) as served, where SGLang's front end was the limit on session 49's H200. Session 44 ran the TBT-30 column
 #       (bench/results/x4_s44_2026-11-27/job.sh). Four cells on one host slow SGLang's launches
 #       (session 45: 38 % at the median against a lone H100); every system of a cell meets the same.
-# H200: sharegpt at TBT 50 (session 41: 60 against 66 on a 10 % grid) and 30 (not bracketed), the
-#       capped conversation at TBT 50 with seed 1 (not bracketed), chat-1k at TBT 50, after the token
-#       check with the default policy on GPU 3 (--burst: a preemption, cut prompts' rests fused).
+# H200: sharegpt at TBT 50 (session 41: 60 against 66 on a 10 % grid) and 30 (not bracketed) and
+#       chat-1k at TBT 50; the H200's other cells are bracketed (the README's map), so GPU 3 is free.
 # Each part runs through per_gpu.sh (its GPU, 16 cores, port 30000 + 1000 x GPU); every system of a
 # sharegpt cell gets 4 tokenizer workers ($TM4, lease.sh).
 # Session 42 ran the plan before this one (reliability, token check, TBT 30 at fixed rates):
@@ -29,10 +26,6 @@
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 nvidia-smi -L | grep -q H200 && H200=1 || H200=
-corr() {  # the token check on GPU 3 (bench/plans/token_check.sh: SLOs that make a preemption), then that GPU's cell
-    CUDA_VISIBLE_DEVICES=3 PORT=33000 taskset -c "$(cores_for 4 3)" bash bench/plans/token_check.sh $R/corr > $R/corr.log 2>&1
-    cell 3 "$@"
-}
 if [ -z "$H200" ]; then
     # Mooncake synthetic at TBT 50 (the map: hybrid 0.8, chunked 512 0.8, 1024 0.7), 90-s points
     # climbing; P99 TTFT 5 s flat as the issue's table (the H200 runs used 10 s)
@@ -46,12 +39,11 @@ if [ -z "$H200" ]; then
           tests/gpu/test_long_prompt_gpu.py > $R/long_prompt.log 2>&1 && M=0.85 || M=0.75
       MUX_MEM=$M SYSTEMS="mux-hybrid sglang-chunked-512 sglang-chunked-1024" RATES=0.5,0.75,1 bash bench/plans/per_gpu.sh 2 \
           bash bench/plans/conv_uncapped_sweep.sh $R/unc50 $(( $(left) - 40 )) > $R/unc50.log 2>&1; } &
-    corr cap50_s1 2.8,4.4 SEED=1 &
+    cell 3 cap50_s1 2.8,4.4 SEED=1 &
 else
     cell 0 sharegpt50 55,80 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
     cell 1 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" &
-    cell 2 cap_s1 3,5 SEED=1 &
-    corr chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
+    cell 2 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
 fi
 wait
 echo done > $R/done
