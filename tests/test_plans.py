@@ -207,3 +207,36 @@ def test_a_plan_finds_the_server_on_its_own_port_only(tmp_path):
         for p in (*servers, last):
             p.kill()
             p.wait()
+
+
+def test_rechunk_bundle_makes_the_largest_chunks_a_call_carries_beside_the_tree(tmp_path):
+    """bench/plans/rechunk_bundle.sh: the same bytes, chunks as large as LIMIT less the tree (in
+    whole MiB, 1 MB spare), a checksum list install.sh accepts; a tree that leaves no room is refused."""
+    import hashlib
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "bench" / "plans").mkdir(parents=True)
+    shutil.copy(ROOT / "bench" / "plans" / "rechunk_bundle.sh", repo / "bench" / "plans")
+    (repo / "data.bin").write_bytes(b"t" * 3_000_000)  # the tracked tree: ~3 MB
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    gpu = repo / ".gpu"
+    gpu.mkdir()
+    (repo / ".gitignore").write_text(".gpu/\n")
+    blob = bytes(range(256)) * 40_000  # 10.24 MB of bundle in three old chunks
+    for i, k in enumerate(range(0, len(blob), 4_000_000)):
+        (gpu / f"c{i:02d}").write_bytes(blob[k:k + 4_000_000])
+    for name in ("install.sh", "env.sh", "chunks.sha256"):
+        (gpu / name).write_text("x\n")
+    limit = 4_600_000 + 5 * 1048576  # the tree, 1 MB spare and 5.5 MiB: 5-MiB chunks
+    p = subprocess.run(["bash", str(repo / "bench/plans/rechunk_bundle.sh"), str(limit)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    chunks = sorted(gpu.glob("c[0-9][0-9]"))
+    assert [c.stat().st_size for c in chunks] == [5 * 1048576, len(blob) - 5 * 1048576]
+    assert b"".join(c.read_bytes() for c in chunks) == blob
+    listed = [line.split() for line in (gpu / "chunks.sha256").read_text().splitlines()]
+    assert listed == [[hashlib.sha256(c.read_bytes()).hexdigest(), c.name] for c in chunks]
+    p = subprocess.run(["bash", str(repo / "bench/plans/rechunk_bundle.sh"), "5000000"], capture_output=True, text=True)
+    assert p.returncode == 1 and "prune bench/results" in p.stdout
+    assert b"".join(c.read_bytes() for c in sorted(gpu.glob("c[0-9][0-9]"))) == blob  # untouched
