@@ -21,6 +21,8 @@
 #                controller) against one replica, capped conversation at DP_RATES (default 8) and
 #                RATES (default 4), or bisected in DP_SEARCH and ONE_SEARCH (LO,HI), on PORT
 #                -> OUT/dp/ (summary per system; /metrics carries a dp_rank label per replica)
+# The serving and dp parts' points are DURATION_S seconds of arrivals (default 30; session 49's DP
+# ratio, 2.38 served against the simulator's 1.89-2.1, turned on 30-s points' drift edges).
 # Session 38 (2 x H200, bench/results/tp2_smoke_h200x2_2026-11-27/): the mux's TP-2 tiny server took
 # 2.5 minutes to start (its first decode graph capture alone 83 s) and served the whole check;
 # plain SGLang's was cut by the 276 s left to the part, so give correctness a call of its own.
@@ -42,7 +44,7 @@ nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 PARTS=${PARTS:-correctness}
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
-RUN=(--seed 0 --workload conversation --arrival poisson --input-cap 8000 --duration-s 30 --drain-s 20
+RUN=(--seed 0 --workload conversation --arrival poisson --input-cap 8000 --duration-s "${DURATION_S:-30}" --drain-s 20
      --model-path launch/models/llama-3.1-8b --no-progress --startup-estimate-s 150)
 
 if has correctness; then  # the default policy with SLOs that make it preempt at TP 2 (tests/test_dispatch.py:
