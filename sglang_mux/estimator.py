@@ -120,6 +120,13 @@ class Estimator:
         self.graph_cliffs: dict[int, float] = graph_cliffs(
             self._graph_tokens, lambda m: curve.at(self.total_sms, m)) if curve is not None else {}
 
+    def fused_prior_holds(self) -> bool:
+        """Whether a fused batch's base price may be acted on in full before any fused iteration
+        is seen (`FusedPrice.prior_holds`): through SGLang's prefill CUDA graph (``graph_tokens``)
+        a table's base price is near what serving measures, a roofline's is not (the cold start:
+        the tiny model at TP 2 priced a 4,096-token chunk at 0.58 ms and ran it in 4.4)."""
+        return bool(self.graph_tokens) and self.source != "cold-start"
+
     # ------------------------------------------------------------------ construction
 
     @classmethod

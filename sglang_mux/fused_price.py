@@ -5,7 +5,8 @@ iterations) or, for a table without them, the solo prefill fit over the fused ba
 ``DECODE_ROW_MS`` per decode row (`Estimator.fused_base_ms`). What is served can differ, and not by a constant factor:
 eagerly, on an H100, a 258-token chunk with two decode rows took 23 ms where its solo price was
 ~7 ms, a 2,049-token one 53 ms for ~43 ms (the 32 layers' kernel launches bound the small ones);
-through SGLang's prefill CUDA graph the base price is near the truth (``prior_holds``). So
+through SGLang's prefill CUDA graph a table's base price is near the truth (``prior_holds``; a
+roofline's is not, `Estimator.fused_prior_holds`). So
 served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is

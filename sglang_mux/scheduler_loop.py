@@ -200,10 +200,9 @@ class MuxLoop:
         torch.cuda.empty_cache()
         self.limit_prompts(*torch.cuda.mem_get_info())
         # Through SGLang's prefill CUDA graph (captured after init_mux) a fused iteration costs about
-        # its base price (fused_price.FusedPrice.prior_holds), padded to a captured size; eagerly,
-        # 15 ms more.
+        # a table's base price, padded to a captured size; eagerly, 15 ms more.
         self.estimator.graph_tokens = _prefill_graph_tokens(self.sched)
-        self.estimator.fused_price.prior_holds = bool(self.estimator.graph_tokens)
+        self.estimator.fused_price.prior_holds = self.estimator.fused_prior_holds()
         with torch.inference_mode():
             while not self.sched.gracefully_exit:
                 self.step()

@@ -511,7 +511,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
         if online_guard:
             planner = copy.deepcopy(estimator)
             if hasattr(planner, "fused_price"):  # as a server starts: the prior, learned from what runs
-                planner.fused_price = FusedPrice(prior_holds=prefill_graph)
+                planner.fused_price = FusedPrice(prior_holds=planner.fused_prior_holds())
         # The hybrid weighs a partition's prefill at its served speed. Learning online, it learns
         # that as the server does (the planner's prefill_wall: batches' wall time over their T_P)
         # and is told nothing; else the simulator tells it the co-run slowdown it plays.

@@ -194,6 +194,22 @@ def test_cold_start_learns_the_roofline_decode_error():
     assert e.decode_correction(132) < c
 
 
+def test_only_a_tables_fused_price_is_acted_on_before_it_is_learned():
+    """Through SGLang's prefill CUDA graph a table's base price is near what serving measures and
+    is acted on from the start; a roofline's is not (session 49: a 4,096-token chunk of the tiny
+    model at TP 2 priced 0.58 ms ran 4.4 ms), so a cold start's fused price is learned first: the
+    hybrid cuts no long prompt on it (`HybridPolicy.fused_candidate`)."""
+    from sglang_mux.fused_price import FusedPrice, sglang_graph_tokens
+    table = Estimator.from_table(ROOT / "contention_tables" / "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3")
+    with pytest.warns(UserWarning):
+        cold = Estimator.cold_start(LLAMA_8B, DEFAULT_H100_PROBE, 132, 16)
+    assert not table.fused_prior_holds() and not cold.fused_prior_holds()  # eagerly: neither
+    table.graph_tokens = cold.graph_tokens = sglang_graph_tokens(4096)
+    assert table.fused_prior_holds() and not cold.fused_prior_holds()
+    prices = {e.source: FusedPrice(prior_holds=e.fused_prior_holds()) for e in (table, cold)}
+    assert prices[table.source].learned and not prices["cold-start"].learned
+
+
 def test_table_estimator_does_not_learn_decode_solo(good):
     e = Estimator.from_table(good)
     before = e.decode_solo_ms(132, 8, 8 * 1000)
