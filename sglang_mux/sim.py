@@ -501,8 +501,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
     batches run through SGLang's prefill CUDA graph, as the server's hybrid runs them: padded to
-    its captured sizes (``graph_tokens``, for the truth and the planner), and the price's prior
-    acted on in full from the start (`FusedPrice.prior_holds`). The rest: ``simulate``'s."""
+    its captured sizes (``graph_tokens``, for the truth and the planner), and a table's price prior
+    acted on in full from the start (`Estimator.fused_prior_holds`). The rest: ``simulate``'s."""
     out = []
     if prefill_graph:
         estimator = through_prefill_graph(estimator, HYBRID_GRAPH_MAX_TOKENS)
