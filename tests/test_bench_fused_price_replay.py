@@ -6,16 +6,6 @@ from bench.analysis import fused_price_replay as R
 from sglang_mux.fused_price import FusedPrice
 
 
-def test_the_base_price_is_recovered_from_the_state_that_priced_it():
-    state = FusedPrice()
-    state.fixed, state.slope, state.margin = 2.0, 1.1, 0.5
-    narrow = FusedPrice()
-    narrow.fixed, narrow.ratio, narrow.margin = 3.0, 1.2, 0.4  # 1.2 x base above 15 ms, base + 3 below
-    for fp in (state, narrow):
-        for base in (5.0, 15.0, 40.0):
-            assert R.base_ms(fp.price(base), fp.to_dict()) == pytest.approx(base)
-
-
 def timeline(rows):
     return pd.DataFrame([{"reason": r, "t_decode_worst_ms": p, "measured_decode_ms": m, "fused_price": s}
                          for r, p, m, s in rows])

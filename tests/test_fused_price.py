@@ -204,3 +204,13 @@ def test_captured_size_is_the_size_a_batch_runs_at_or_none_eagerly():
     assert captured_size(577, graph) is None and captured_size(0, graph) is None  # past the graph; empty
     assert captured_size(200, graph) is None and captured_size(300, graph) == 512  # 512 is over twice 200: eager
     assert captured_size(8, ()) is None
+
+
+def test_the_base_price_is_recovered_from_the_state_that_priced_it():
+    state = FusedPrice()
+    state.fixed, state.slope, state.margin = 2.0, 1.1, 0.5
+    narrow = FusedPrice()
+    narrow.fixed, narrow.ratio, narrow.margin = 3.0, 1.2, 0.4  # 1.2 x base above 15 ms, base + 3 below
+    for fp in (state, narrow):
+        for base in (5.0, 15.0, 40.0):
+            assert FusedPrice.base_of(fp.price(base), fp.to_dict()) == pytest.approx(base)

@@ -29,12 +29,7 @@ from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, captured
 from sglang_mux.mux_metrics import load_timeline
 
 BINS = (0, 20, 30, 40, 45, 50, 70, 1e9)  # base price (ms)
-
-
-def base_ms(planned_ms: float, state: dict) -> float:
-    """The base price that ``state`` (a ``FusedPrice.to_dict()``) priced at ``planned_ms``
-    (`FusedPrice.base_of`)."""
-    return FusedPrice.base_of(planned_ms, state)
+GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
 
 
 def served(timeline) -> pd.DataFrame:
@@ -42,7 +37,7 @@ def served(timeline) -> pd.DataFrame:
     if "fused_price" not in timeline:
         raise ValueError("the timeline has no fused_price column (not a hybrid server's, or one from before it)")
     f = timeline[(timeline.reason == "fused") & timeline.measured_decode_ms.notna() & timeline.fused_price.notna()]
-    base = [base_ms(p, s) for p, s in zip(f.t_decode_worst_ms, f.fused_price)]
+    base = [FusedPrice.base_of(p, s) for p, s in zip(f.t_decode_worst_ms, f.fused_price)]
     return pd.DataFrame({"base_ms": base, "planned_ms": f.t_decode_worst_ms.to_numpy(float),
                          "measured_ms": f.measured_decode_ms.to_numpy(float),
                          "size": [padded(t) for t in f.get("extend_tokens", pd.Series([None] * len(f)))]})
@@ -54,9 +49,6 @@ def padded(tokens) -> int | None:
     if tokens is None or not tokens == tokens:  # missing, or NaN
         return None
     return captured_size(int(tokens), GRAPH)
-
-
-GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
 
 
 def replay(rows: pd.DataFrame, price: FusedPrice | None = None, per_size: bool = False) -> np.ndarray:
