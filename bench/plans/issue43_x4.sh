@@ -42,8 +42,7 @@ if [ -z "$H200" ]; then
     cell 3 cap50_s1 2.8,4.4 SEED=1 &
 else
     cell 0 sharegpt50 55,80 CLIENT_PROCS=12 WORKLOAD=sharegpt EXTRA_SA="$TM4" &
-    cell 1 sharegpt30 50,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" &
-    cell 2 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
+    cells43 1 2  # sharegpt at TBT 30, chat-1k at TBT 50
 fi
 wait
 echo done > $R/done
