@@ -234,6 +234,60 @@ class TableStore:
         if blocking:
             self._skipped.add(cell_id(cell))
 
+    # ------------------------------------------------------------------ merging
+    def merge(self, other: "TableStore") -> dict[str, int]:
+        """Add ``other``'s measured cells whose keys this table lacks (rows, their cells.jsonl
+        lines and its skip records), and its runs to this meta: a table measured in parts on
+        several GPUs of one host (``--what``, one kind per GPU) made whole. A key both tables
+        hold keeps this table's row. Returns the rows added per CSV file.
+
+        Raises ValueError when the two metas are incompatible (check_meta_compatible)."""
+        mine, theirs = self.read_meta(), other.read_meta()
+        if mine and theirs:
+            problems = check_meta_compatible(mine, theirs)
+            if problems:
+                raise ValueError(f"cannot merge {other.path} into {self.path}: {'; '.join(problems)}")
+        added: dict[str, int] = {}
+        new_keys: set = set()
+        for kind, name in FILES.items():
+            src = other.path / name
+            if not src.exists():
+                continue
+            lines = []
+            for line in src.read_text().splitlines()[1:]:
+                key = _row_key(kind, next(csv.reader([line])))
+                if key not in self._done[kind]:
+                    self._done[kind].add(key)
+                    new_keys.add((kind, key))
+                    lines.append(line + "\n")
+            if lines:
+                dst = self.path / name
+                _append_durable(dst, ("" if dst.exists() else ",".join(COLUMNS[kind]) + "\n") + "".join(lines))
+            added[name] = len(lines)
+        logs = other.path / CELLS_LOG
+        if logs.exists():
+            keep = [line + "\n" for line in logs.read_text().splitlines()
+                    if _log_id(line) in new_keys]
+            if keep:
+                _append_durable(self.path / CELLS_LOG, "".join(keep))
+        skips = other.path / SKIPPED_LOG
+        if skips.exists():
+            have = self.logged_skips()
+            keep = []
+            for line in skips.read_text().splitlines():
+                kind, key = _log_id(line)
+                if kind and (kind, key) not in have and key not in self._done[kind]:
+                    keep.append(line + "\n")
+            if keep:
+                _append_durable(self.path / SKIPPED_LOG, "".join(keep))
+            self._load_skipped()
+        if theirs:
+            meta = dict(mine or theirs)
+            if mine:
+                meta["runs"] = list(mine.get("runs", [])) + list(theirs.get("runs", []))
+            self.write_meta(meta)
+        return added
+
     # ------------------------------------------------------------------ meta
     def read_meta(self) -> dict | None:
         file = self.path / META
@@ -246,6 +300,15 @@ class TableStore:
         tmp = file.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(meta, indent=1) + "\n")
         tmp.replace(file)
+
+
+def _log_id(line: str) -> tuple:
+    """(kind, key) of a cells.jsonl / skipped.jsonl line; ("", ()) for a torn one."""
+    try:
+        d = json.loads(line)
+        return d["kind"], tuple(int(k) for k in d["key"])
+    except (ValueError, KeyError, TypeError):
+        return "", ()
 
 
 def _append_durable(file: Path, text: str) -> None:

@@ -124,3 +124,41 @@ def test_graph_memory_summary():
     assert g["one_set_mib"] == 300 and g["total_mib"] == 340 and g["extra_for_all_partitions_mib"] == 40
     assert g["extra_per_additional_set_mib"] == 20 and g["overhead_vs_one_set_pct"] == pytest.approx(13.3)
     assert graph_memory_summary([], None)["per_stream_group"] == []
+
+
+def test_merge_makes_one_table_of_parts_measured_apart(tmp_path, capsys):
+    from profiling import merge
+
+    meta = {"gpu_name": "NVIDIA H200", "sm_count": 132, "granularity": 16, "tp_size": 2, "runs": [{"wall_s": 1}]}
+    a, b = TableStore(tmp_path / "a"), TableStore(tmp_path / "b")
+    a.write_meta(meta)
+    b.write_meta({**meta, "runs": [{"wall_s": 2}]})
+    p, d, c = _cells()
+    c2 = G.contention_cell(32, 132, 2048, 0, 8, 2048)
+    a.append(p, [12.0])
+    a.append(c, [7.5, 8.0])  # both parts hold c: a's row stays
+    b.append(c, [9.0, 9.5], {"who": "b"})
+    b.append(c2, [6.0, 7.0], {"who": "b"})
+    b.skip(G.solo_decode_cell(16, 132, 256, 2048), "KV pool")
+    assert merge.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "contention.csv +1" in capsys.readouterr().out
+    whole = TableStore(tmp_path / "a")
+    assert whole.done(p) and whole.done(c) and whole.done(c2) and not whole.done(d)
+    assert pd.read_csv(tmp_path / "a" / "contention.csv").values.tolist() == [
+        [16, 2048, 0, 8, 2048, 7.5, 8.0], [32, 2048, 0, 8, 2048, 6.0, 7.0]]
+    logs = [json.loads(x) for x in (tmp_path / "a" / "cells.jsonl").read_text().splitlines()]
+    assert [(x["key"], x.get("who")) for x in logs if x["kind"] == G.KIND_CONTENTION] == [
+        (list(c.key), None), (list(c2.key), "b")]
+    assert whole.was_skipped(G.solo_decode_cell(16, 132, 256, 2048))
+    assert [r["wall_s"] for r in whole.read_meta()["runs"]] == [1, 2]
+    # merging again adds nothing
+    assert whole.merge(TableStore(tmp_path / "b")) == {"contention.csv": 0}
+
+
+def test_merge_refuses_a_table_made_elsewhere(tmp_path):
+    from profiling import merge
+
+    TableStore(tmp_path / "a").write_meta({"gpu_name": "NVIDIA H200", "sm_count": 132, "tp_size": 2})
+    TableStore(tmp_path / "b").write_meta({"gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "tp_size": 2})
+    assert merge.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert merge.main([str(tmp_path / "a"), str(tmp_path / "nope")]) == 2

@@ -17,13 +17,13 @@
 # decode graphs in 31 s; SGLang's own start and the dummy weights of 4 ranks add to that). Six
 # systems do not fit one lease: the first three decide the ratio, the rest run while time is left,
 # and a rerun with the same OUT on the same host resumes (host.txt refuses another host).
-# An H200 host has no TP-4 work here (the TP-2 table is partial): it resumes that table on GPU 0
-# instead (table_70b_tp2.sh).
+# An H200 host has no TP-4 work here (the TP-2 table is partial): it resumes that table on GPUs 0 and 1
+# instead (lease.sh table70_tp2).
 END=${1:?END epoch}
 CELL=${2:-capped}
 source /tmp/t/bench/plans/lease.sh
 if nvidia-smi -L | grep -q H200; then
-    bash bench/plans/table_70b_tp2.sh 0 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1
+    table70_tp2 0 1
     echo done > $R/done; exit 0
 fi
 export CUDA_VISIBLE_DEVICES=0,1,2,3 MODEL=llama-3.1-70b EXTRA_SA="--tp-size 4" STARTUP_S=${STARTUP_S:-240} TBT_SLO_MS=100

@@ -4,17 +4,15 @@
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x2.sh END > /tmp/job.log 2>&1 < /dev/null &)
 # H100 pair: both GPUs: the 8B shape's goodput at TP 2 with the hybrid, then SIGTERM under load 3
 #   times at it (lease.sh tp2_sigterms).
-# H200 pair: the Llama-3.1-70B shape's TP-2 table on GPU 0 (table_70b_tp2.sh, resumed from session
-#   41's partial table; the 70B goodput at TP 2 on H200s needs it), and issue 43's chat-1k cell at TBT 50
-#   on GPU 1 (not yet run on an H200).
+# H200 pair: the Llama-3.1-70B shape's TP-2 table on both GPUs (lease.sh table70_tp2, resumed from
+#   session 41's partial table; the 70B goodput at TP 2 on H200s needs it).
 # issue44_x4.sh is the 4-GPU version (the same TP-2 parts beside two of issue 43's cells). Session 49
 # ran the greedy check at TP 2 with the hybrid and the rank kills that this plan's H100 branch had
 # (bench/results/h200x4_s49_2026-11-28/).
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 if nvidia-smi -L | grep -q H200; then
-    bash bench/plans/table_70b_tp2.sh 0 $R/llama-3.1-70b_tp2 $(( $(left) - 30 )) > $R/table.log 2>&1 &
-    cell 1 chat50 14,26 CLIENT_PROCS=12 WORKLOAD=chat-1k &
+    table70_tp2 0 1
 else
     tp2_sigterms 0,1 "$(cores_for 1 0)" &
 fi

@@ -2,7 +2,8 @@
 # issue44_x2.sh, issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree in /tmp/t
 # with the bundle's environment, results in R=/tmp/res, left = seconds to END, the host's GPUs in
 # R/host0.txt, cell: one SLO-map cell on one GPU, cells43: issue 43's two open cells on two GPUs,
-# mg: multi_gpu.sh's parts on two, and tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two.
+# mg: multi_gpu.sh's parts on two, tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two,
+# table70_tp2: the 70B's TP-2 table on two H200s, smoke70_tp2: one point of the 70B at TP 2 with it.
 cd /tmp/t && source .gpu/env.sh
 R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
@@ -49,4 +50,27 @@ tp2_sigterms() {  # tp2_sigterms GPUS CORES: the 8B shape's goodput at TP 2 with
     echo "SIGTERMs at $rate req/s" > $R/tp2_sigterms.log
     CUDA_VISIBLE_DEVICES=$g PORT=31000 REL_OUT=$R/tp2_sigterms SERVER_ARGS="--tp-size 2" \
         timeout $(( $(left) - 20 )) taskset -c "$c" bash bench/plans/reliability.sh sigterms 3 "$rate" >> $R/tp2_sigterms.log 2>&1
+}
+table70_tp2() {  # table70_tp2 GPU GPU: the 70B shape's TP-2 table on an H200 (one rank's slice), its
+    # solo prefill cells on the first GPU (resumed from session 41's partial table) and its contention
+    # cells on the second at the same time, then merged (profiling.merge), fitted with session 40's TP-2
+    # all-reduces and checked -> R/llama-3.1-70b__nvidia-h200__fa3__tp2/ (the name auto looks for)
+    local t=$R/llama-3.1-70b__nvidia-h200__fa3__tp2 s=$(( $(left) - 60 ))
+    [ -d $t ] || cp -r bench/results/x4_s41_2026-11-27/table_70b_tp2_partial $t
+    local P=(python -m profiling.run --model-config launch/models/llama-3.1-70b/config.json --tp-size 2
+             --grid coarse+solo --no-fit --time-budget-s $(( s - 30 )))
+    bash bench/plans/per_gpu.sh "$1" timeout "$s" "${P[@]}" --what solo_prefill --retry-skipped --out $t \
+        > $R/table_prefill.log 2>&1 &
+    bash bench/plans/per_gpu.sh "$2" timeout "$s" "${P[@]}" --what contention --out $R/table_contention \
+        > $R/table_contention.log 2>&1
+    wait
+    { python -m profiling.merge $t $R/table_contention \
+      && cp bench/results/h200x4_s40_2026-11-27/allreduce/allreduce.json $t/ \
+      && python -m sglang_mux.estimator fit $t && python -m sglang_mux.estimator check $t; } > $R/table_fit.log 2>&1
+}
+smoke70_tp2() {  # smoke70_tp2 GPUS CORES: the 70B shape at TP 2 with that table, the hybrid at TBT 100 on
+    # the capped conversation at 1 req/s: its start, KV pool and one point, for the goodput plan's rates
+    CUDA_VISIBLE_DEVICES=$1 PORT=34000 MODEL=llama-3.1-70b STARTUP_S=300 TBT_SLO_MS=100 SYSTEMS=mux-hybrid \
+        EXTRA_SA="--tp-size 2 --mux-contention-table $R/llama-3.1-70b__nvidia-h200__fa3__tp2" \
+        taskset -c "$2" bash bench/plans/fa3_conv8k_sweep.sh $R/smoke70 1 $(( $(left) - 30 )) > $R/smoke70.log 2>&1
 }
