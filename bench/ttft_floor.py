@@ -3,9 +3,10 @@ table's solo estimate, with the prefix cache's reuse (``sglang_mux.sim.load_trac
 or LRU of ``--cache-tokens``). No single-GPU system, multiplexed or chunked, answers a request
 faster than its prefill alone, so a percentile of these times bounds the same percentile of any
 system's TTFT from below, before queueing. A TTFT SLO under that bound leaves no goodput to
-compare.
+compare. With ``--ttft-ms-per-token K`` the floors are judged by the length-aware SLO (bench.run's
+``--ttft-slo-ms-per-token``): each floor less K ms per prompt token.
 
-    python -m bench.ttft_floor --table TABLE --trace PATH [--input-cap N]
+    python -m bench.ttft_floor --table TABLE --trace PATH [--input-cap N] [--ttft-ms-per-token K]
 """
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--session-sample", type=int, default=1, metavar="K", help="one session in K")
     ap.add_argument("--cache-tokens", type=pos_i, default=None, help="prefix cache (LRU); default unbounded")
     ap.add_argument("--slos-s", default="2,5", type=_cli_io.numbers(example="2,5"), help="TTFT SLOs to check, comma list of seconds")
+    ap.add_argument("--ttft-ms-per-token", type=cli.positive(float, allow_zero=True), default=0.0, metavar="K",
+                    help="judge each floor less K ms per prompt token (the length-aware SLO; default 0: flat)")
     a = ap.parse_args(argv)
     if a.session_sample < 1:
         ap.error("--session-sample K keeps one session in K: give K >= 1 (1 keeps the whole trace)")
@@ -67,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
            "command": " ".join(["python -m bench.ttft_floor", *(argv if argv is not None else sys.argv[1:])]),
            "requests": len(reqs), "total_sms": est.total_sms,
            "reused_share": round(sum(r.reused for r in reqs) / max(1, sum(r.n_input for r in reqs)), 4),
-           **summarize(floor_s(est, reqs, est.total_sms), slos)}
+           "ttft_ms_per_token": a.ttft_ms_per_token,
+           **summarize(floor_s(est, reqs, est.total_sms) - a.ttft_ms_per_token / 1e3 * np.array([r.n_input for r in reqs]),
+                       slos)}
     print(json.dumps(res, indent=1))
     return 0
 

@@ -18,7 +18,9 @@ TABLES = sorted(p for p in (ROOT / "contention_tables").iterdir() if (p / "meta.
 def test_every_backend_and_gpu_is_shipped():
     assert {p.name for p in TABLES} >= {"llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3", "llama-3.1-8b__nvidia-h200__fa3",
                                          "llama-3.1-8b__nvidia-h100-80gb-hbm3__triton",
-                                         "llama-3.1-8b__nvidia-h200__triton", "qwen3-8b__nvidia-h100-80gb-hbm3__fa3"}
+                                         "llama-3.1-8b__nvidia-h200__triton", "qwen3-8b__nvidia-h100-80gb-hbm3__fa3",
+                                         "llama-3.1-70b__nvidia-h100-80gb-hbm3__fa3__tp4",
+                                         "llama-3.1-70b__nvidia-h200__fa3__tp2"}
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda p: p.name)

@@ -70,6 +70,19 @@ def test_cli(capsys):
     assert "no table directory" in capsys.readouterr().err
 
 
+def test_length_aware_floor_takes_k_ms_a_prompt_token_off_each_floor(capsys):
+    argv = ["--table", TABLE, "--trace", SLICE, "--limit", "50", "--slos-s", "0.001"]
+    assert ttft_floor.main(argv) == 0
+    flat = json.loads(capsys.readouterr().out)
+    assert ttft_floor.main([*argv, "--ttft-ms-per-token", "0.2"]) == 0
+    aware = json.loads(capsys.readouterr().out)
+    reqs = load_trace(SLICE, limit=50)
+    t = ttft_floor.floor_s(Estimator.from_table(TABLE), reqs, 132) - 0.2e-3 * np.array([r.n_input for r in reqs])
+    assert aware["ttft_ms_per_token"] == 0.2 and flat["ttft_ms_per_token"] == 0.0
+    assert aware["max_s"] == round(float(t.max()), 3) < flat["max_s"]
+    assert aware["share_over"]["0.001s"] == round(float((t > 0.001).mean()), 4) < flat["share_over"]["0.001s"] == 1.0
+
+
 @pytest.mark.parametrize("cli", ["ttft_floor", "sim", "run"])
 def test_a_session_sample_under_one_is_refused(cli, capsys):
     argv = ["--session-sample", "0"]

@@ -1,37 +1,50 @@
 #!/bin/bash
-# Issue 44's Llama-3.1-70B goodput at TP 4 on one 4 x H100 lease: the mux against chunked prefill +
-# mixed (512, 1024, then 256, 2048) and plain SGLang, one cell per lease, every system on the same
-# four GPUs one after another. Run from a copy of the tree in /tmp/t in the background with an end
-# time (epoch) and polled; results in /tmp/res:
-#   (setsid nohup bash /tmp/t/bench/plans/issue44_70b_x4.sh END capped > /tmp/job.log 2>&1 < /dev/null &)
+# Issue 44's Llama-3.1-70B goodput on one 4-GPU lease: the hybrid against chunked prefill + mixed (256,
+# 512, 1024, 2048) and plain SGLang, one cell per lease. Run from a copy of the tree in /tmp/t in the
+# background with an end time (epoch) and polled; results in /tmp/res:
+#   (setsid nohup bash /tmp/t/bench/plans/issue44_70b_x4.sh END capped|uncapped > /tmp/job.log 2>&1 < /dev/null &)
 # CELL capped: the conversation capped at 8,000 tokens, TBT 100 ms (the paper's SLO for 70B), 45-s
-#   points. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO
-#   (conv_uncapped_sweep.sh). Each system climbs RATES and stops at its first failure.
-# RATES start at the work bound's mixed-chunk rate (bench/results/x4_s43_2026-11-27/work_bound_tp4.md:
-#   capped 1.5-2.5 req/s, uncapped 1-1.25, between the all-reduce's eager price and none). The
-#   simulator (bench/results/sim_70b_tp4_2026-11-27/) has the capped cell at hybrid 2, chunked 1024
-#   1.5, the other chunk sizes failing 1.5: about 7 points in all, so four systems should fit a lease;
-#   the uncapped cell at 0.2-0.4 req/s for the hybrid and chunked 512 (1024 and 2048 failing TBT at any
-#   rate), noisy at 90-s points.
-# A 70B TP-4 server's start is a guess (STARTUP_S=240: the table's harness built the slice and its 108
-# decode graphs in 31 s; SGLang's own start and the dummy weights of 4 ranks add to that). Six
-# systems do not fit one lease: the first three decide the ratio, the rest run while time is left,
-# and a rerun with the same OUT on the same host resumes (host.txt refuses another host).
-# An H200 host has no TP-4 work here (the TP-2 table is partial): it resumes that table on GPUs 0 and 1
-# instead (lease.sh table70_tp2).
+#   points. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO (conv_uncapped_sweep.sh).
+#   Each system climbs its rates and stops at its first failure.
+# 4 x H200: TP 2 (contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2/), a server starts in ~185 s,
+#   so three systems fit one pair of GPUs in a lease: GPUs 0, 1 serve the hybrid and the chunked sizes
+#   the simulator ranks first (512, 256), in one run on the same GPUs; GPUs 2, 3 the sizes it has
+#   failing TBT 100 at any rate (1024, 2048) and plain SGLang, then the hybrid again at the same rates
+#   (how far the two pairs differ). Rates from bench/results/h200x4_s50_2026-11-28/: the simulator
+#   with that point's own host times (sim_tp2/capped_tbt100.txt) has the hybrid passing 0.7 and failing
+#   0.8, chunked 512 passing 0.7 and 0.8 (and failing the drift test below 0.7 on 45-s points of ~25
+#   requests: the climbs start at 0.7), 256 failing 0.6, 1024 and 2048 over TBT 100 at any rate
+#   (136 / 247 ms); served, the hybrid failed 1 req/s on TTFT (P99 6.5 s). Uncapped: every system
+#   passes 0.1 and fails 0.15 (sim_tp2/uncapped_tbt100.md).
+# 4 x H100: TP 4 (the TP-4 table), the four GPUs one server; rates from the work bound
+#   (bench/results/x4_s43_2026-11-27/work_bound_tp4.md) and the simulator
+#   (bench/results/sim_70b_tp4_2026-11-27/): capped hybrid 2, chunked 1024 1.5; uncapped 0.2-0.4.
+#   A TP-4 server's start is a guess (STARTUP_S=240). Six systems do not fit one lease: the first
+#   three decide the ratio, the rest run while time is left, and a rerun with the same OUT on the same
+#   host resumes (host.txt refuses another host).
 END=${1:?END epoch}
 CELL=${2:-capped}
 source /tmp/t/bench/plans/lease.sh
+export CELL
 if nvidia-smi -L | grep -q H200; then
-    table70_tp2 0 1
+    A="$(cores_for 4 0),$(cores_for 4 1)" B="$(cores_for 4 2),$(cores_for 4 3)"
+    if [ "$CELL" = capped ]; then
+        pair70 0,1 "$A" cap70 mux-hybrid:0.7,0.8,0.9,1 sglang-chunked-512:0.7,0.8,0.9,1 sglang-chunked-256:0.5,0.6 &
+        pair70 2,3 "$B" cap70_b sglang-chunked-1024:0.5,0.6 sglang-chunked-2048:0.5,0.6 sglang:0.5,0.6 \
+            mux-hybrid:0.7,0.8,0.9,1
+    else
+        pair70 0,1 "$A" unc70 mux-hybrid:0.1,0.15,0.2 sglang-chunked-512:0.1,0.15,0.2 sglang-chunked-256:0.1,0.15 &
+        pair70 2,3 "$B" unc70_b sglang-chunked-1024:0.1,0.15 sglang-chunked-2048:0.1,0.15 sglang:0.1,0.15
+    fi
+    wait
     echo done > $R/done; exit 0
 fi
-export CUDA_VISIBLE_DEVICES=0,1,2,3 MODEL=llama-3.1-70b EXTRA_SA="--tp-size 4" STARTUP_S=${STARTUP_S:-240} TBT_SLO_MS=100
+export CUDA_VISIBLE_DEVICES=0,1,2,3 MODEL=llama-3.1-70b TBT_SLO_MS=100 EXTRA_SA="--tp-size 4" STARTUP_S=${STARTUP_S:-240}
+if [ "$CELL" = capped ]; then sweep=fa3_conv8k_sweep.sh; else sweep=conv_uncapped_sweep.sh; fi
 SYS=${SYSTEMS:-"mux-hybrid sglang-chunked-512 sglang-chunked-1024 sglang-chunked-2048 sglang-chunked-256 sglang"}
 if [ "$CELL" = capped ]; then
-    SYSTEMS="$SYS" bash bench/plans/fa3_conv8k_sweep.sh $R/cap70 "${RATES:-1.5,2,2.5,3}" $(( $(left) - 40 )) > $R/cap70.log 2>&1
+    SYSTEMS="$SYS" bash bench/plans/$sweep $R/cap70 "${RATES:-1.5,2,2.5,3}" $(( $(left) - 40 )) > $R/cap70.log 2>&1
 else
-    SYSTEMS="$SYS" RATES=${RATES:-0.2,0.3,0.4,0.5} bash bench/plans/conv_uncapped_sweep.sh $R/unc70 $(( $(left) - 40 )) \
-        > $R/unc70.log 2>&1
+    SYSTEMS="$SYS" RATES=${RATES:-0.2,0.3,0.4,0.5} bash bench/plans/$sweep $R/unc70 $(( $(left) - 40 )) > $R/unc70.log 2>&1
 fi
 echo done > $R/done

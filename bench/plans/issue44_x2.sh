@@ -4,15 +4,17 @@
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x2.sh END > /tmp/job.log 2>&1 < /dev/null &)
 # H100 pair: both GPUs: the 8B shape's goodput at TP 2 with the hybrid, then SIGTERM under load 3
 #   times at it (lease.sh tp2_sigterms).
-# H200 pair: the Llama-3.1-70B shape's TP-2 table on both GPUs (lease.sh table70_tp2, resumed from
-#   session 41's partial table; the 70B goodput at TP 2 on H200s needs it).
+# H200 pair: the Llama-3.1-70B shape at TP 2 on the capped conversation at TBT 100: the hybrid and the
+#   chunked sizes the simulator ranks first (lease.sh pair70; issue44_70b_x4.sh runs the whole cell
+#   on a 4-GPU lease).
 # issue44_x4.sh is the 4-GPU version (the same TP-2 parts beside two of issue 43's cells). Session 49
 # ran the greedy check at TP 2 with the hybrid and the rank kills that this plan's H100 branch had
 # (bench/results/h200x4_s49_2026-11-28/).
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 if nvidia-smi -L | grep -q H200; then
-    table70_tp2 0 1
+    pair70 0,1 "$(cores_for 1 0)" cap70 mux-hybrid:0.7,0.8,0.9,1 sglang-chunked-512:0.7,0.8,0.9,1 \
+        sglang-chunked-256:0.5,0.6
 else
     tp2_sigterms 0,1 "$(cores_for 1 0)" &
 fi

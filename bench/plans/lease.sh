@@ -3,7 +3,7 @@
 # with the bundle's environment, results in R=/tmp/res, left = seconds to END, the host's GPUs in
 # R/host0.txt, cell: one SLO-map cell on one GPU, cells43: issue 43's two open cells on two GPUs,
 # mg: multi_gpu.sh's parts on two, tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two,
-# table70_tp2: the 70B's TP-2 table on two H200s, smoke70_tp2: one point of the 70B at TP 2 with it.
+# pair70: the 70B's systems at TP 2 on two GPUs, tp2_soak: issue 44's run at the TP goodput.
 cd /tmp/t && source .gpu/env.sh
 R=/tmp/res; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
@@ -51,26 +51,27 @@ tp2_sigterms() {  # tp2_sigterms GPUS CORES: the 8B shape's goodput at TP 2 with
     CUDA_VISIBLE_DEVICES=$g PORT=31000 REL_OUT=$R/tp2_sigterms SERVER_ARGS="--tp-size 2" \
         timeout $(( $(left) - 20 )) taskset -c "$c" bash bench/plans/reliability.sh sigterms 3 "$rate" >> $R/tp2_sigterms.log 2>&1
 }
-table70_tp2() {  # table70_tp2 GPU GPU: the 70B shape's TP-2 table on an H200 (one rank's slice), its
-    # solo prefill cells on the first GPU (resumed from session 41's partial table) and its contention
-    # cells on the second at the same time, then merged (profiling.merge), fitted with session 40's TP-2
-    # all-reduces and checked -> R/llama-3.1-70b__nvidia-h200__fa3__tp2/ (the name auto looks for)
-    local t=$R/llama-3.1-70b__nvidia-h200__fa3__tp2 s=$(( $(left) - 60 ))
-    [ -d $t ] || cp -r bench/results/x4_s41_2026-11-27/table_70b_tp2_partial $t
-    local P=(python -m profiling.run --model-config launch/models/llama-3.1-70b/config.json --tp-size 2
-             --grid coarse+solo --no-fit --time-budget-s $(( s - 30 )))
-    bash bench/plans/per_gpu.sh "$1" timeout "$s" "${P[@]}" --what solo_prefill --retry-skipped --out $t \
-        > $R/table_prefill.log 2>&1 &
-    bash bench/plans/per_gpu.sh "$2" timeout "$s" "${P[@]}" --what contention --out $R/table_contention \
-        > $R/table_contention.log 2>&1
-    wait
-    { python -m profiling.merge $t $R/table_contention \
-      && cp bench/results/h200x4_s40_2026-11-27/allreduce/allreduce.json $t/ \
-      && python -m sglang_mux.estimator fit $t && python -m sglang_mux.estimator check $t; } > $R/table_fit.log 2>&1
+pair70() {  # pair70 GPUS CORES NAME SYSTEM:RATES...: the Llama-3.1-70B shape at TP 2 on those two GPUs,
+    # each system in turn climbing its rates (capped conversation at TBT 100, fa3_conv8k_sweep.sh; with
+    # CELL=uncapped the uncapped one, conv_uncapped_sweep.sh), one OUT, R/NAME
+    local g=$1 c=$2 n=$3 s rates sweep=fa3_conv8k_sweep.sh; shift 3
+    [ "${CELL:-capped}" = capped ] || sweep=conv_uncapped_sweep.sh
+    for s in "$@"; do
+        rates=${s#*:}; [ "$sweep" = fa3_conv8k_sweep.sh ] || rates=""  # conv_uncapped_sweep.sh reads RATES
+        CUDA_VISIBLE_DEVICES=$g PORT=$(( 31000 + 1000 * ${g%%,*} )) SYSTEMS=${s%%:*} RATES=${s#*:} MODEL=llama-3.1-70b \
+            TBT_SLO_MS=100 EXTRA_SA="--tp-size 2" STARTUP_S=${STARTUP_S:-240} taskset -c "$c" \
+            bash bench/plans/$sweep $R/$n $rates $(( $(left) - 40 )) >> $R/$n.log 2>&1
+    done
 }
-smoke70_tp2() {  # smoke70_tp2 GPUS CORES: the 70B shape at TP 2 with that table, the hybrid at TBT 100 on
-    # the capped conversation at 1 req/s: its start, KV pool and one point, for the goodput plan's rates
-    CUDA_VISIBLE_DEVICES=$1 PORT=34000 MODEL=llama-3.1-70b STARTUP_S=300 TBT_SLO_MS=100 SYSTEMS=mux-hybrid \
-        EXTRA_SA="--tp-size 2 --mux-contention-table $R/llama-3.1-70b__nvidia-h200__fa3__tp2" \
-        taskset -c "$2" bash bench/plans/fa3_conv8k_sweep.sh $R/smoke70 1 $(( $(left) - 30 )) > $R/smoke70.log 2>&1
+tp2_soak() {  # tp2_soak GPUS CORES RATE MINUTES: issue 44's run at the TP goodput: the 8B shape at TP 2 with
+    # the hybrid, the capped conversation at RATE for MINUTES (reliability.sh soak: requests, GPU memory,
+    # lost ones), 20 prompts of 100K tokens preempted and disconnected in it (reliability.sh preempt),
+    # then SIGTERM under load (end) -> R/tp2_soak/
+    local g=$1 c=$2 rate=$3 min=$4
+    export CUDA_VISIBLE_DEVICES=$g PORT=32000 REL_OUT=$R/tp2_soak SERVER_ARGS="--tp-size 2"
+    taskset -c "$c" bash bench/plans/reliability.sh serve > $R/tp2_soak.log 2>&1 || return
+    taskset -c "$c" bash bench/plans/reliability.sh soak "$rate" "$min" >> $R/tp2_soak.log 2>&1
+    taskset -c "$c" bash bench/plans/reliability.sh preempt 0 >> $R/tp2_soak.log 2>&1
+    taskset -c "$c" bash bench/plans/reliability.sh wait $(( $(left) - 90 )) >> $R/tp2_soak.log 2>&1
+    taskset -c "$c" bash bench/plans/reliability.sh end "$rate" 60 >> $R/tp2_soak.log 2>&1
 }

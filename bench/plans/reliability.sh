@@ -12,7 +12,8 @@
 #                                                     # cut them there); faults.json fills as they come
 #   bash bench/plans/reliability.sh preempt RATE      # disconnect_preempted alone x 20 over a RATE background
 #                                                     # (<= 8000 tokens, below capacity: a backlog keeps
-#                                                     # the long prompts past their deadline, unpreempted)
+#                                                     # the long prompts past their deadline, unpreempted;
+#                                                     # 0 while a soak supplies it, as faults)
 #   bash bench/plans/reliability.sh fuzz              # 1000 malformed requests, valid ones between
 #   bash bench/plans/reliability.sh wait SECONDS      # until the soak is done or SECONDS pass; its pieces
 #   bash bench/plans/reliability.sh end RATE [WARM_S] # soak report (slopes after WARM_S, default 60);
@@ -94,7 +95,7 @@ faults)
     ;;
 preempt)
     python -m bench.faults --server-url $URL --repeat 20 --rate "${2:?rate, req/s}" --load-s 300 --context-len 131072 \
-        --faults disconnect_preempted --load-input-cap 8000 --preempt-tokens 100000 \
+        --faults disconnect_preempted --load-input-cap 8000 --preempt-tokens 100000 $([ "$2" = 0 ] && echo --external-load) \
         --out $R/faults_preempt.json 2> $R/preempt.log | tail -30
     ;;
 fuzz)
