@@ -754,7 +754,7 @@ class MuxLoop:
         for a decode alone): the TBT host budget (a fused iteration's own where there is one; the
         first of a streak, no fused batch in flight when it was planned, to its own; a decode alone
         to none, its host work overlapped), the estimator's served fused price, metrics, timeline
-        (with ``note``: its launch)."""
+        (with ``note``: its launch); a decode alone also teaches the estimator its fixed cost."""
         done = time.perf_counter()
         host_ms = self.clock.take()
         fused = rows is not None
@@ -762,13 +762,22 @@ class MuxLoop:
             self.book_host(it.plan, done, ms, fused=True, starts_streak=not it.snap.fused_streak)
         else:  # a decode alone: its host work overlapped the GPU's, unlike a synchronous decode's
             self.last_decode_done = done
-        est = self.estimator
+        est, snap = self.estimator, it.snap
         dec = est.decode_rows(rows.contexts) if fused else None
         ratio = est.observe_fused(rows.pieces, ms, dec) if fused else None
+        if not fused and snap.decode_bs > 0 and not est.learn_decode:
+            # A table's serving fixed cost (at TP, the decode's all-reduces) is learned from decodes
+            # alone on the whole GPU, and the hybrid runs every such decode here. A cold start keeps
+            # learning its per-partition correction from the partitions' decodes only: one learned on
+            # the whole GPU would set the unseen partitions' (`decode_correction`).
+            est.observe_decode(it.cfg.decode_sms, snap.decode_bs, snap.decode_sum_reused, 0, 0, ms,
+                               max_reused=snap.decode_max_reused)
         if self.metrics:
-            self.metrics.on_decode(it.plan, ms, count_decision=False)
+            self.metrics.on_decode(it.plan, ms, count_decision=False,
+                                   fixed_cost_ms=None if fused else est.decode_offset_ms)
         if self.timeline:
             self.timeline.write(it.plan, now=it.now, decode_bs=it.snap.decode_bs, measured_decode_ms=ms,
+                                **({} if fused else {"decode_offset_ms": round(est.decode_offset_ms, 4)}),
                                 extend_tokens=rows.tokens if fused else 0,
                                 fused_ratio=round(ratio, 4) if ratio is not None else None,
                                 fused_price=est.fused_price.to_dict(est.fused_tokens(rows.pieces, dec) if fused else None),

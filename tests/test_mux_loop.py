@@ -867,6 +867,7 @@ def test_a_decode_alone_goes_on_with_the_fused_streak_in_overlap_mode(monkeypatc
         mux_flags=["--mux-policy", "hybrid"], waiting=[req("p1", 400)], arrivals=[[], [], [req("p2", 200)]],
         wants_decode_contexts=True, event_ms=15.0,
         running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    DECODE_ALONE = "est.observe_decode 132 3 2600 0 0 15.0 ('max_reused', 1199)"  # 3 decoding, 15 ms
     assert log[log.index("--- loop"):] == [
         "--- loop", "empty_cache",
         *FIRST_FUSED,  # a fused chunk that finishes p1's prompt: the streak starts
@@ -879,11 +880,12 @@ def test_a_decode_alone_goes_on_with_the_fused_streak_in_overlap_mode(monkeypatc
         "get_next_batch_to_run 3 True None [] prefill1 True",
         "update_running_batch prefill1 3", "record ev6 fwd", "run_batch prefill1 3", "war_barrier", "record ev7 fwd",
         "process_batch_result prefill1 result:prefill1",
+        DECODE_ALONE,  # the table's fixed cost learns from it, as from a synchronous decode alone
         # the next chunk goes on with the streak: formed in overlap mode, no drain, no stream wait
         "recv_requests", "process_input_requests 0", "set_pdmux_status False",
         "get_next_batch_to_run 203 True None ['p2'] prefill1 True",
         "record ev8 fwd", "run_batch prefill2 4", "war_barrier", "record ev9 fwd",
-        "process_batch_result prefill1 result:prefill1",
+        "process_batch_result prefill1 result:prefill1", DECODE_ALONE,
         # the server's exit drains the last one
         "process_batch_result prefill2 result:prefill2", "filter_batch prefill2",
         "wait_stream Pfull fwd", "wait_stream Dfull fwd"]

@@ -330,3 +330,40 @@ def test_fused_rows_split_prompt_pieces_from_one_token_rows():
     rows = fused_rows(batch)
     assert rows.pieces == [PrefillReq(400, 0), PrefillReq(37, 4096)] and rows.contexts == [1002, 1199, 0]
     assert rows.tokens == 440
+
+
+def test_a_decode_alone_in_overlap_mode_teaches_a_tables_fixed_cost_and_nothing_else():
+    """The hybrid runs every decode alone through observe_fused: served at TP 2 (the 70B on H200s)
+    those ran 5.6 % over the table's price, and the fixed cost they should teach stayed at 0."""
+    from pathlib import Path
+
+    from sglang_mux.estimator import DEFAULT_H100_PROBE, Estimator
+    from sglang_mux.tables import ModelShape
+
+    root = Path(__file__).resolve().parents[1]
+    est = Estimator.from_table(root / "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3")
+    m = mux_state()
+    m.estimator = est
+    snap = NS(decode_bs=16, decode_sum_reused=16 * 2048, decode_max_reused=2048, fused_streak=True,
+              decode_host_ms=0.0, fused_host_ms=None, fused_start_host_ms=None)
+    alone = NS(plan=Plan(132, 0, 10.0, 0.0, 0, (), False, "decode-only"), snap=snap,
+               cfg=NS(decode_sms=132, prefill_sms=0), now=0.0)
+    solo = est.decode_solo_ms(132, 16, 16 * 2048, 2048)
+    for _ in range(50):
+        m.observe_fused(alone, None, solo + 1.0)
+    assert 0.9 < est.decode_offset_ms < 1.0  # most of the way to the 1-ms excess
+    assert est.decode_worst_ms(132, 16, 16 * 2048, 0, 0, 2048) == pytest.approx(solo + est.decode_offset_ms)
+    learned = est.decode_offset_ms
+    fused = NS(plan=Plan(132, 0, 25.0, 25.0, 0, (), False, "fused", chunk=(("a", 480),)), snap=snap,
+               cfg=alone.cfg, now=0.0)
+    rows = fused_rows(NS(extend_lens=[480] + [1] * 16, prefix_lens=[0] + [2048] * 16))
+    m.observe_fused(fused, rows, solo + 20.0)
+    assert est.decode_offset_ms == learned  # a fused iteration prices its own way
+    cold = Estimator.cold_start(ModelShape.coerce(root / "launch/models/llama-3.1-8b/config.json"),
+                                DEFAULT_H100_PROBE, 132, 16, warn=False)
+    m.estimator = cold
+    before = cold.decode_solo_ms(32, 16, 16 * 2048, 2048)
+    for _ in range(50):
+        m.observe_fused(alone, None, 0.5 * cold.decode_solo_ms(132, 16, 16 * 2048, 2048))
+    # a cold start's partitions keep their price: a whole-GPU decode sets no unseen partition's
+    assert cold.decode_offset_ms == 0.0 and cold.decode_solo_ms(32, 16, 16 * 2048, 2048) == before
