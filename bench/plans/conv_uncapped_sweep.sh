@@ -9,8 +9,10 @@
 # SLOs: P99 TBT <= 50 ms, the length-aware P99 of TTFT - 0.2 ms x prompt tokens <= 2 s (TTFT_SLO;
 # bench/README.md), no drift. Each prompt alone on the whole H100 puts the slice's flat P99 TTFT
 # at 3.76 s before any queueing (-0.17 s length-aware); python -m bench.slo_map OUT --tbt 50
-# --ttft 2000,5000,10000 [--ttft-per-token 0] rejudges the same points. The mux servers keep the
-# 10 s flat SLO they were served with before (--mux-ttft-slo-ms: the server's, not the check's).
+# --ttft 2000,5000,10000 [--ttft-per-token 0] rejudges the same points. The mux servers are given the
+# check's own SLO (2 s + 0.2 ms a prompt token: --mux-ttft-ms-per-token, what preemption decides on);
+# until session 50 they kept a flat 10 s, under which preemption never fires. The simulator plays the
+# hybrid alike with and without it (bench/results/h200x4_s50_2026-11-28/sim_tp2/uncapped_k_*.md).
 # Poisson arrivals (SEED, default 0). SYSTEMS, RATES change what runs.
 # 90 s of arrivals per rate (60 s drain): with 45 s a point at 0.5 req/s has 22 requests, its P99
 # TTFT is its slowest prompt and the drift test compares medians of 3 and 11 requests
@@ -40,7 +42,7 @@ cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
 # OFFSET: the slice starts there; WARM_HISTORY=1: each point first prefills the history it reuses
 [ -n "${OFFSET:-}" ] && cap+=(--offset "$OFFSET"); [ -n "${WARM_HISTORY:-}" ] && cap+=(--warm-history)
 # TTFT_SLO: the goodput check's TTFT SLO (length-aware on the conversation; another WORKLOAD keeps 10 s flat)
-[ "${WORKLOAD:-conversation}" = conversation ] && d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-slo-ms 10000" || d="--ttft-slo-ms 10000"
+[ "${WORKLOAD:-conversation}" = conversation ] && d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-ms-per-token 0.2" || d="--ttft-slo-ms 10000"
 TTFT_SLO=(${TTFT_SLO:-$d})
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
