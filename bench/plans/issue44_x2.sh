@@ -7,9 +7,9 @@
 # H200 pair: the Llama-3.1-70B shape at TP 2 on the capped conversation at TBT 100: the hybrid and the
 #   chunked sizes the simulator ranks first (lease.sh pair70; issue44_70b_x4.sh runs the whole cell
 #   on a 4-GPU lease).
-# issue44_x4.sh is the 4-GPU version (the same TP-2 parts beside two of issue 43's cells). Session 49
-# ran the greedy check at TP 2 with the hybrid and the rank kills that this plan's H100 branch had
-# (bench/results/h200x4_s49_2026-11-28/).
+# On 4 GPUs: issue44_70b_x4.sh (the whole 70B cell) and issue44_x4.sh (the 20-minute TP run beside the
+# 70B's uncapped cell). Session 50 measured the 8B's TP-2 goodput and SIGTERMs on H200s
+# (bench/results/h200x4_s50_2026-11-28/); the H100 branch measures them on H100s.
 END=${1:?END epoch}
 source /tmp/t/bench/plans/lease.sh
 if nvidia-smi -L | grep -q H200; then

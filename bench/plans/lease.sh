@@ -68,10 +68,11 @@ tp2_soak() {  # tp2_soak GPUS CORES RATE MINUTES: issue 44's run at the TP goodp
     # lost ones), 20 prompts of 100K tokens preempted and disconnected in it (reliability.sh preempt),
     # then SIGTERM under load (end) -> R/tp2_soak/
     local g=$1 c=$2 rate=$3 min=$4
-    export CUDA_VISIBLE_DEVICES=$g PORT=32000 REL_OUT=$R/tp2_soak SERVER_ARGS="--tp-size 2"
-    taskset -c "$c" bash bench/plans/reliability.sh serve > $R/tp2_soak.log 2>&1 || return
-    taskset -c "$c" bash bench/plans/reliability.sh soak "$rate" "$min" >> $R/tp2_soak.log 2>&1
-    taskset -c "$c" bash bench/plans/reliability.sh preempt 0 >> $R/tp2_soak.log 2>&1
-    taskset -c "$c" bash bench/plans/reliability.sh wait $(( $(left) - 90 )) >> $R/tp2_soak.log 2>&1
-    taskset -c "$c" bash bench/plans/reliability.sh end "$rate" 60 >> $R/tp2_soak.log 2>&1
+    rel() { CUDA_VISIBLE_DEVICES=$g PORT=32000 REL_OUT=$R/tp2_soak SERVER_ARGS="--tp-size 2" taskset -c "$c" \
+                bash bench/plans/reliability.sh "$@" >> $R/tp2_soak.log 2>&1; }
+    rel serve || return
+    rel soak "$rate" "$min"
+    rel preempt 0
+    rel wait $(( $(left) - 90 ))
+    rel end "$rate" 60
 }
