@@ -276,7 +276,7 @@ class TableStore:
             keep = []
             for line in skips.read_text().splitlines():
                 kind, key = _log_id(line)
-                if kind and (kind, key) not in have and key not in self._done[kind]:
+                if kind in self._done and (kind, key) not in have and key not in self._done[kind]:
                     keep.append(line + "\n")
             if keep:
                 _append_durable(self.path / SKIPPED_LOG, "".join(keep))

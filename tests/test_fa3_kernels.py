@@ -11,7 +11,7 @@ from sglang_mux.latency_model.fa3_kernels import Fa3Grid, decode_keys, num_split
 from sglang_mux.latency_model import DecodeHyper, PrefillReq, SoloLatencyModel, fit_decode_frame
 
 ROOT = Path(__file__).resolve().parents[1]
-FA3_TABLES = sorted((ROOT / "contention_tables").glob("*__fa3")) + sorted((ROOT / "contention_tables").glob("*__fa3__tp*"))
+FA3_TABLES = sorted([*(ROOT / "contention_tables").glob("*__fa3"), *(ROOT / "contention_tables").glob("*__fa3__tp*")])
 LLAMA = Fa3Grid(heads=32, kv_heads=8, device_sms=132)
 
 
