@@ -206,11 +206,13 @@ def _shares(p: dict) -> str:
             if "fused_share" in p else "-")
 
 
-def simulator_inputs(table: str = TABLE) -> tuple:
+def simulator_inputs(table: str = TABLE, timeline: str = TIMELINE) -> tuple:
     """(truth estimator, decode jitter, host draws, co-run prefill slowdown): what every point is
-    played with, from ``table`` and the served TIMELINE."""
+    played with, from ``table`` and a served ``timeline`` (TIMELINE: the 8B's on an H100; another
+    model's loop spends other host times: the 70B at TP 2 reproduced its served point only with its
+    own, bench/results/h200x4_s50_2026-11-28/)."""
     est = Estimator.from_table(table)
-    return est, sim.decode_jitter(TIMELINE), sim.served_host_ms(TIMELINE), sim.table_prefill_slowdown(table, est)
+    return est, sim.decode_jitter(timeline), sim.served_host_ms(timeline), sim.table_prefill_slowdown(table, est)
 
 
 def chosen_workloads(names: tuple[str, ...] | None = None, span_s: float | None = None,

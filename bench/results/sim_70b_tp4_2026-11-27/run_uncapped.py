@@ -1,8 +1,8 @@
 """The simulator's uncapped-conversation cell for the 70B shape at TP 4: TBT 100 ms, the length-aware
 TTFT SLO (P99 of TTFT - 0.2 ms x prompt <= 2 s), 90 s of Poisson arrivals a point, judged by
 bench.run's drift test and by the length-aware one proposed for these cells (--queue-drift).
-    PYTHONPATH=. python bench/results/sim_70b_tp4_2026-11-27/run_uncapped.py [TABLE [RATES]] > uncapped_tbt100.md
-(default: the TP-4 H100 table at 0.2 ... 1 req/s)"""
+    PYTHONPATH=. python bench/results/sim_70b_tp4_2026-11-27/run_uncapped.py [TABLE [RATES [TIMELINE]]] > uncapped_tbt100.md
+(default: the TP-4 H100 table at 0.2 ... 1 req/s, the map's host times: sim_hybrid_map.TIMELINE)"""
 import sys
 import tempfile
 from pathlib import Path
@@ -15,7 +15,7 @@ RATES = [float(r) for r in sys.argv[2].split(",")] if len(sys.argv) > 2 else (0.
 NAME = "uncapped conversation (1 session in 20)"
 # chunked sizes with a served host-time calibration (sim_hybrid_map.CHUNKED_HOST_MS; 2048 had one in 2026-11-27)
 SYSTEMS = ("hybrid", *(f"chunked {b} + mixed" for b in sorted(M.CHUNKED_HOST_MS)))
-est, jit, host, corun = M.simulator_inputs(T)
+est, jit, host, corun = M.simulator_inputs(T, *sys.argv[3:4])
 print(f"table {T}; {NAME}, TBT 100 ms; each point: pass, P99 of TTFT less 0.2 ms a prompt token (s), P99 TBT ms\n")
 with tempfile.TemporaryDirectory() as d:
     for queue in (False, True):
