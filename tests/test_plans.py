@@ -240,3 +240,76 @@ def test_rechunk_bundle_makes_the_largest_chunks_a_call_carries_beside_the_tree(
     p = subprocess.run(["bash", str(repo / "bench/plans/rechunk_bundle.sh"), "5000000"], capture_output=True, text=True)
     assert p.returncode == 1 and "prune bench/results" in p.stdout
     assert b"".join(c.read_bytes() for c in sorted(gpu.glob("c[0-9][0-9]"))) == blob  # untouched
+
+
+def _lease_tree(tmp_path: Path, gpu: str) -> tuple[Path, dict]:
+    """A copy of bench/plans in a scratch tree whose cells only log how they were called (each
+    sweep and reliability.sh: its GPUs, port, systems, rates, arguments), on a host of four
+    ``gpu`` (a stand-in nvidia-smi; taskset runs the command)."""
+    tree = tmp_path / "t"
+    (tree / ".gpu").mkdir(parents=True)
+    (tree / ".gpu" / "env.sh").write_text("")
+    plans = tree / "bench" / "plans"
+    plans.mkdir(parents=True)
+    for p in PLANS:
+        (plans / p.name).write_text(p.read_text())
+    for stub in ("fa3_conv8k_sweep.sh", "conv_uncapped_sweep.sh", "reliability.sh"):
+        (plans / stub).write_text(
+            f'#!/bin/bash\necho "{stub} gpus=$CUDA_VISIBLE_DEVICES port=$PORT sys=$SYSTEMS rates=$RATES '
+            f'model=${{MODEL:-}} sa=${{EXTRA_SA:-}}${{SERVER_ARGS:-}} args=$*" >> "$LEASE_OUT/calls"\n')
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text(
+        "#!/bin/bash\nif [[ \"$*\" == *-L* ]]; then for i in 0 1 2 3; do echo \"GPU $i: NVIDIA " + gpu
+        + " (UUID: GPU-$i)\"; done; else echo 'NVIDIA " + gpu + ", GPU-0'; fi\n")
+    (bin_ / "taskset").write_text("#!/bin/bash\nshift 2\nexec \"$@\"\n")
+    (bin_ / "lscpu").write_text("#!/bin/bash\nexit 1\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    out = tmp_path / "res"
+    return tree, {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "LEASE_OUT": str(out)}
+
+
+def _calls(tree: Path, env: dict, plan: str, *args: str) -> list[str]:
+    end = str(int(time.time()) + 1500)
+    p = subprocess.run(["bash", str(tree / "bench" / "plans" / plan), end, *args], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    calls = Path(env["LEASE_OUT"]) / "calls"
+    return sorted(calls.read_text().splitlines()) if calls.exists() else []
+
+
+def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
+    """Capped: the sweep takes each system's rates as its argument; uncapped: conv_uncapped_sweep.sh
+    reads them from RATES and takes only the seconds. Each pair serves on its own port."""
+    tree, env = _lease_tree(tmp_path, "H200")
+    capped = _calls(tree, env, "issue44_70b_x4.sh", "capped")
+    assert len(capped) == 7 and all("model=llama-3.1-70b sa=--tp-size 2" in c for c in capped)
+    assert [c.split(" args=")[1].split()[1] for c in capped if "sys=mux-hybrid" in c] == ["0.7,0.8,0.9,1"] * 2
+    assert {c.split()[1] + " " + c.split()[2] for c in capped} == {"gpus=0,1 port=31000", "gpus=2,3 port=33000"}
+    assert any("gpus=0,1" in c and "sys=sglang-chunked-512 rates=0.7,0.8,0.9,1" in c for c in capped)
+    (Path(env["LEASE_OUT"]) / "calls").unlink()
+    unc = _calls(tree, env, "issue44_70b_x4.sh", "uncapped")
+    assert len(unc) == 6 and all(c.startswith("conv_uncapped_sweep.sh") for c in unc)
+    for c in unc:
+        args = c.split(" args=")[1].split()  # OUT and the seconds: no rates among the arguments
+        assert len(args) == 2 and args[0].endswith(("/unc70", "/unc70_b")) and args[1].isdigit(), c
+
+
+def test_the_tp_soak_plan_serves_soaks_preempts_and_ends_in_that_order(tmp_path):
+    tree, env = _lease_tree(tmp_path, "H200")
+    _calls(tree, env, "issue44_x4.sh")
+    lines = (Path(env["LEASE_OUT"]) / "calls").read_text().splitlines()
+    soak = [c for c in lines if c.startswith("reliability.sh")]
+    assert [c.split(" args=")[1].split()[0] for c in soak] == ["serve", "soak", "preempt", "wait", "end"]
+    assert all("gpus=0,1 port=32000" in c and "sa=--tp-size 2" in c for c in soak)
+    assert "args=soak 7.75 20" in soak[1] and "args=end 7.75 60" in soak[4]
+    unc = [c for c in lines if c.startswith("conv_uncapped_sweep.sh")]
+    assert [c.split()[3] for c in unc] == ["sys=mux-hybrid", "sys=sglang-chunked-512", "sys=sglang-chunked-256"]
+
+
+def test_on_h100s_the_4_gpu_issue_44_plan_serves_the_70b_at_tp_4(tmp_path):
+    tree, env = _lease_tree(tmp_path, "H100 80GB HBM3")
+    calls = _calls(tree, env, "issue44_x4.sh")
+    assert len(calls) == 1 and "gpus=0,1,2,3" in calls[0] and "sa=--tp-size 4" in calls[0]
+    assert "sys=mux-hybrid sglang-chunked-512 sglang-chunked-1024" in calls[0]

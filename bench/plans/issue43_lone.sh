@@ -17,7 +17,7 @@
 # session 46).
 END=${1:?END epoch}
 CELLS=${2:?comma list of sizes, cap30, sharegpt30}
-source /tmp/t/bench/plans/lease.sh
+source "$(dirname "$0")/lease.sh"
 for c in ${CELLS//,/ }; do
     case $c in
     sizes) timeout $(( $(left) - 60 )) python -m bench.prefill_mixed --fused --fused-sizes \

@@ -9,7 +9,7 @@
 # bench/results/h200x2_s48_2026-11-28/job.sh; session 49 ran its front-end question on a 4-GPU host
 # (bench/results/h200x4_s49_2026-11-28/fe.sh).
 END=${1:?END epoch}
-source /tmp/t/bench/plans/lease.sh
+source "$(dirname "$0")/lease.sh"
 cells43 0 1
 wait
 echo done > $R/done

@@ -24,7 +24,7 @@
 # Session 42 ran the plan before this one (reliability, token check, TBT 30 at fixed rates):
 # bench/results/x4_s42_2026-11-27/job.sh.
 END=${1:?END epoch}
-source /tmp/t/bench/plans/lease.sh
+source "$(dirname "$0")/lease.sh"
 nvidia-smi -L | grep -q H200 && H200=1 || H200=
 if [ -z "$H200" ]; then
     # Mooncake synthetic at TBT 50 (the map: hybrid 0.8, chunked 512 0.8, 1024 0.7), 90-s points

@@ -24,7 +24,7 @@
 #   host resumes (host.txt refuses another host).
 END=${1:?END epoch}
 CELL=${2:-capped}
-source /tmp/t/bench/plans/lease.sh
+source "$(dirname "$0")/lease.sh"
 export CELL
 if nvidia-smi -L | grep -q H200; then
     A="$(cores_for 4 0),$(cores_for 4 1)" B="$(cores_for 4 2),$(cores_for 4 3)"

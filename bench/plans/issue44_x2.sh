@@ -11,7 +11,7 @@
 # 70B's uncapped cell). Session 50 measured the 8B's TP-2 goodput and SIGTERMs on H200s
 # (bench/results/h200x4_s50_2026-11-28/); the H100 branch measures them on H100s.
 END=${1:?END epoch}
-source /tmp/t/bench/plans/lease.sh
+source "$(dirname "$0")/lease.sh"
 if nvidia-smi -L | grep -q H200; then
     pair70 0,1 "$(cores_for 1 0)" cap70 mux-hybrid:0.7,0.8,0.9,1 sglang-chunked-512:0.7,0.8,0.9,1 \
         sglang-chunked-256:0.5,0.6

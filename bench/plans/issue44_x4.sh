@@ -15,8 +15,8 @@
 # Session 50 ran the plan before this one (the 70B's TP-2 table, the 8B's TP-2 goodput and SIGTERMs
 # at it): bench/results/h200x4_s50_2026-11-28/job.sh.
 END=${1:?END epoch}
-source /tmp/t/bench/plans/lease.sh
-nvidia-smi -L | grep -q H200 || exec bash /tmp/t/bench/plans/issue44_70b_x4.sh "$END" capped
+source "$(dirname "$0")/lease.sh"
+nvidia-smi -L | grep -q H200 || exec bash "$(dirname "$0")/issue44_70b_x4.sh" "$END" capped
 tp2_soak 0,1 "$(cores_for 4 0),$(cores_for 4 1)" 7.75 20 &
 CELL=uncapped pair70 2,3 "$(cores_for 4 2),$(cores_for 4 3)" unc70 mux-hybrid:0.1,0.15,0.2 \
     sglang-chunked-512:0.1,0.15,0.2 sglang-chunked-256:0.1,0.15

@@ -1,11 +1,12 @@
 # Sourced by the lease plans (issue43_x4.sh, issue43_x2.sh, issue43_lone.sh, issue44_x4.sh,
-# issue44_x2.sh, issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree in /tmp/t
-# with the bundle's environment, results in R=/tmp/res, left = seconds to END, the host's GPUs in
-# R/host0.txt, cell: one SLO-map cell on one GPU, cells43: issue 43's two open cells on two GPUs,
-# mg: multi_gpu.sh's parts on two, tp2_sigterms: issue 44's TP-2 goodput and SIGTERMs on two,
-# pair70: the 70B's systems at TP 2 on two GPUs, tp2_soak: issue 44's run at the TP goodput.
-cd /tmp/t && source .gpu/env.sh
-R=/tmp/res; mkdir -p $R
+# issue44_x2.sh, issue44_70b_x4.sh) once END (epoch) is set: run from the copy of the tree it is in
+# (/tmp/t) with the bundle's environment, results in R (LEASE_OUT, default /tmp/res), left =
+# seconds to END, the host's GPUs in R/host0.txt, cell: one SLO-map cell on one GPU, cells43: issue
+# 43's two open cells on two GPUs, mg: multi_gpu.sh's parts on two, tp2_sigterms: issue 44's TP-2
+# goodput and SIGTERMs on two, pair70: the 70B's systems at TP 2 on two GPUs, tp2_soak: issue 44's
+# run at the TP goodput. tests/test_plans.py runs the issue-44 plans with their cells stubbed.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source .gpu/env.sh
+R=${LEASE_OUT:-/tmp/res}; mkdir -p $R
 left() { echo $(( END - $(date +%s) )); }
 # Server arguments for every system of a sharegpt cell: as served, SGLang's one HTTP + tokenizer
 # process backed up at ~60 req/s on an H200 before the GPU did, and 4 tokenizer workers removed the
