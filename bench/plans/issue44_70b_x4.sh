@@ -40,11 +40,11 @@ if nvidia-smi -L | grep -q H200; then
     echo done > $R/done; exit 0
 fi
 export CUDA_VISIBLE_DEVICES=0,1,2,3 MODEL=llama-3.1-70b TBT_SLO_MS=100 EXTRA_SA="--tp-size 4" STARTUP_S=${STARTUP_S:-240}
-if [ "$CELL" = capped ]; then sweep=fa3_conv8k_sweep.sh; else sweep=conv_uncapped_sweep.sh; fi
 SYS=${SYSTEMS:-"mux-hybrid sglang-chunked-512 sglang-chunked-1024 sglang-chunked-2048 sglang-chunked-256 sglang"}
 if [ "$CELL" = capped ]; then
-    SYSTEMS="$SYS" bash bench/plans/$sweep $R/cap70 "${RATES:-1.5,2,2.5,3}" $(( $(left) - 40 )) > $R/cap70.log 2>&1
+    SYSTEMS="$SYS" bash bench/plans/fa3_conv8k_sweep.sh $R/cap70 "${RATES:-1.5,2,2.5,3}" $(( $(left) - 40 )) > $R/cap70.log 2>&1
 else
-    SYSTEMS="$SYS" RATES=${RATES:-0.2,0.3,0.4,0.5} bash bench/plans/$sweep $R/unc70 $(( $(left) - 40 )) > $R/unc70.log 2>&1
+    SYSTEMS="$SYS" RATES=${RATES:-0.2,0.3,0.4,0.5} bash bench/plans/conv_uncapped_sweep.sh $R/unc70 $(( $(left) - 40 )) \
+        > $R/unc70.log 2>&1
 fi
 echo done > $R/done
