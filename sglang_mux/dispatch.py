@@ -514,8 +514,8 @@ class HybridPolicy(MuxDispatcher):
          largest chunk with t_f <= ``tbt_budget_ms`` (the TBT SLO less a fused iteration's
          overrun, ``snap.fused_host_ms``, else ``decode_host_ms``; for a streak's first, ``not
          snap.fused_streak``, the larger of that and ``snap.fused_start_host_ms``) is the
-         candidate, rate = chunk tokens / (t_f + the median overrun,
-         ``snap.fused_rate_host_ms``, else the budget's) (a
+         candidate, rate = chunk tokens / (t_f less the price's tail allowance, `fused_tail_ms`,
+         + the median overrun, ``snap.fused_rate_host_ms``, else the budget's) (a
          fused iteration's prefill stops while the host works; a spatial one's runs on) over what
          it commits to (`commitment`: the rest of a prompt it cuts, which rule 0 will finish
          fused, in chunks that shrink to meet the same budget as its prefix grows). None fits: no
@@ -615,6 +615,15 @@ class HybridPolicy(MuxDispatcher):
             out.append((size, ch))
         return out
 
+    def fused_tail_ms(self) -> float:
+        """What the fused price adds for its tail (``est.fused_price.margin``, the P90 of served
+        residuals): the budget holds it, a rate does not, as with the host's overruns (a rate's time
+        is the median's, the budget the tail's); a spatial rate's T_P is a mean. Weighed at the
+        tail, the Llama-3.1-70B shape's fused chunks at TP 2 (margin 9.4 ms on ~86 ms) lost to
+        partitions that ran 5.2-5.8 prompt tokens a ms where they ran ~7, and the hybrid failed
+        0.6 req/s where chunked 512 passed 0.8 (bench/results/h200x4_s51_2026-11-28/)."""
+        return max(getattr(getattr(self.est, "fused_price", None), "margin", 0.0), 0.0)
+
     def too_long(self, w: WaitingReq) -> bool:
         """Whether one layer-wise prefill cannot hold ``w``'s new tokens (``layerwise_max_tokens``)."""
         return self.layerwise_max_tokens is not None and w.n > self.layerwise_max_tokens
@@ -660,7 +669,7 @@ class HybridPolicy(MuxDispatcher):
         room, ch = chunks[lo]
         plan = Plan(self.total, 0, t_f(lo), t_f(lo), 0, (), False, FUSED, chunk=tuple((w.rid, take) for w, take in ch))
         if force:  # rule 0: no choice to rate
-            return plan, sum(t for _, t in ch) / (t_f(lo) + host)
+            return plan, sum(t for _, t in ch) / (t_f(lo) - self.fused_tail_ms() + host)
         tokens, ms = self.commitment(ch, room, t_f(lo), ctx, host, budget, snap.decode_bs)
         return plan, tokens / ms
 
@@ -679,6 +688,7 @@ class HybridPolicy(MuxDispatcher):
         throughout would miss that (rule 3 says what it cost). Where ``size`` fits to the end this
         is the rest in chunks of ``size`` priced at the first and last prefix, as before."""
         w, take = ch[-1]
+        host -= self.fused_tail_ms()  # each chunk's time at its median (`fused_tail_ms`)
         tokens, ms = float(sum(t for _, t in ch)), t_f + host
         rest = left = w.n - take
         r = w.r + take

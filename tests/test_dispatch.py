@@ -11,6 +11,7 @@ import sys
 import time
 from contextlib import redirect_stdout
 from dataclasses import replace
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -930,6 +931,40 @@ def test_hybrid_budgets_a_fused_chunk_by_the_tail_overrun_and_rates_it_by_the_me
     assert tight.fused_candidate(dataclasses.replace(base, fused_rate_host_ms=0.5))[0].chunk == (("a", 300),)
     small, _ = tight.fused_candidate(dataclasses.replace(base, fused_host_ms=14.0, fused_rate_host_ms=0.5))
     assert small.chunk == (("a", 252),) and small.t_decode_worst_ms <= 16.0
+
+
+class MarginFake(HybridFake):
+    """A fused price with a tail allowance, as a served one learns it (``fused_price.margin``)."""
+
+    def __init__(self, margin):
+        self.fused_price = SimpleNamespace(margin=margin)
+
+    def fused_ms(self, pieces, decode_contexts):
+        return D.fused_iteration_ms(self, pieces, decode_contexts) + self.fused_price.margin
+
+
+def test_hybrid_budgets_a_fused_chunk_with_its_price_margin_and_rates_it_without():
+    """The price's margin (the P90 of served residuals) shrinks the chunk that fits the TBT budget,
+    but a rate weighs each fused iteration at the price less it, as it weighs host time by its median."""
+    w = (WaitingReq("a", 99.0, 300, 0),)
+    base = Snapshot(100.0, 4, 4000, decode_max_reused=1000, waiting=w, fused_host_ms=2.0)
+    plan0, rate0 = D.HybridPolicy(MarginFake(0.0), tbt_slo_ms=50.0).fused_candidate(base)
+    pol = D.HybridPolicy(MarginFake(8.0), tbt_slo_ms=50.0)
+    plan, rate = pol.fused_candidate(base)
+    assert pol.fused_tail_ms() == 8.0 and plan.chunk == plan0.chunk == (("a", 300),)
+    assert plan.t_decode_worst_ms == pytest.approx(plan0.t_decode_worst_ms + 8.0)  # the budget's price
+    assert rate == pytest.approx(rate0) == pytest.approx(300 / (plan0.t_decode_worst_ms + 2.0))
+    # a long prompt: at 30 ms the margin leaves room for a 256-token batch, not the 508 of no margin;
+    # the cut prompt's rest is weighed at its chunks' median price as well
+    long = dataclasses.replace(base, waiting=(WaitingReq("a", 99.0, 8000, 0),))
+    tight0, tight = (D.HybridPolicy(MarginFake(m), tbt_slo_ms=30.0) for m in (0.0, 8.0))
+    assert tight0.fused_candidate(long)[0].chunk == (("a", 508),)
+    plan, rate = tight.fused_candidate(long)
+    assert plan.chunk == (("a", 252),)
+    tight.fused_tail_ms = lambda: 0.0  # the margin in the rate, as the hybrid weighed it before
+    at_tail = tight.fused_candidate(long)[1]
+    # 8000 tokens in 32 chunks of 252 (the last shorter): 8 ms more in each at the tail
+    assert 8000 / at_tail - 8000 / rate == pytest.approx(32 * 8.0)
 
 
 def test_hybrid_budgets_the_first_fused_iteration_of_a_streak_by_its_own_overrun():
