@@ -8,7 +8,9 @@ candidate's rate from the shipped TP-2 table under the fused price the server he
 fused row's fixed / slope / ratio / margin), once with the margin in the rate (as served, session 50's
 code) and once without (the rate at the median, this session's change). Approximate: one waiting
 request (the batch's first), uniform decode contexts (the row's sum over its batch), the last fused
-row's fused_host_ms as every host term. Served fused iterations beside it: prompt tokens per ms."""
+row's fused_host_ms as the budget's host term and the served fused overruns' median, clipped at 0
+(`bench.analysis.whatif_fused_tail.overruns`: -3.1 ms), as the rate's. Served fused iterations
+beside it: prompt tokens per ms."""
 import argparse
 import json
 import sys
@@ -39,7 +41,7 @@ for r in rows:
         snap = Snapshot(1.0, bs, r["decode_sum_reused"], decode_max_reused=r["decode_max_reused"],
                         waiting=(WaitingReq("a", 0.0, n, r["prefill_reused"]),),
                         decode_contexts=(r["decode_sum_reused"] // bs,) * bs, fused_host_ms=host,
-                        fused_rate_host_ms=host, fused_streak=True, decode_host_ms=r.get("decode_host_ms") or 0.0)
+                        fused_rate_host_ms=0.0, fused_streak=True, decode_host_ms=r.get("decode_host_ms") or 0.0)
         fpr = est.fused_price
         fpr.fixed, fpr.slope, fpr.ratio, fpr.margin = fp["fixed_ms"], fp["slope"], fp["ratio"], fp["margin_ms"]
         median = pol.fused_candidate(snap)[1]
