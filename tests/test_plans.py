@@ -284,10 +284,10 @@ def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
     reads them from RATES and takes only the seconds. Each pair serves on its own port."""
     tree, env = _lease_tree(tmp_path, "H200")
     capped = _calls(tree, env, "issue44_70b_x4.sh", "capped")
-    assert len(capped) == 7 and all("model=llama-3.1-70b sa=--tp-size 2" in c for c in capped)
-    assert [c.split(" args=")[1].split()[1] for c in capped if "sys=mux-hybrid" in c] == ["0.7,0.8,0.9,1"] * 2
+    assert len(capped) == 4 and all("model=llama-3.1-70b sa=--tp-size 2" in c for c in capped)
+    assert [c.split(" args=")[1].split()[1] for c in capped if "sys=mux-hybrid" in c] == ["0.5,0.6,0.7,0.8,0.9,1"] * 2
     assert {c.split()[1] + " " + c.split()[2] for c in capped} == {"gpus=0,1 port=31000", "gpus=2,3 port=33000"}
-    assert any("gpus=0,1" in c and "sys=sglang-chunked-512 rates=0.7,0.8,0.9,1" in c for c in capped)
+    assert all("sys=sglang-chunked-512 rates=0.7,0.8,0.9,1" in c for c in capped if "sys=mux-hybrid" not in c)
     (Path(env["LEASE_OUT"]) / "calls").unlink()
     unc = _calls(tree, env, "issue44_70b_x4.sh", "uncapped")
     assert len(unc) == 6 and all(c.startswith("conv_uncapped_sweep.sh") for c in unc)

@@ -6,16 +6,14 @@
 # CELL capped: the conversation capped at 8,000 tokens, TBT 100 ms (the paper's SLO for 70B), 45-s
 #   points. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO (conv_uncapped_sweep.sh).
 #   Each system climbs its rates and stops at its first failure.
-# 4 x H200: TP 2 (contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2/), a server starts in ~185 s,
-#   so three systems fit one pair of GPUs in a lease: GPUs 0, 1 serve the hybrid and the chunked sizes
-#   the simulator ranks first (512, 256), in one run on the same GPUs; GPUs 2, 3 the sizes it has
-#   failing TBT 100 at any rate (1024, 2048) and plain SGLang, then the hybrid again at the same rates
-#   (how far the two pairs differ). Rates from bench/results/h200x4_s50_2026-11-28/: the simulator
-#   with that point's own host times (sim_tp2/capped_tbt100.txt) has the hybrid passing 0.7 and failing
-#   0.8, chunked 512 passing 0.7 and 0.8 (and failing the drift test below 0.7 on 45-s points of ~25
-#   requests: the climbs start at 0.7), 256 failing 0.6, 1024 and 2048 over TBT 100 at any rate
-#   (136 / 247 ms); served, the hybrid failed 1 req/s on TTFT (P99 6.5 s). Uncapped: every system
-#   passes 0.1 and fails 0.15 (sim_tp2/uncapped_tbt100.md).
+# 4 x H200: TP 2 (contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2/), a server starts in ~185 s.
+#   Capped: served in session 51 (bench/results/h200x4_s51_2026-11-28/): the hybrid 0.5 req/s
+#   (failing 0.6 and 0.7 on both pairs), chunked 512 0.8 (failing 0.9), 256 failing 0.5 on drift,
+#   1024 / 2048 / plain SGLang failing 0.5 on TBT (142 / 263 / 241 ms, at any rate: a chunk's time).
+#   This run serves the hybrid as the code now weighs it (a fused rate without the price's margin)
+#   against chunked 512, its best contender, on both pairs, in opposite orders (how far pair and
+#   order move a verdict); the hybrid climbs from 0.5. Uncapped: every system passes 0.1 and
+#   fails 0.15 in the simulator (bench/results/h200x4_s50_2026-11-28/sim_tp2/uncapped_tbt100.md).
 # 4 x H100: TP 4 (the TP-4 table), the four GPUs one server; rates from the work bound
 #   (bench/results/x4_s43_2026-11-27/work_bound_tp4.md) and the simulator
 #   (bench/results/sim_70b_tp4_2026-11-27/): capped hybrid 2, chunked 1024 1.5; uncapped 0.2-0.4.
@@ -29,9 +27,8 @@ export CELL
 if nvidia-smi -L | grep -q H200; then
     A="$(cores_for 4 0),$(cores_for 4 1)" B="$(cores_for 4 2),$(cores_for 4 3)"
     if [ "$CELL" = capped ]; then
-        pair70 0,1 "$A" cap70 mux-hybrid:0.7,0.8,0.9,1 sglang-chunked-512:0.7,0.8,0.9,1 sglang-chunked-256:0.5,0.6 &
-        pair70 2,3 "$B" cap70_b sglang-chunked-1024:0.5,0.6 sglang-chunked-2048:0.5,0.6 sglang:0.5,0.6 \
-            mux-hybrid:0.7,0.8,0.9,1
+        pair70 0,1 "$A" cap70 mux-hybrid:0.5,0.6,0.7,0.8,0.9,1 sglang-chunked-512:0.7,0.8,0.9,1 &
+        pair70 2,3 "$B" cap70_b sglang-chunked-512:0.7,0.8,0.9,1 mux-hybrid:0.5,0.6,0.7,0.8,0.9,1
     else
         pair70 0,1 "$A" unc70 mux-hybrid:0.1,0.15,0.2 sglang-chunked-512:0.1,0.15,0.2 sglang-chunked-256:0.1,0.15 &
         pair70 2,3 "$B" unc70_b sglang-chunked-1024:0.1,0.15 sglang-chunked-2048:0.1,0.15 sglang:0.1,0.15
