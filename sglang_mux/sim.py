@@ -83,6 +83,24 @@ def decode_jitter(timeline_path) -> np.ndarray:
     return (co["measured_decode_ms"] / co["t_decode_worst_ms"]).to_numpy(dtype=float)
 
 
+def fused_jitter(timeline_path) -> np.ndarray:
+    """Measured / base price of a served hybrid timeline's fused iterations (the base recovered from
+    the price each was planned at and the fused price's state then, `FusedPrice.base_of`). Every
+    fused row, the server's warm-up batches among them."""
+    from sglang_mux.mux_metrics import load_timeline
+
+    t = load_timeline(timeline_path)
+    if t.empty or not {"reason", "measured_decode_ms", "t_decode_worst_ms", "fused_price"} <= set(t.columns):
+        raise ValueError(f"{timeline_path}: no fused iterations with their price (a hybrid server's --mux-timeline)")
+    f = t[(t["reason"] == "fused") & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
+    base = np.array([FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])])
+    ratio = f["measured_decode_ms"].to_numpy(dtype=float) / base
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+    if not len(ratio):
+        raise ValueError(f"{timeline_path}: no fused iteration whose base price can be recovered")
+    return ratio
+
+
 def served_host_ms(timeline_path) -> tuple[np.ndarray, np.ndarray]:
     """The loop's host time (>= 0 ms) of a served timeline's decode iterations: (co-run, alone)."""
     from sglang_mux.mux_metrics import host_ms_per_decode, load_timeline
@@ -132,7 +150,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              fused_host_ms: float | Sequence[float] | None = None,
              start_host_ms: Sequence[float] | None = None,
              fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
-             fused_start_host_ms: Sequence[float] | None = None, overlap_decode: bool = True) -> SimResult:
+             fused_start_host_ms: Sequence[float] | None = None, overlap_decode: bool = True,
+             fused_jitter: Sequence[float] | None = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
@@ -154,8 +173,10 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     ``overlap_decode``: under a fusing policy (``wants_decode_contexts``), a decode alone with no
     prefill anywhere has no host time in its gap and keeps the fused streak going, as the server's
     ``--mux-overlap-decode`` runs it. ``jitter``: co-run decode takes the truth's worst case times
-    a draw from it. ``planner``: the estimator `policy` plans with, refined online by every co-run
-    decode and fused iteration (None: nothing is)."""
+    a draw from it. ``fused_jitter``: a fused iteration takes the truth's price times a draw from it
+    (`fused_jitter` reads a served timeline's; None: the price exactly, and a learned price's
+    margin stays near 0 where served ones held 4-11 ms). ``planner``: the estimator `policy`
+    plans with, refined online by every co-run decode and fused iteration (None: nothing is)."""
     fused_draws = None
     if fused_host_ms is not None and not isinstance(fused_host_ms, (int, float)):
         fused_draws, fused_host_ms = [float(x) for x in fused_host_ms], None
@@ -174,6 +195,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         estimator.fused_price.known = True  # the policy plans with the truth: its price is no prior
     rng = random.Random(seed)
     jit = None if jitter is None else list(jitter)
+    fjit = None if fused_jitter is None else [float(x) for x in fused_jitter]
+    if fjit is not None and (not fjit or min(fjit) <= 0):
+        raise ValueError("fused_jitter: measured / price ratios > 0, at least one")
     hosts = None if host_draws is None else [list(h) for h in host_draws]
     if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
         raise ValueError("host_draws must be (co-run, decode-alone) lists of host times >= 0 ms, neither empty")
@@ -299,6 +323,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             pieces, first_rids, chunked = _take_chunk(plan.chunk, chunked, waiting)
             fctx = ctxs if ctxs is not None else decode_contexts()
             gpu = fused_ms(est, pieces, fctx)
+            if fjit is not None:
+                gpu *= rng.choice(fjit)
             if planner is not None and hasattr(planner, "observe_fused"):
                 planner.observe_fused(fused_batch(pieces, fctx), gpu)
             first = fused_starts is not None and starts_streak
@@ -496,7 +522,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  fused_host_ms: float | Sequence[float] | None = None, prefill_graph: bool = False,
                  start_host_ms: Sequence[float] | None = None,
                  fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
-                 fused_start_host_ms: Sequence[float] | None = None) -> list[SimResult]:
+                 fused_start_host_ms: Sequence[float] | None = None,
+                 fused_jitter: Sequence[float] | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
@@ -523,7 +550,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                             timeline=timeline, host_ms=host_ms, jitter=jitter, planner=planner,
                             prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=fused_host_ms,
                             start_host_ms=start_host_ms, fused_host_quantile=fused_host_quantile,
-                            fused_stalls_apart=fused_stalls_apart, fused_start_host_ms=fused_start_host_ms))
+                            fused_stalls_apart=fused_stalls_apart, fused_start_host_ms=fused_start_host_ms,
+                            fused_jitter=fused_jitter))
     return out
 
 
@@ -618,6 +646,9 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--decode-jitter", metavar="TIMELINE",
                     help="a served point's --mux-timeline (.jsonl or .xz): co-run decode takes the table's worst "
                          "case times a draw of its measured / worst-case ratios (overrides --slowdown there)")
+    ap.add_argument("--fused-jitter", metavar="TIMELINE",
+                    help="a served hybrid point's --mux-timeline: a fused iteration takes its price times a draw "
+                         "of that timeline's fused measured / base ratios (default: the price exactly)")
     ap.add_argument("--prefill-slowdown", default="1", metavar="X|table",
                     help="prefill beside a decode runs X times its table estimate, or per decode partition as the "
                          "table's co-run cells measured it ('table'); 1 is the paper's model")
@@ -647,6 +678,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
             ap.error(f"{flag}: {e}")
 
     jitter = from_timeline("--decode-jitter", decode_jitter, a.decode_jitter)
+    fjitter = from_timeline("--fused-jitter", fused_jitter, a.fused_jitter)
     host_draws = from_timeline("--host-from", served_host_ms, a.host_from)
     estimator = estimator_from_args(ap, a, estimator)
     if a.fused_price:
@@ -682,12 +714,13 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
                            ttft_ms_per_token=a.ttft_ms_per_token, preemption=not a.no_preemption, slowdown=a.slowdown,
                            seed=a.seed, timeline=tl, host_ms=a.host_ms, jitter=jitter, online_guard=a.online_guard,
                            prefill_slowdown=prefill_slowdown, host_draws=host_draws, fused_host_ms=a.fused_host_ms,
-                           prefill_graph=a.prefill_graph)
+                           prefill_graph=a.prefill_graph, fused_jitter=fjitter)
     finally:
         if tl is not None:
             tl.close()
     setup = {"trace": a.trace, "requests": len(reqs), "rate": a.rate, "time_scale": a.time_scale,
              "arrival": a.arrival, "host_ms": a.host_ms, "host_from": a.host_from, "decode_jitter": a.decode_jitter,
+             "fused_jitter": a.fused_jitter,
              "online_guard": a.online_guard, "prefill_slowdown": prefill_slowdown, "fused_host_ms": a.fused_host_ms,
              "fused_price": a.fused_price, "prefill_graph": a.prefill_graph,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,

@@ -318,6 +318,7 @@ def test_cli_calibration_options(tmp_path, capsys):
     for bad, msg in ((["--prefill-slowdown", "0.5"], "X >= 1"), (["--host-ms", "2", "--host-from", tl], "not allowed"),
                      (["--host-from", str(tmp_path / "none.jsonl")], "--host-from"),
                      (["--decode-jitter", str(tmp_path / "none.jsonl")], "--decode-jitter"),
+                     (["--fused-jitter", tl], "--fused-jitter: "),  # no fused rows in it
                      (["--prefill-slowdown", "table"], "needs --table"), (["--prefill-slowdown", "x"], "'table'")):
         with pytest.raises(SystemExit):
             sim.main(["--trace", "conversation", "--limit", "5", "--rate", "1", *bad], estimator=FakeEstimator())
@@ -611,6 +612,41 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
     assert hy.summary["reasons"]["fused"] >= price.warmup
     assert (price.fixed, price.slope) == pytest.approx((10.0, 1.0), abs=1e-6)
     assert truth.fused_price.margin == 0.0 and price.margin == pytest.approx(0.0, abs=1e-6)
+
+
+def test_fused_jitter_reads_measured_over_base_of_the_served_fused_rows(tmp_path):
+    """The base is recovered from the planned price and the price's state (`FusedPrice.base_of`)."""
+    line = {"fixed_ms": 0.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 0.0}
+    rows = [{"reason": "fused", "measured_decode_ms": 33.0, "t_decode_worst_ms": 30.0, "fused_price": line},
+            {"reason": "fused", "measured_decode_ms": 45.0, "t_decode_worst_ms": 60.0,  # base 50: 5 + 1.0 x + 5
+             "fused_price": {"fixed_ms": 5.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 5.0}},
+            {"reason": "decode-only", "measured_decode_ms": 20.0, "t_decode_worst_ms": 20.0, "fused_price": line}]
+    assert list(sim.fused_jitter(_write(tmp_path, rows))) == pytest.approx([1.1, 0.9])
+    with pytest.raises(ValueError, match="fused"):
+        sim.fused_jitter(_write(tmp_path, rows[2:]))
+
+
+def test_fused_jitter_scales_each_fused_iteration_and_the_learned_margin_follows(monkeypatch):
+    """Fused iterations at their exact price leave a learned price's margin at 0; drawn at 0.8x to
+    1.25x it, the planner learns a margin, as servers do (4-11 ms on the 70B)."""
+    from sglang_mux.tables import resolve_table
+
+    truth = Estimator.from_table(resolve_table(H100_FA3))
+    reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=2000, arrival="poisson")
+    planners, real = [], sim.simulate
+
+    def spy(reqs_, est_, pol, **kw):
+        planners.append(kw["planner"])
+        return real(reqs_, est_, pol, **kw)
+
+    monkeypatch.setattr(sim, "simulate", spy)
+    for fj in (None, [0.8, 1.0, 1.0, 1.25]):
+        sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
+                         prefill_graph=True, fused_jitter=fj)
+    exact, jittered = (p.fused_price for p in planners)
+    assert exact.margin == pytest.approx(0.0, abs=1e-6) and jittered.margin > 1.0
+    with pytest.raises(ValueError, match="fused_jitter"):
+        sim.run_policies(reqs, truth, "hybrid", fused_jitter=[])
 
 
 def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(monkeypatch):
