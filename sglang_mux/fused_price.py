@@ -10,7 +10,7 @@ roofline's is not, `Estimator.fused_prior_holds`). So
 served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
-judged at P99. Until base prices spread over ``MIN_SPREAD`` of their median, or where the fitted
+judged at P99. Until the middle half of base prices spreads over ``MIN_SPREAD`` of their median, or where the fitted
 slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of
 the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base), so that a chunk
 larger than those seen is not priced low. A batch's padded token count (the prefill graph's size it
@@ -46,11 +46,17 @@ HYBRID_GRAPH_MAX_TOKENS = 4096
 # Outside this a fit is chasing noise or an outlier: the price takes the narrow spread's form instead.
 SLOPE_BOUNDS = (0.5, 2.0)
 RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a stall, not a price
-# A slope needs base prices whose P10 to P90 spans this share of their median. Fitted on one chunk
-# size's cluster, noise flattened it: an H200 served code's 1,024-token chunks at 1.09 x base, the fit
-# said 2.2 ms + 1.00 x, and the rare 2,048-token chunks ran 3.4 ms over their price at the median
-# (2.5 % of tokens over a 50 ms TBT; bench/results/h200x2_s39_2026-11-27/, fused_price_replay).
+# A slope needs base prices whose middle half (P25 to P75) spans this share of their median. Fitted on
+# one chunk size's cluster, noise flattened it: an H200 served code's 1,024-token chunks at 1.09 x
+# base, the fit said 2.2 ms + 1.00 x, and the rare 2,048-token chunks ran 3.4 ms over their price at
+# the median (2.5 % of tokens over a 50 ms TBT; bench/results/h200x2_s39_2026-11-27/,
+# fused_price_replay). P10 to P90 let a server's three warm-up batches (1 and 64 tokens, ~31 ms
+# base, 1.6-3.1 x) among the 70B's first 32 chunks (70-100 ms) pass for a spread, and the line
+# through them (32 ms + 0.62 x, margin 9.4 ms) priced chunks over partitions that ran slower: the
+# hybrid served 0.5 req/s against chunked 512's 0.8 (bench/results/h200x4_s51_2026-11-28/, where the
+# simulator, with served fused jitter, reproduces it and passes 0.9 on quartiles).
 MIN_SPREAD = 0.25
+SPREAD_QUANTILES = (0.25, 0.75)
 # A size's own median residual needs this many of its batches (the last SIZE_WINDOW kept per size).
 # The line over all sizes misses cuBLAS's per-size choices: served on a lone H100 at the capped
 # conversation's TBT 30, batches padded to 384 and 512 tokens ran 0.97-0.99 x their base price and
@@ -165,9 +171,9 @@ class FusedPrice:
 
     def _fit(self) -> None:
         x, y = np.array(self._obs).T
-        p10, p90 = np.quantile(x, [0.1, 0.9])
+        q25, q75 = np.quantile(x, SPREAD_QUANTILES)
         slope = None
-        if len(x) >= 2 and p90 - p10 >= MIN_SPREAD * np.median(x):
+        if len(x) >= 2 and q75 - q25 >= MIN_SPREAD * np.median(x):
             slope, fixed = np.polyfit(x, y, 1)
             if fixed < 0:  # no fixed cost below zero: the slope through the origin (a clipped
                 slope = x @ y / (x @ x)  # intercept left the slope too steep: 1.20 for a served 1.10)
