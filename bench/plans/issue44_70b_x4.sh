@@ -10,8 +10,9 @@
 #   Capped: served in session 51 (bench/results/h200x4_s51_2026-11-28/): the hybrid 0.5 req/s
 #   (failing 0.6 and 0.7 on both pairs), chunked 512 0.8 (failing 0.9), 256 failing 0.5 on drift,
 #   1024 / 2048 / plain SGLang failing 0.5 on TBT (142 / 263 / 241 ms, at any rate: a chunk's time).
-#   This run serves the hybrid as the code now weighs it (a fused rate without the price's margin)
-#   against chunked 512, its best contender, on both pairs, in opposite orders (how far pair and
+#   This run serves the hybrid as the code now prices and weighs it (the price's spread on quartiles,
+#   a fused rate without its margin; the simulator with served fused noise: hybrid 0.9, chunked 512
+#   0.8, h200x4_s51_2026-11-28/whatif_sim.md) against chunked 512, its best contender, on both pairs, in opposite orders (how far pair and
 #   order move a verdict); the hybrid climbs from 0.5. Uncapped: every system passes 0.1 and
 #   fails 0.15 in the simulator (bench/results/h200x4_s50_2026-11-28/sim_tp2/uncapped_tbt100.md).
 # 4 x H100: TP 4 (the TP-4 table), the four GPUs one server; rates from the work bound
