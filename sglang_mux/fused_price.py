@@ -10,11 +10,11 @@ roofline's is not, `Estimator.fused_prior_holds`). So
 served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
-judged at P99. Until the middle half of base prices spreads over ``MIN_SPREAD`` of their median, or where the fitted
-slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is then the higher of
-the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base), so that a chunk
-larger than those seen is not priced low. A batch's padded token count (the prefill graph's size it
-runs at) adds ``bias`` where that size runs over the line more than the rest: its median residual
+judged at P99. Until the middle half of base prices spreads over ``MIN_SPREAD`` of their median,
+or where the fitted slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is
+then the higher of the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base),
+so that a chunk larger than those seen is not priced low. A batch's padded token count (the
+prefill graph's size it runs at) adds ``bias`` where that size runs over the line more than the rest: its median residual
 less the median of all, once ``SIZE_MIN_OBS`` of its batches are seen. No size is priced below the
 line, so the price only rises where a size's own batches show it.
 """

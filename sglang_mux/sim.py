@@ -93,7 +93,12 @@ def fused_jitter(timeline_path) -> np.ndarray:
     if t.empty or not {"reason", "measured_decode_ms", "t_decode_worst_ms", "fused_price"} <= set(t.columns):
         raise ValueError(f"{timeline_path}: no fused iterations with their price (a hybrid server's --mux-timeline)")
     f = t[(t["reason"] == "fused") & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
-    base = np.array([FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])])
+    try:
+        base = np.array([FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])],
+                        dtype=float)
+    except KeyError as e:
+        raise ValueError(f"{timeline_path}: its fused_price rows lack {e} (a timeline from before the price "
+                         "had it: take a later one)") from None
     ratio = f["measured_decode_ms"].to_numpy(dtype=float) / base
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
     if not len(ratio):
