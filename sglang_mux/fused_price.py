@@ -14,9 +14,9 @@ judged at P99. Until the middle half of base prices spreads over ``MIN_SPREAD`` 
 or where the fitted slope leaves ``SLOPE_BOUNDS``, a slope cannot be told from noise: the price is
 then the higher of the median excess (slope 1, ``fixed``) and the median ratio (``ratio`` x base),
 so that a chunk larger than those seen is not priced low. A batch's padded token count (the
-prefill graph's size it runs at) adds ``bias`` where that size runs over the line more than the rest: its median residual
-less the median of all, once ``SIZE_MIN_OBS`` of its batches are seen. No size is priced below the
-line, so the price only rises where a size's own batches show it.
+prefill graph's size it runs at) adds ``bias`` where that size runs over the line more than the
+rest: its median residual less the median of all, once ``SIZE_MIN_OBS`` of its batches are seen.
+No size is priced below the line, so the price only rises where a size's own batches show it.
 """
 
 from __future__ import annotations
