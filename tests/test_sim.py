@@ -586,6 +586,18 @@ def test_cli_runs_the_hybrid_and_all_includes_it(capsys):
     assert "hybrid" in capsys.readouterr().out
 
 
+def _planners(monkeypatch) -> list:
+    """The planner each later ``sim.simulate`` call is given (``run_policies``' copies), in order."""
+    planners, real = [], sim.simulate
+
+    def spy(reqs_, est_, pol, **kw):
+        planners.append(kw["planner"])
+        return real(reqs_, est_, pol, **kw)
+
+    monkeypatch.setattr(sim, "simulate", spy)
+    return planners
+
+
 def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(monkeypatch):
     """With ``online_guard`` the planner starts from the server's prior (a fresh FusedPrice: the
     solo price, not known) and learns each fused iteration's true time: here the truth is 10 ms +
@@ -599,13 +611,7 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=2000, arrival="poisson")
     (told,) = sim.run_policies(reqs, truth, "hybrid", host_ms=2.0, prefill_slowdown=1.4)
     assert truth.fused_price.known and told.summary["reasons"]["fused"] > 0
-    learned, real = [], sim.simulate
-
-    def spy(reqs_, est_, pol, **kw):
-        learned.append(kw["planner"])
-        return real(reqs_, est_, pol, **kw)
-
-    monkeypatch.setattr(sim, "simulate", spy)
+    learned = _planners(monkeypatch)
     (hy,) = sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4)
     price = learned[0].fused_price
     assert price is not truth.fused_price and not price.known and price.learned
@@ -633,13 +639,7 @@ def test_fused_jitter_scales_each_fused_iteration_and_the_learned_margin_follows
 
     truth = Estimator.from_table(resolve_table(H100_FA3))
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=2000, arrival="poisson")
-    planners, real = [], sim.simulate
-
-    def spy(reqs_, est_, pol, **kw):
-        planners.append(kw["planner"])
-        return real(reqs_, est_, pol, **kw)
-
-    monkeypatch.setattr(sim, "simulate", spy)
+    planners = _planners(monkeypatch)
     for fj in (None, [0.8, 1.0, 1.0, 1.25]):
         sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
                          prefill_graph=True, fused_jitter=fj)
@@ -660,13 +660,7 @@ def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(m
 
     truth = Estimator.from_table(resolve_table(H100_FA3))
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
-    planners, real = [], sim.simulate
-
-    def spy(reqs_, est_, pol, **kw):
-        planners.append(kw["planner"])
-        return real(reqs_, est_, pol, **kw)
-
-    monkeypatch.setattr(sim, "simulate", spy)
+    planners = _planners(monkeypatch)
     fused = [sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
                               prefill_graph=h)[0].summary["reasons"]["fused"] for h in (False, True)]
     assert [p.fused_price.prior_holds for p in planners] == [False, True]
