@@ -47,3 +47,25 @@ def test_queue_drift_goes_to_the_length_aware_cells_only():
     assert length == {"uncapped conversation (1 session in 20)", "loogle"}
     assert {k for k, w in got.items() if w.get("drift") == "queue"} == length
     assert all("drift" not in w for w in chosen_workloads().values())  # bench.run's test by default
+
+
+def test_fused_jitter_reaches_the_hybrids_fused_iterations_through_a_walk(tmp_path):
+    """run_cell passes ``fused_jitter`` to the mux: with fused iterations at 1.5x their price the
+    hybrid learns the dearer price and takes smaller chunks, and its TTFT rises; chunked prefill,
+    priced by its own calibration, is left as it was."""
+    inputs = M.simulator_inputs()
+    w = dict(M.WORKLOADS["code"], span=10, rates=(15.5,))
+    (_, (plain,)), (_, (slow,)) = (M.run_cell(*inputs, w, 50.0, "hybrid", tmp_path, **kw)
+                                   for kw in ({}, {"fused_jitter": [1.5]}))
+    assert slow["ttft_p99_s"] > plain["ttft_p99_s"] and slow["tbt_p99_ms"] <= 50.0
+    c0, c1 = (M.run_cell(*inputs, w, 50.0, "chunked 512 + mixed", tmp_path, **kw)[1][0]
+              for kw in ({}, {"fused_jitter": [1.5]}))
+    assert c0 == c1
+
+
+def test_cli_fused_jitter_needs_a_hybrid_timeline(tmp_path, capsys):
+    tl = tmp_path / "t.jsonl"
+    tl.write_text('{"reason": "decode-only", "measured_decode_ms": 20.0, "t_decode_worst_ms": 20.0}\n')
+    with pytest.raises(SystemExit):
+        M.main(["--fused-jitter", str(tl)])
+    assert "--fused-jitter" in capsys.readouterr().err

@@ -168,11 +168,12 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
     return pt
 
 
-def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path, seed: int = 0):
-    """The walk: rates from the lowest up to the first failure; (goodput, points)."""
+def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path, seed: int = 0, **sim_kw):
+    """The walk: rates from the lowest up to the first failure; (goodput, points). ``sim_kw``:
+    `run_point`'s."""
     points, good = [], None
     for rate in w["rates"]:
-        pt = run_point(est, jit, host, corun, w, tbt, name, rate, tmp, seed=seed)
+        pt = run_point(est, jit, host, corun, w, tbt, name, rate, tmp, seed=seed, **sim_kw)
         points.append(pt)
         if not pt["ok"]:
             break
@@ -180,7 +181,7 @@ def run_cell(est, jit, host, corun, w, tbt, name, tmp: Path, seed: int = 0):
     return good, points
 
 
-def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path, seed: int = 0) -> dict:
+def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path, seed: int = 0, **sim_kw) -> dict:
     """Past the walk's first failure, on up the rates until two fail in a row: whether that
     failure was an edge (a later rate passes) and the highest rate passed, as bench.run
     --no-stop-on-fail would find it on this grid."""
@@ -189,7 +190,7 @@ def walk_on(est, jit, host, corun, w, tbt, name, points, tmp: Path, seed: int = 
     for rate in rest:
         if fails >= 2:
             break
-        more.append(run_point(est, jit, host, corun, w, tbt, name, rate, tmp, seed=seed))
+        more.append(run_point(est, jit, host, corun, w, tbt, name, rate, tmp, seed=seed, **sim_kw))
         fails = 0 if more[-1]["ok"] else fails + 1
     passed = [p["rate"] for p in points + more if p["ok"]]
     return {"highest_pass": max(passed) if passed else None, "points": more}
@@ -226,15 +227,18 @@ def chosen_workloads(names: tuple[str, ...] | None = None, span_s: float | None 
 
 def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
               tbts: tuple[float, ...] = (50.0, 30.0), seed: int = 0, span_s: float | None = None,
-              queue_drift: bool = False) -> None:
+              queue_drift: bool = False, fused_jitter: str | None = None) -> None:
     """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
     (None: all); ``tbts``: the TBT SLO columns; ``seed``: the workloads' (bench.run's --seed; the
     H100 points are seed 0's and left out for another); ``span_s``: seconds of arrivals per point
-    in place of each workload's own; ``queue_drift``: `chosen_workloads`'."""
+    in place of each workload's own; ``queue_drift``: `chosen_workloads`'; ``fused_jitter``: a
+    served hybrid timeline whose fused measured / base ratios the mux's fused iterations draw
+    (`sim.fused_jitter`; None: they run at their price)."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
+    kw = {} if fused_jitter is None else {"fused_jitter": list(sim.fused_jitter(fused_jitter))}
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
-           "queue_drift": queue_drift, "cells": []}
+           "queue_drift": queue_drift, "fused_jitter": fused_jitter, "cells": []}
     chosen = chosen_workloads(workloads_, span_s, queue_drift)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -243,10 +247,10 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
                 cell = {"workload": wname, "tbt_slo_ms": tbt, "ttft_rule": w["ttft"], "goodput": {}, "points": {}}
                 for name in SYSTEMS:
                     cell["goodput"][name], cell["points"][name] = run_cell(est, jit, host, corun, w, tbt, name, tmp,
-                                                                           seed)
+                                                                           seed, **kw)
                     if w.get("walk_on"):
                         cell.setdefault("past_first_failure", {})[name] = walk_on(
-                            est, jit, host, corun, w, tbt, name, cell["points"][name], tmp, seed)
+                            est, jit, host, corun, w, tbt, name, cell["points"][name], tmp, seed, **kw)
                     print(f"{wname} TBT {tbt:g}: {name} {cell['goodput'][name]} ({time.time() - t0:.0f} s)",
                           file=sys.stderr)
                 out["cells"].append(cell)
@@ -260,7 +264,7 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
             for name in SYSTEMS:  # the walk's point where it got there, else simulated now (the same, seed 0)
                 walked = cell["points"][name] + cell.get("past_first_failure", {}).get(name, {}).get("points", [])
                 pts[name] = next((p for p in walked if p["rate"] == rate), None) or run_point(
-                    est, jit, host, corun, WORKLOADS[wname], H100_TBT, name, rate, tmp)
+                    est, jit, host, corun, WORKLOADS[wname], H100_TBT, name, rate, tmp, **kw)
             h100.append({"workload": wname, "rate": rate, "tbt_slo_ms": H100_TBT, "points": pts})
         print(f"H100 points ({time.time() - t0:.0f} s)", file=sys.stderr)
     out["h100_points"] = h100
@@ -331,7 +335,15 @@ def main(argv=None) -> int:
     ap.add_argument("--queue-drift", action="store_true",
                     help="judge the length-aware cells (uncapped conversation, loogle) by the length-aware "
                          "drift test (each request's wait beyond its own prefill) instead of bench.run's")
+    ap.add_argument("--fused-jitter", metavar="TIMELINE",
+                    help="the mux's fused iterations draw this served hybrid timeline's measured / base "
+                         "ratios (sim --fused-jitter); default: they run at their price")
     a = ap.parse_args(argv)
+    if a.fused_jitter:
+        try:
+            sim.fused_jitter(a.fused_jitter)
+        except (OSError, ValueError) as e:
+            ap.error(f"--fused-jitter: {e}")
     chosen = None
     if a.workloads:
         chosen = tuple(x.strip() for x in a.workloads.split(","))
@@ -340,7 +352,7 @@ def main(argv=None) -> int:
             ap.error(f"--workloads: unknown {', '.join(bad)}; choose from {'; '.join(WORKLOADS)}")
     table = str(_cli_io.table_dir(a.table))
     build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt), a.seed,
-              a.span, a.queue_drift)
+              a.span, a.queue_drift, a.fused_jitter)
     return 0
 
 
