@@ -257,6 +257,27 @@ def load_timeline(path: str | os.PathLike):
     return pd.DataFrame(rows)
 
 
+def fused_rows(t):
+    """A hybrid timeline's served fused iterations (``reason`` fused, a measured time and the fused
+    price's state), with ``base_ms``: the base price each was planned at, recovered from its planned
+    price and that state (`FusedPrice.base_of`). Raises ValueError for a timeline without the
+    state, or one whose states predate a field the inversion needs."""
+    from .fused_price import FusedPrice
+
+    if "fused_price" not in t:
+        raise ValueError("the timeline has no fused_price column (not a hybrid server's, or one from before it)")
+    missing = sorted({"reason", "measured_decode_ms", "t_decode_worst_ms"} - set(t.columns))
+    if missing:
+        raise ValueError(f"the timeline lacks {', '.join(missing)} (not a server's --mux-timeline)")
+    f = t[(t["reason"] == "fused") & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
+    try:
+        base = [FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])]
+    except KeyError as e:
+        raise ValueError(f"its fused_price rows lack {e} (a timeline from before the price had it: "
+                         "take a later one)") from None
+    return f.assign(base_ms=base)
+
+
 def host_ms_per_decode(t):
     """Per decode iteration of a timeline (rows with the server's ``host_ms`` laps and a measured
     decode): the loop's host time, its laps between two decode results less the GPU's time

@@ -84,22 +84,15 @@ def decode_jitter(timeline_path) -> np.ndarray:
 
 
 def fused_jitter(timeline_path) -> np.ndarray:
-    """Measured / base price of a served hybrid timeline's fused iterations (the base recovered from
-    the price each was planned at and the fused price's state then, `FusedPrice.base_of`). Every
-    fused row, the server's warm-up batches among them."""
-    from sglang_mux.mux_metrics import load_timeline
+    """Measured / base price of a served hybrid timeline's fused iterations (`mux_metrics.fused_rows`),
+    the server's warm-up batches among them."""
+    from sglang_mux.mux_metrics import fused_rows, load_timeline
 
-    t = load_timeline(timeline_path)
-    if t.empty or not {"reason", "measured_decode_ms", "t_decode_worst_ms", "fused_price"} <= set(t.columns):
-        raise ValueError(f"{timeline_path}: no fused iterations with their price (a hybrid server's --mux-timeline)")
-    f = t[(t["reason"] == "fused") & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
     try:
-        base = np.array([FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])],
-                        dtype=float)
-    except KeyError as e:
-        raise ValueError(f"{timeline_path}: its fused_price rows lack {e} (a timeline from before the price "
-                         "had it: take a later one)") from None
-    ratio = f["measured_decode_ms"].to_numpy(dtype=float) / base
+        f = fused_rows(load_timeline(timeline_path))
+    except ValueError as e:
+        raise ValueError(f"{timeline_path}: {e}") from None
+    ratio = f["measured_decode_ms"].to_numpy(dtype=float) / f["base_ms"].to_numpy(dtype=float)
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
     if not len(ratio):
         raise ValueError(f"{timeline_path}: no fused iteration whose base price can be recovered")

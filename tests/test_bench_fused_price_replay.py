@@ -27,6 +27,9 @@ def test_the_replay_prices_each_served_row_before_observing_it_and_bins_both_err
     assert t["replayed P50"].iloc[0] == t["served P50"].iloc[0]
     with pytest.raises(ValueError, match="no fused_price column"):
         R.served(timeline(rows).drop(columns="fused_price"))
+    old_state = {k: v for k, v in prior.items() if k != "ratio"}  # a timeline from before the ratio form
+    with pytest.raises(ValueError, match="lack 'ratio'"):
+        R.served(timeline([("fused", 25.0, 27.5, old_state)]))
 
 
 def test_the_command_prints_a_table_per_timeline(tmp_path, capsys):

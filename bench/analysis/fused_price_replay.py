@@ -26,7 +26,7 @@ import pandas as pd
 
 from sglang_mux import cli
 from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, captured_size, sglang_graph_tokens
-from sglang_mux.mux_metrics import load_timeline
+from sglang_mux.mux_metrics import fused_rows, load_timeline
 
 BINS = (0, 20, 30, 40, 45, 50, 70, 1e9)  # base price (ms)
 GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
@@ -34,11 +34,8 @@ GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
 
 def served(timeline) -> pd.DataFrame:
     """The fused rows of a loaded timeline: ``base_ms``, ``planned_ms``, ``measured_ms``."""
-    if "fused_price" not in timeline:
-        raise ValueError("the timeline has no fused_price column (not a hybrid server's, or one from before it)")
-    f = timeline[(timeline.reason == "fused") & timeline.measured_decode_ms.notna() & timeline.fused_price.notna()]
-    base = [FusedPrice.base_of(p, s) for p, s in zip(f.t_decode_worst_ms, f.fused_price)]
-    return pd.DataFrame({"base_ms": base, "planned_ms": f.t_decode_worst_ms.to_numpy(float),
+    f = fused_rows(timeline)
+    return pd.DataFrame({"base_ms": f.base_ms.to_numpy(float), "planned_ms": f.t_decode_worst_ms.to_numpy(float),
                          "measured_ms": f.measured_decode_ms.to_numpy(float),
                          "size": [padded(t) for t in f.get("extend_tokens", pd.Series([None] * len(f)))]})
 
