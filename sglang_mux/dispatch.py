@@ -638,6 +638,7 @@ class HybridPolicy(MuxDispatcher):
         budget = self.tbt_budget_ms(snap, host)
         if snap.fused_rate_host_ms is not None:  # the rate's time is the median's, the budget the tail's
             host = max(snap.fused_rate_host_ms, 0.0)
+        host -= self.fused_tail_ms()  # and each chunk's GPU time the price less its tail (`fused_tail_ms`)
         ctx = decode_contexts(snap)
         if hasattr(self.est, "decode_rows"):  # summed once for the dozen prices below
             ctx = self.est.decode_rows(ctx)
@@ -669,7 +670,7 @@ class HybridPolicy(MuxDispatcher):
         room, ch = chunks[lo]
         plan = Plan(self.total, 0, t_f(lo), t_f(lo), 0, (), False, FUSED, chunk=tuple((w.rid, take) for w, take in ch))
         if force:  # rule 0: no choice to rate
-            return plan, sum(t for _, t in ch) / (t_f(lo) - self.fused_tail_ms() + host)
+            return plan, sum(t for _, t in ch) / (t_f(lo) + host)
         tokens, ms = self.commitment(ch, room, t_f(lo), ctx, host, budget, snap.decode_bs)
         return plan, tokens / ms
 
@@ -686,9 +687,10 @@ class HybridPolicy(MuxDispatcher):
         cheap at its start and dear at its end, and the start alone would choose it; where the
         budget shrinks the chunks (a long prompt beside long decode contexts), the candidate's size
         throughout would miss that (rule 3 says what it cost). Where ``size`` fits to the end this
-        is the rest in chunks of ``size`` priced at the first and last prefix, as before."""
+        is the rest in chunks of ``size`` priced at the first and last prefix, as before. ``host``:
+        what each chunk adds to its price in the ms (the median host overrun less the price's
+        tail, `fused_tail_ms`)."""
         w, take = ch[-1]
-        host -= self.fused_tail_ms()  # each chunk's time at its median (`fused_tail_ms`)
         tokens, ms = float(sum(t for _, t in ch)), t_f + host
         rest = left = w.n - take
         r = w.r + take
