@@ -157,7 +157,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     co-run decode iteration's, ``host_ms`` or a co-run draw); the policy is told it, or with
     ``host_draws`` budgets it apart from the decode's, as served (``Snapshot.fused_host_ms``). A
     sequence instead: each fused iteration's gap exceeds its GPU time by a draw from it (a served
-    timeline's gaps less their planned price, which can be negative), budgeted as served.
+    timeline's gaps less their planned price, which can be negative), budgeted as served; with
+    ``fused_jitter``, draws of the gap less the measured time instead (the jitter carries the rest).
     ``start_host_ms``: host times that a decode iteration starting a layer-wise batch draws from
     instead (SGLang's batch formation and the first launch: a served timeline's), booked to the
     decode's budget and to the starts' own, told the policy as the server does

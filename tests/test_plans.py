@@ -256,7 +256,7 @@ def _lease_tree(tmp_path: Path, gpu: str) -> tuple[Path, dict]:
     for stub in ("fa3_conv8k_sweep.sh", "conv_uncapped_sweep.sh", "reliability.sh"):
         (plans / stub).write_text(
             f'#!/bin/bash\necho "{stub} gpus=$CUDA_VISIBLE_DEVICES port=$PORT sys=$SYSTEMS rates=$RATES '
-            f'model=${{MODEL:-}} sa=${{EXTRA_SA:-}}${{SERVER_ARGS:-}} args=$*" >> "$LEASE_OUT/calls"\n')
+            f'model=${{MODEL:-}} sa=${{EXTRA_SA:-}}${{SERVER_ARGS:-}} dur=${{DURATION_S:-}} args=$*" >> "$LEASE_OUT/calls"\n')
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "nvidia-smi").write_text(
@@ -284,10 +284,12 @@ def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
     reads them from RATES and takes only the seconds. Each pair serves on its own port."""
     tree, env = _lease_tree(tmp_path, "H200")
     capped = _calls(tree, env, "issue44_70b_x4.sh", "capped")
-    assert len(capped) == 4 and all("model=llama-3.1-70b sa=--tp-size 2" in c for c in capped)
-    assert [c.split(" args=")[1].split()[1] for c in capped if "sys=mux-hybrid" in c] == ["0.5,0.6,0.7,0.8,0.9,1"] * 2
+    assert len(capped) == 4 and all("model=llama-3.1-70b sa=--tp-size 2 dur=150 " in c for c in capped)
     assert {c.split()[1] + " " + c.split()[2] for c in capped} == {"gpus=0,1 port=31000", "gpus=2,3 port=33000"}
-    assert all("sys=sglang-chunked-512 rates=0.7,0.8,0.9,1" in c for c in capped if "sys=mux-hybrid" not in c)
+    # one system a pair on the same rates, then one point of the other on each pair
+    rates = {(c.split()[1], c.split()[3]): c.split(" args=")[1].split()[1] for c in capped}
+    assert rates == {("gpus=0,1", "sys=mux-hybrid"): "0.6,0.7,0.8,0.9", ("gpus=0,1", "sys=sglang-chunked-512"): "0.7",
+                     ("gpus=2,3", "sys=sglang-chunked-512"): "0.6,0.7,0.8,0.9", ("gpus=2,3", "sys=mux-hybrid"): "0.7"}
     (Path(env["LEASE_OUT"]) / "calls").unlink()
     unc = _calls(tree, env, "issue44_70b_x4.sh", "uncapped")
     assert len(unc) == 6 and all(c.startswith("conv_uncapped_sweep.sh") for c in unc)

@@ -14,6 +14,16 @@ def test_the_served_draws_are_the_timelines_fused_overruns_and_batch_starts():
     assert len(st) == 92 and min(st) >= 0.0 and np.median(st) == pytest.approx(8.1, abs=0.05)
 
 
+def test_the_fused_host_draws_for_the_jitter_are_gaps_less_the_measured_time():
+    """Beside sim.fused_jitter a fused iteration's host draw is its gap less its measured GPU time,
+    not less its planned price: on the 70B at TP 2 the planned price held a ~4 ms margin, and the
+    overruns ran every simulated iteration that much short a second time."""
+    timeline = "bench/results/h200x4_s52_2026-11-28/cap70/mux-hybrid.timeline.jsonl.xz"
+    o, h = W.overruns(timeline), W.fused_hosts(timeline)
+    assert len(h) == len(o) == 491
+    assert np.median(o) == pytest.approx(-3.7, abs=0.05) and np.median(h) == pytest.approx(-0.05, abs=0.05)
+
+
 def test_quantiles_replay_the_served_column_at_each_budget_quantile(monkeypatch, capsys):
     """--quantiles plays the hybrid with the served overruns and batch starts once per quantile and
     rate, telling the simulator each quantile; a quantile outside (0, 1) is refused."""

@@ -45,6 +45,17 @@ def overruns(timeline: str) -> np.ndarray:
     return fused_overruns(gaps(load_timeline(timeline)))
 
 
+def fused_hosts(timeline: str) -> np.ndarray:
+    """The served fused iterations' gap less their measured GPU time (ms): their host share alone.
+    The draws to play fused iterations with beside ``sim.fused_jitter``, which already carries the
+    measured time's departure from the price; `overruns` (gap less the planned price, its margin
+    included) added to that counts the departure twice: on the 70B at TP 2 it ran every fused
+    iteration ~4 ms (the margin) short (bench/results/h200x4_s52_2026-11-28/)."""
+    g = gaps(load_timeline(timeline))
+    f = g[(g.kind == "fused") & g.gpu_ms.notna()]
+    return (f.gap_ms - f.gpu_ms).to_numpy()
+
+
 def start_hosts(timeline: str) -> np.ndarray:
     """The served decode iterations that started a layer-wise batch: gap less the decode's GPU
     time (ms), what the server's start budget books (``MuxLoop.book_host``)."""

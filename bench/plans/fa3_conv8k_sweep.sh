@@ -69,6 +69,11 @@
 # MODEL (a launch/models/ shape, default llama-3.1-8b), EXTRA_SA (more server arguments, e.g. --tp-size 4:
 # every GPU the call sees serves) and STARTUP_S (a server's start, default 90 s) serve another model,
 # e.g. issue 44's 70B at TP 4 (bench/plans/issue44_70b_x4.sh).
+# DURATION_S: seconds of arrivals per point (default 45). At the 70B's < 1 req/s a 45-s point is ~30
+# requests: its P99 TTFT is its largest, and the drift test's tail (the last 10 %) three requests that
+# a burst in the trace decides. Served in session 52 the same 27 requests failed the hybrid at 0.6 on
+# that tail while the simulator, matching chunked 512's served TTFTs to 0.2 s a request, failed
+# chunked 512 at 0.5 and 0.6 on it too (bench/results/h200x4_s52_2026-11-28/).
 # RATES=search:LO,HI bisects each system's goodput instead (bench.run --search: LO, HI, then the
 # middle of the bracket until it is within +-5 %), where a host's speed is not known in advance
 # (an H100 reached 40-70 % of the simulator's rates for every system: bench/results/x4_s42_2026-11-27/).
@@ -80,14 +85,14 @@ BUDGET=${3:-540}
 source "$(dirname "$0")/one_host.sh"
 one_host "$OUT"
 SA="--sampling-backend pytorch --grammar-backend none --enable-metrics ${EXTRA_SA:-}"
-COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}" --arrival poisson --input-cap 8000 --duration-s 45 --drain-s 30
+COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}" --arrival poisson --input-cap 8000 --duration-s "${DURATION_S:-45}" --drain-s 30
         --out "$OUT" --model-path "launch/models/${MODEL:-llama-3.1-8b}" --server-args "$SA" --no-progress
         --startup-estimate-s "${STARTUP_S:-90}" ${CLIENT_PROCS:+--client-procs "$CLIENT_PROCS"} ${PORT:+--port "$PORT"})
 TEN="mux sglang-chunked-1024 sglang-chunked-512 sglang-chunked-2048 sglang-chunked-256
      sglang-chunked-1024-nomix sglang-chunked-512-nomix sglang-chunked-2048-nomix sglang-chunked-256-nomix sglang"
 for sys in ${SYSTEMS:-$TEN}; do
     l=$(left)
-    if [ "$l" -lt $(( ${STARTUP_S:-90} + 150 )) ]; then   # a start and one point (~45 + 30 s drain + flush)
+    if [ "$l" -lt $(( ${STARTUP_S:-90} + ${DURATION_S:-45} + 105 )) ]; then   # a start and one point (+ 30 s drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     python -m bench.run --systems "$sys" "${PICK[@]}" --time-budget-s "$l" "${COMMON[@]}" 2>&1 \
         | grep -v "requests over" | tail -n 3

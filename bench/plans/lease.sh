@@ -54,7 +54,8 @@ tp2_sigterms() {  # tp2_sigterms GPUS CORES: the 8B shape's goodput at TP 2 with
 }
 pair70() {  # pair70 GPUS CORES NAME SYSTEM:RATES...: the Llama-3.1-70B shape at TP 2 on those two GPUs,
     # each system in turn climbing its rates (capped conversation at TBT 100, fa3_conv8k_sweep.sh; with
-    # CELL=uncapped the uncapped one, conv_uncapped_sweep.sh), one OUT, R/NAME
+    # CELL=uncapped the uncapped one, conv_uncapped_sweep.sh), one OUT, R/NAME; DURATION_S: the capped
+    # sweep's seconds of arrivals a point
     local g=$1 c=$2 n=$3 s rates sweep=fa3_conv8k_sweep.sh; shift 3
     [ "${CELL:-capped}" = capped ] || sweep=conv_uncapped_sweep.sh
     for s in "$@"; do
