@@ -69,3 +69,23 @@ def test_cli_fused_jitter_needs_a_hybrid_timeline(tmp_path, capsys):
     with pytest.raises(SystemExit):
         M.main(["--fused-jitter", str(tl)])
     assert "--fused-jitter" in capsys.readouterr().err
+
+
+def test_a_map_with_fused_jitter_draws_the_fused_host_time_from_the_same_timeline(tmp_path, monkeypatch):
+    """With --fused-jitter the hybrid's fused iterations take that timeline's measured / base ratios
+    and, as host time, its fused gaps less their measured time, in place of the workload's fixed
+    2 ms: the fixed term had the map pessimistic at TBT 50 where served cells were level."""
+    from bench.analysis.whatif_fused_tail import fused_hosts
+    from sglang_mux import sim
+
+    tl = "bench/results/h200x4_s52_2026-11-28/cap70/mux-hybrid.timeline.jsonl.xz"
+    seen = []
+    monkeypatch.setattr(M, "simulator_inputs", lambda table: ("est", "jit", "host", "corun"))
+    monkeypatch.setattr(M, "run_cell", lambda *a, **kw: (seen.append((a[6], kw)), (None, []))[1])
+    M.build_map(tmp_path / "m.json", M.TABLE, ("capped conversation (<= 8000)",), (50.0,), seed=1, fused_jitter=tl)
+    assert [name for name, _ in seen] == list(M.SYSTEMS)
+    kw = seen[0][1]
+    assert kw["fused_host"] == list(fused_hosts(tl)) and kw["fused_jitter"] == list(sim.fused_jitter(tl))
+    seen.clear()
+    M.build_map(tmp_path / "m.json", M.TABLE, ("capped conversation (<= 8000)",), (50.0,), seed=1)
+    assert all(kw == {} for _, kw in seen)  # the workload's own fixed host time (run_point's default)

@@ -1,6 +1,7 @@
 """Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
 
-    python -m bench.analysis.sim_hybrid_map > bench/results/sim_hybrid_sizes_2026-11-27/map.md   (repository root)
+    python -m bench.analysis.sim_hybrid_map > map.md   (repository root; the map of record's command:
+        bench/results/sim_hybrid_s52_2026-11-28/README.md, with --fused-jitter)
 
 What it simulates (issue 43 item 3), seed 0 (``--seed``), on the H100 FA3 table (TABLE), the mux with host
 times and decode jitter drawn from a served mux timeline (TIMELINE) and the online guard, for seven
@@ -21,7 +22,10 @@ prefill: ``Estimator.fused_ms``, the solo prefill fit plus 0.027 ms per decode r
 padded to the next size SGLang's prefill CUDA graph captured (up to the chunk size for chunked
 prefill, 4096 for the hybrid), and both count the decode rows in the chunk size, as SGLang does. The
 hybrid runs as the server now does: fused chunks through SGLang's prefill CUDA graph, launched
-before the last one's result is processed; a fused iteration's host time is 2 ms (0 on the
+before the last one's result is processed. With ``--fused-jitter TIMELINE`` (the map of record) a
+fused iteration takes its price times a draw of that served timeline's measured / base ratios and,
+as host time, a draw of its gaps less measured time. Without it, at its price plus a host time of
+2 ms (0 on the
 uncapped and synthetic traces): with it the hybrid meets 7 of its 8 served TBT-50 verdicts on lone
 H100s (chat-1k at 20 fails the drift test), where 0 ms passes two served failures (capped
 conversation 4.8, chat-1k 24). Its price's prior is acted on from the start and learned. On an H100 chat-1k's
@@ -52,14 +56,16 @@ from pathlib import Path
 import numpy as np
 
 from bench import workloads
+from bench.analysis.tbt_tail import fused_host_shares, gaps
 from sglang_mux import cli, sim
 from sglang_mux import cli_io as _cli_io
 from sglang_mux.estimator import Estimator
+from sglang_mux.mux_metrics import load_timeline
 from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 TIMELINE = "bench/results/sim_calibration_s21/served_mux_3.timeline.jsonl.xz"  # host times, jitter
-MAP_JSON = "bench/results/sim_hybrid_sizes_2026-11-27/map.json"
+MAP_JSON = "sim_hybrid_map.json"  # a scratch file: a map of record's --json goes to its results folder
 # Chunked prefill's time per iteration beyond the fused model, by chunk budget: what reproduces
 # every verdict served on lone H100s (bench.analysis.sim_chunked_check,
 # results/sim_chunked_check_s45_2026-11-27/: 512 at 0 ms 14 of 14, 1024 at 2 ms 16 of 16). SGLang's
@@ -233,10 +239,13 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
     H100 points are seed 0's and left out for another); ``span_s``: seconds of arrivals per point
     in place of each workload's own; ``queue_drift``: `chosen_workloads`'; ``fused_jitter``: a
     served hybrid timeline whose fused measured / base ratios the mux's fused iterations draw
-    (`sim.fused_jitter`; None: they run at their price)."""
+    (`sim.fused_jitter`), and whose fused gaps less their measured time are their host time in place
+    of each workload's fixed ``fused_host`` (`tbt_tail.fused_host_shares`; None: they run at their
+    price, with that fixed host time)."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
-    kw = {} if fused_jitter is None else {"fused_jitter": list(sim.fused_jitter(fused_jitter))}
+    kw = {} if fused_jitter is None else {"fused_jitter": list(sim.fused_jitter(fused_jitter)),
+                                          "fused_host": list(fused_host_shares(gaps(load_timeline(fused_jitter))))}
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
            "queue_drift": queue_drift, "fused_jitter": fused_jitter, "cells": []}
     chosen = chosen_workloads(workloads_, span_s, queue_drift)
@@ -337,7 +346,8 @@ def main(argv=None) -> int:
                          "drift test (each request's wait beyond its own prefill) instead of bench.run's")
     ap.add_argument("--fused-jitter", metavar="TIMELINE",
                     help="the mux's fused iterations draw this served hybrid timeline's measured / base "
-                         "ratios (sim --fused-jitter); default: they run at their price")
+                         "ratios (sim --fused-jitter) and its gaps less measured time as their host time; "
+                         "default: they run at their price plus the workload's fixed host time")
     a = ap.parse_args(argv)
     if a.fused_jitter:
         try:

@@ -65,6 +65,16 @@ def fused_overruns(g, starts: bool | None = None) -> np.ndarray:
     return (f.gap_ms - f.planned_ms).to_numpy()
 
 
+def fused_host_shares(g) -> np.ndarray:
+    """Each fused iteration's gap less its measured GPU time (ms), of ``gaps``' rows: its host
+    share alone. The draws to play fused iterations with beside ``sim.fused_jitter``, which already
+    carries the measured time's departure from the price: `fused_overruns` (gap less the planned
+    price, its margin included) added to that counts the departure twice; on the 70B at TP 2 it ran
+    every fused iteration ~4 ms (the margin) short (bench/results/h200x4_s52_2026-11-28/)."""
+    f = g[(g.kind == "fused") & g.gpu_ms.notna()]
+    return (f.gap_ms - f.gpu_ms).to_numpy()
+
+
 def weighted_quantiles(values, weights, qs) -> list[float]:
     """The ``qs`` quantiles of ``values`` with each counted ``weights`` times (a token each)."""
     v, w = np.asarray(values, float), np.asarray(weights, float)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.analysis import sim_hybrid_map as M
-from bench.analysis.tbt_tail import fused_overruns, gaps
+from bench.analysis.tbt_tail import fused_host_shares, fused_overruns, gaps
 from sglang_mux import cli
 from sglang_mux.dispatch import HOST_STALL_SHARE
 from sglang_mux.mux_metrics import load_timeline
@@ -46,14 +46,9 @@ def overruns(timeline: str) -> np.ndarray:
 
 
 def fused_hosts(timeline: str) -> np.ndarray:
-    """The served fused iterations' gap less their measured GPU time (ms): their host share alone.
-    The draws to play fused iterations with beside ``sim.fused_jitter``, which already carries the
-    measured time's departure from the price; `overruns` (gap less the planned price, its margin
-    included) added to that counts the departure twice: on the 70B at TP 2 it ran every fused
-    iteration ~4 ms (the margin) short (bench/results/h200x4_s52_2026-11-28/)."""
-    g = gaps(load_timeline(timeline))
-    f = g[(g.kind == "fused") & g.gpu_ms.notna()]
-    return (f.gap_ms - f.gpu_ms).to_numpy()
+    """The served fused iterations' gap less their measured GPU time (ms): the host draws beside
+    ``sim.fused_jitter`` (``tbt_tail.fused_host_shares``)."""
+    return fused_host_shares(gaps(load_timeline(timeline)))
 
 
 def start_hosts(timeline: str) -> np.ndarray:
