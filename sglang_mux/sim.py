@@ -40,7 +40,8 @@ from sglang_mux.dispatch import (HOST_STALL_SHARE, DecodeHostTime, Snapshot, Wai
                                  check_policy_name, fused_ms, make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
-from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, sglang_graph_tokens
+from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, SIZE_MIN_OBS, FusedPrice, captured_size,
+                                     sglang_graph_tokens)
 from sglang_mux.mux_args import FUSED_HOST_QUANTILE
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
@@ -86,6 +87,23 @@ def decode_jitter(timeline_path) -> np.ndarray:
 def fused_jitter(timeline_path) -> np.ndarray:
     """Measured / base price of a served hybrid timeline's fused iterations (`mux_metrics.fused_rows`),
     the server's warm-up batches among them."""
+    return _fused_ratios(timeline_path)[0]
+
+
+def fused_jitter_by_size(timeline_path) -> "FusedJitter":
+    """`fused_jitter`'s ratios, and apart for each padded size (the prefill graph's captured size
+    of a row's ``extend_tokens``) with SIZE_MIN_OBS of them: served on a lone H100 at TBT 30,
+    batches padded to 512 tokens ran 0.99 x their base price and 576-704 ran 1.10-1.13 x
+    (bench/results/cap30_lone_h100_s46_2026-11-28/fused_sizes.md); pooled, every size drew ~1.05."""
+    ratio, sizes = _fused_ratios(timeline_path)
+    by: dict[int, list[float]] = defaultdict(list)
+    for r, z in zip(ratio, sizes):
+        if z is not None:
+            by[z].append(float(r))
+    return FusedJitter(ratio, {z: np.asarray(v) for z, v in by.items() if len(v) >= SIZE_MIN_OBS})
+
+
+def _fused_ratios(timeline_path) -> tuple[np.ndarray, list[int | None]]:
     from sglang_mux.mux_metrics import fused_rows, load_timeline
 
     try:
@@ -93,10 +111,25 @@ def fused_jitter(timeline_path) -> np.ndarray:
     except ValueError as e:
         raise ValueError(f"{timeline_path}: {e}") from None
     ratio = f["measured_decode_ms"].to_numpy(dtype=float) / f["base_ms"].to_numpy(dtype=float)
-    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
-    if not len(ratio):
+    graph = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
+    tokens = f["extend_tokens"] if "extend_tokens" in f else [None] * len(f)
+    sizes = [captured_size(int(n), graph) if n == n and n else None for n in tokens]  # NaN: unknown
+    keep = np.isfinite(ratio) & (ratio > 0)
+    if not keep.any():
         raise ValueError(f"{timeline_path}: no fused iteration whose base price can be recovered")
-    return ratio
+    return ratio[keep], [z for z, k in zip(sizes, keep) if k]
+
+
+@dataclass(frozen=True)
+class FusedJitter:
+    """Served fused measured / base ratios: ``pooled``, and ``by_size`` (padded size -> those of
+    that size). `draw` takes a size's own where it has them, else the pooled."""
+    pooled: np.ndarray
+    by_size: Mapping[int, np.ndarray]
+
+    def draw(self, rng: random.Random, size: int | None) -> float:
+        own = self.by_size.get(size) if size is not None else None
+        return float(rng.choice(own if own is not None else self.pooled))
 
 
 def served_host_ms(timeline_path) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +182,7 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
              start_host_ms: Sequence[float] | None = None,
              fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
              fused_start_host_ms: Sequence[float] | None = None, overlap_decode: bool = True,
-             fused_jitter: Sequence[float] | None = None) -> SimResult:
+             fused_jitter: "Sequence[float] | FusedJitter | None" = None) -> SimResult:
     """Replay `reqs` under `policy`; `estimator` is the ground truth (docs/sim.md: the model).
     ``host_ms``: the loop's host time per decode iteration (decode waits, prefill runs on);
     ``host_draws``: instead, (co-run, decode-alone) host times that each iteration of that kind
@@ -173,7 +206,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     prefill anywhere has no host time in its gap and keeps the fused streak going, as the server's
     ``--mux-overlap-decode`` runs it. ``jitter``: co-run decode takes the truth's worst case times
     a draw from it. ``fused_jitter``: a fused iteration takes the truth's price times a draw from it
-    (`fused_jitter` reads a served timeline's; None: the price exactly, and a learned price's
+    (`fused_jitter` reads a served timeline's; a `FusedJitter` draws from the iteration's padded
+    size's own where it has them, `fused_jitter_by_size`; None: the price exactly, and a learned price's
     margin stays near 0 where served ones held 4-11 ms). ``planner``: the estimator `policy`
     plans with, refined online by every co-run decode and fused iteration (None: nothing is)."""
     fused_draws = None
@@ -194,8 +228,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
         estimator.fused_price.known = True  # the policy plans with the truth: its price is no prior
     rng = random.Random(seed)
     jit = None if jitter is None else list(jitter)
-    fjit = None if fused_jitter is None else [float(x) for x in fused_jitter]
-    if fjit is not None and (not fjit or min(fjit) <= 0):
+    fjit = fused_jitter if isinstance(fused_jitter, FusedJitter) or fused_jitter is None else \
+        FusedJitter(np.asarray([float(x) for x in fused_jitter]), {})
+    if fjit is not None and (not len(fjit.pooled) or min(fjit.pooled) <= 0):
         raise ValueError("fused_jitter: measured / price ratios > 0, at least one")
     hosts = None if host_draws is None else [list(h) for h in host_draws]
     if hosts is not None and (len(hosts) != 2 or not all(h and min(h) >= 0 for h in hosts)):
@@ -323,7 +358,8 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
             fctx = ctxs if ctxs is not None else decode_contexts()
             gpu = fused_ms(est, pieces, fctx)
             if fjit is not None:
-                gpu *= rng.choice(fjit)
+                size = est.fused_tokens(pieces, est.decode_rows(fctx)) if fjit.by_size else None
+                gpu *= fjit.draw(rng, size)
             if planner is not None and hasattr(planner, "observe_fused"):
                 planner.observe_fused(fused_batch(pieces, fctx), gpu)
             first = fused_starts is not None and starts_streak
@@ -522,7 +558,7 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  start_host_ms: Sequence[float] | None = None,
                  fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
                  fused_start_host_ms: Sequence[float] | None = None,
-                 fused_jitter: Sequence[float] | None = None) -> list[SimResult]:
+                 fused_jitter: "Sequence[float] | FusedJitter | None" = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused

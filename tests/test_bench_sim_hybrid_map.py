@@ -85,7 +85,7 @@ def test_a_map_with_fused_jitter_draws_the_fused_host_time_from_the_same_timelin
     M.build_map(tmp_path / "m.json", M.TABLE, ("capped conversation (<= 8000)",), (50.0,), seed=1, fused_jitter=tl)
     assert [name for name, _ in seen] == list(M.SYSTEMS)
     kw = seen[0][1]
-    assert kw["fused_host"] == list(fused_hosts(tl)) and kw["fused_jitter"] == list(sim.fused_jitter(tl))
+    assert kw["fused_host"] == list(fused_hosts(tl)) and list(kw["fused_jitter"]) == list(sim.fused_jitter(tl))
     seen.clear()
     M.build_map(tmp_path / "m.json", M.TABLE, ("capped conversation (<= 8000)",), (50.0,), seed=1)
     assert all(kw == {} for _, kw in seen)  # the workload's own fixed host time (run_point's default)

@@ -632,6 +632,55 @@ def test_fused_jitter_reads_measured_over_base_of_the_served_fused_rows(tmp_path
         sim.fused_jitter(_write(tmp_path, rows[2:]))
 
 
+def test_fused_jitter_by_size_keeps_each_padded_sizes_own_ratios(tmp_path):
+    """A size with SIZE_MIN_OBS fused rows draws its own ratios; the rest, and a size unseen or
+    unknown, draw the pooled ones."""
+    import random
+
+    from sglang_mux.fused_price import SIZE_MIN_OBS
+
+    line = {"fixed_ms": 0.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 0.0}
+    row = lambda m, n: {"reason": "fused", "measured_decode_ms": m, "t_decode_worst_ms": 20.0,  # noqa: E731
+                        "fused_price": line, "extend_tokens": n}
+    rows = [row(20.0, 500)] * SIZE_MIN_OBS + [row(24.0, 600)] * (SIZE_MIN_OBS - 1)  # padded: 512, 640
+    fj = sim.fused_jitter_by_size(_write(tmp_path, rows))
+    assert sorted(fj.by_size) == [512] and set(fj.by_size[512]) == {1.0} and len(fj.pooled) == len(rows)
+    rng = random.Random(0)
+    assert {fj.draw(rng, 512) for _ in range(50)} == {1.0}
+    assert {fj.draw(rng, 640) for _ in range(200)} == {1.0, 1.2} == {fj.draw(rng, None) for _ in range(200)}
+
+
+def test_a_by_size_draw_follows_the_fused_batchs_padded_size(monkeypatch):
+    """In the simulator a fused iteration takes its padded size's ratio: with 1,536-token batches
+    (most of the hybrid's here) drawn at 2x and every other size at 1x, each batch of that size
+    runs at 2x and every other at 1x, and the price the hybrid learns keeps it to less than half
+    as many of them."""
+    from sglang_mux.fused_price import FusedPrice
+    from sglang_mux.tables import resolve_table
+
+    truth = Estimator.from_table(resolve_table(H100_FA3))
+    reqs = sim.load_trace("conversation", limit=80, rate=3, input_cap=2000, arrival="poisson")
+    seen = []
+    observe = FusedPrice.observe
+
+    def spy(self, solo_ms, measured_ms, size=None):
+        seen.append((len(seen) and seen[-1][0], size, measured_ms / solo_ms))
+        return observe(self, solo_ms, measured_ms, size)
+
+    monkeypatch.setattr(FusedPrice, "observe", spy)
+    runs = {}
+    for name, dear in (("flat", 1.0), ("dear", 2.0)):
+        seen.clear()
+        fj = sim.FusedJitter(np.array([1.0]), {1536: np.array([dear])})
+        sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
+                         prefill_graph=True, fused_jitter=fj)
+        runs[name] = [(z, r) for _, z, r in seen]
+    assert {round(r, 6) for z, r in runs["dear"] if z == 1536} == {2.0}
+    assert {round(r, 6) for z, r in runs["dear"] if z != 1536} == {1.0}
+    n = {k: sum(z == 1536 for z, _ in v) for k, v in runs.items()}
+    assert n["flat"] > 0.8 * len(runs["flat"]) and n["dear"] < n["flat"] / 2
+
+
 def test_fused_jitter_scales_each_fused_iteration_and_the_learned_margin_follows(monkeypatch):
     """Fused iterations at their exact price leave a learned price's margin at 0; drawn at 0.8x to
     1.25x it, the planner learns a margin, as servers do (4-11 ms on the 70B)."""

@@ -244,7 +244,7 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
     price, with that fixed host time)."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
-    kw = {} if fused_jitter is None else {"fused_jitter": list(sim.fused_jitter(fused_jitter)),
+    kw = {} if fused_jitter is None else {"fused_jitter": sim.fused_jitter(fused_jitter),
                                           "fused_host": list(fused_host_shares(gaps(load_timeline(fused_jitter))))}
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
            "queue_drift": queue_drift, "fused_jitter": fused_jitter, "cells": []}
