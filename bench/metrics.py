@@ -280,8 +280,9 @@ def check_point(s: dict, tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
             why.append(f"P99 TTFT {ttft99:.0f} ms > {ttft_slo_ms:g}")
     d = s["ttft_drift"]
     if s["n_ok"] and not d["ok"]:
-        why.append(f"TTFT drifting up (last 10% median {d['tail_median_ms']:.0f} ms > "
-                   f"{d['limit_ms']:.0f})")
+        n = d.get("tail_requests")  # absent from summaries written before it was recorded
+        tail = f"the last {n} requests' median" if n else "last 10% median"
+        why.append(f"TTFT drifting up ({tail} {d['tail_median_ms']:.0f} ms > {d['limit_ms']:.0f})")
     return not why, why
 
 
