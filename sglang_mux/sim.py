@@ -206,9 +206,9 @@ def simulate(reqs: Sequence[TraceReq], estimator, policy, *, name: str = "policy
     prefill anywhere has no host time in its gap and keeps the fused streak going, as the server's
     ``--mux-overlap-decode`` runs it. ``jitter``: co-run decode takes the truth's worst case times
     a draw from it. ``fused_jitter``: a fused iteration takes the truth's price times a draw from it
-    (`fused_jitter` reads a served timeline's; a `FusedJitter` draws from the iteration's padded
-    size's own where it has them, `fused_jitter_by_size`; None: the price exactly, and a learned price's
-    margin stays near 0 where served ones held 4-11 ms). ``planner``: the estimator `policy`
+    (`fused_jitter` reads a served timeline's; a `FusedJitter`, `fused_jitter_by_size`, draws from
+    the iteration's padded size's own where it has them; None: the price exactly, and a learned
+    price's margin stays near 0 where served ones held 4-11 ms). ``planner``: the estimator `policy`
     plans with, refined online by every co-run decode and fused iteration (None: nothing is)."""
     fused_draws = None
     if fused_host_ms is not None and not isinstance(fused_host_ms, (int, float)):

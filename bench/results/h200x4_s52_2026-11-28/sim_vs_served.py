@@ -1,18 +1,18 @@
-"""Served against simulated, request by request, on the 70B capped cell at TP 2 (CPU, ~1 minute;
+"""Served against simulated, request by request, on the 70B capped cell at TP 2 (CPU, ~5 s;
 repository root):
 
-    PYTHONPATH=. python bench/results/h200x4_s52_2026-11-28/sim_vs_served.py > bench/results/h200x4_s52_2026-11-28/sim_vs_served.md
+    D=bench/results/h200x4_s52_2026-11-28; PYTHONPATH=. python $D/sim_vs_served.py > $D/sim_vs_served.md
 
 Each point: its verdict, P99 TTFT and the drift test's tail median against its limit (the last
 10 % of the requests' median TTFT against 2 x the first half's + 250 ms), served (cap70/,
-cap70_b/) and simulated (`bench.analysis.sim_hybrid_map`'s framing with this session's served
-host draws, fused host times (gap less measured), batch starts and fused measured / base ratios, the server's three
-warm-up fused iterations observed first, as whatif_sim.py in ../h200x4_s51_2026-11-28/ plays
-them), then the TTFTs of the burst the trace brings at its 20th to 27th requests. Last, the
-verdicts on 45-s and 150-s points, the hybrid's fused iterations given as host time their served gap
-less their measured time (`whatif_fused_tail.fused_hosts`) and, as session 51's whatif_sim.py gave
-them, less their planned price (`overruns`), which with the fused jitter counts the price's margin
-off every iteration a second time."""
+cap70_b/) and simulated: `bench.analysis.sim_hybrid_map`'s framing with this session's served
+host draws, fused host times (gap less measured), batch starts and fused measured / base ratios,
+the server's three warm-up fused iterations observed first (as ../h200x4_s51_2026-11-28/'s
+whatif_sim.py plays them). Then the TTFTs of the burst the trace brings at its 20th to 27th
+requests. Last, the verdicts on 45-s and 150-s points, the hybrid's fused iterations given as host
+time their served gap less their measured time (`whatif_fused_tail.fused_hosts`) and, as session
+51's whatif_sim.py gave them, less their planned price (`overruns`), which with the fused jitter
+counts the price's margin off every iteration a second time."""
 import json, lzma, sys, tempfile
 from pathlib import Path
 import numpy as np
@@ -38,13 +38,15 @@ class Warmed(FP.FusedPrice):
             self.observe(s, m, z)
 
 
-def simulated(name, rate, tmp, fused_scale=1.0, hosts=None):
+def simulated(name, rate, tmp, hosts=None):
+    """(TTFTs ms, P99 TBT ms); ``hosts``: the hybrid's fused host draws (default: gap less measured)."""
     reqs = M.requests(w, rate, None, tmp)
     if name == "mux-hybrid":
         sim.FusedPrice = Warmed
         r = sim.run_policies(reqs, est, "hybrid", tbt_slo_ms=100.0, ttft_slo_ms=5000.0, jitter=jit,
                              online_guard=True, prefill_slowdown=1.4, host_draws=host, seed=0,
-                             fused_host_ms=fh if hosts is None else hosts, prefill_graph=True, start_host_ms=st, fused_jitter=[x * fused_scale for x in fj])[0]
+                             fused_host_ms=fh if hosts is None else hosts, prefill_graph=True,
+                             start_host_ms=st, fused_jitter=fj)[0]
         sim.FusedPrice = FP.FusedPrice
     else:
         r = simulate_chunked(reqs, est, budget=512, host_ms=M.CHUNKED_HOST_MS[512], tbt_slo_ms=100.0,
@@ -63,7 +65,8 @@ def served(name, rate):
 
 def text(ttft):
     d = drift(ttft)
-    return (f"{'✓' if d['ok'] and np.percentile(ttft, 99) <= 5000 else '✗'} P99 {np.percentile(ttft, 99) / 1e3:.2f} s, "
+    p99 = np.percentile(ttft, 99)
+    return (f"{'✓' if d['ok'] and p99 <= 5000 else '✗'} P99 {p99 / 1e3:.2f} s, "
             f"drift {d['tail_median_ms'] / 1e3:.2f} / {d['limit_ms'] / 1e3:.2f} s")
 
 
@@ -83,7 +86,8 @@ for (name, rate), (s, v) in burst.items():
     if v is not None:
         print(f"- {name} {rate:g}: " + " ".join(f"{a / 1e3:.1f}/{b / 1e3:.1f}" for a, b in zip(v, s)))
 print("\nThe verdicts by the length of a point (s of arrivals), simulated (✓ pass, P99 TTFT in s):\n")
-print("| system | fused host draws | point | " + " | ".join(f"{r:g}" for r in rates) + " |\n|---|---|---:|" + "---|" * len(rates))
+print("| system | fused host draws | point | " + " | ".join(f"{r:g}" for r in rates) + " |")
+print("|---|---|---:|" + "---|" * len(rates))
 with tempfile.TemporaryDirectory() as tmp:
     for name, hosts, how in (("mux-hybrid", None, "gap less measured (`fused_hosts`)"),
                              ("mux-hybrid", o, "gap less planned (`overruns`, as s51's whatif_sim.py)"),
