@@ -292,7 +292,10 @@ def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
                      ("gpus=2,3", "sys=sglang-chunked-512"): "0.6,0.7,0.8,0.9", ("gpus=2,3", "sys=mux-hybrid"): "0.7"}
     (Path(env["LEASE_OUT"]) / "calls").unlink()
     unc = _calls(tree, env, "issue44_70b_x4.sh", "uncapped")
-    assert len(unc) == 6 and all(c.startswith("conv_uncapped_sweep.sh") for c in unc)
+    assert len(unc) == 2 and all(c.startswith("conv_uncapped_sweep.sh") and " dur=600 " in c for c in unc)
+    # the two points that would show the simulator's lead: the hybrid above a rate chunked 512 fails
+    assert {(c.split()[1], c.split()[3], c.split()[4]) for c in unc} == {
+        ("gpus=0,1", "sys=mux-hybrid", "rates=0.125"), ("gpus=2,3", "sys=sglang-chunked-512", "rates=0.1")}
     for c in unc:
         args = c.split(" args=")[1].split()  # OUT and the seconds: no rates among the arguments
         assert len(args) == 2 and args[0].endswith(("/unc70", "/unc70_b")) and args[1].isdigit(), c
@@ -307,7 +310,7 @@ def test_the_tp_soak_plan_serves_soaks_preempts_and_ends_in_that_order(tmp_path)
     assert all("gpus=0,1 port=32000" in c and "sa=--tp-size 2" in c for c in soak)
     assert "args=soak 7.75 20" in soak[1] and "args=end 7.75 60" in soak[4]
     unc = [c for c in lines if c.startswith("conv_uncapped_sweep.sh")]
-    assert [c.split()[3] for c in unc] == ["sys=mux-hybrid", "sys=sglang-chunked-512", "sys=sglang-chunked-256"]
+    assert len(unc) == 1 and "gpus=2,3" in unc[0] and "sys=mux-hybrid rates=0.125" in unc[0] and " dur=600 " in unc[0]
 
 
 def test_on_h100s_the_4_gpu_issue_44_plan_serves_the_70b_at_tp_4(tmp_path):

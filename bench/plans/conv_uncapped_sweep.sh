@@ -41,17 +41,20 @@ SA="--sampling-backend pytorch --grammar-backend none --enable-metrics ${EXTRA_S
 cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
 # OFFSET: the slice starts there; WARM_HISTORY=1: each point first prefills the history it reuses
 [ -n "${OFFSET:-}" ] && cap+=(--offset "$OFFSET"); [ -n "${WARM_HISTORY:-}" ] && cap+=(--warm-history)
+# DURATION_S: seconds of arrivals a point (default 90). At the 70B's ~0.1 req/s a 90-s point is 9
+# requests, and the simulator's verdicts there are the drift test's on one or two of them; on 600-s
+# points the later, longer turns come (bench/results/h200x4_s52_2026-11-28/uncapped_spans.md).
 # TTFT_SLO: the goodput check's TTFT SLO (length-aware on the conversation; another WORKLOAD keeps 10 s flat)
 [ "${WORKLOAD:-conversation}" = conversation ] && d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-ms-per-token 0.2" || d="--ttft-slo-ms 10000"
 TTFT_SLO=(${TTFT_SLO:-$d})
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson
-        --duration-s 90 --drain-s 60 --out "$OUT" --model-path "launch/models/${MODEL:-llama-3.1-8b}" --no-progress
+        --duration-s "${DURATION_S:-90}" --drain-s 60 --out "$OUT" --model-path "launch/models/${MODEL:-llama-3.1-8b}" --no-progress
         --startup-estimate-s "${STARTUP_S:-160}" ${PORT:+--port "$PORT"})
 if [ -n "${SEARCH:-}" ]; then how=(--search "$SEARCH"); else how=(--rates "${RATES:-1,1.25,1.5}"); fi
 for sys in ${SYSTEMS:-mux sglang-chunked-512}; do
     l=$(left)
-    if [ "$l" -lt $(( ${STARTUP_S:-160} + 160 )) ]; then   # a start and one point (90 s + drain + flush)
+    if [ "$l" -lt $(( ${STARTUP_S:-160} + ${DURATION_S:-90} + 70 )) ]; then   # a start and one point (+ drain + flush)
         echo "budget: ${l}s left, stopping before $sys"; exit 0; fi
     # The mux prefills a prompt whole: at bench.run's 0.85 a 67,668-token prompt ran out of
     # memory (sglang_mux/prefill_memory.py); 0.75 holds 106K tokens, and the first 135 requests
