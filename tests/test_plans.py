@@ -288,8 +288,8 @@ def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
     assert {c.split()[1] + " " + c.split()[2] for c in capped} == {"gpus=0,1 port=31000", "gpus=2,3 port=33000"}
     # one system a pair on the same rates, then one point of the other on each pair
     rates = {(c.split()[1], c.split()[3]): c.split(" args=")[1].split()[1] for c in capped}
-    assert rates == {("gpus=0,1", "sys=mux-hybrid"): "0.6,0.7,0.8,0.9", ("gpus=0,1", "sys=sglang-chunked-512"): "0.7",
-                     ("gpus=2,3", "sys=sglang-chunked-512"): "0.6,0.7,0.8,0.9", ("gpus=2,3", "sys=mux-hybrid"): "0.7"}
+    assert rates == {("gpus=0,1", "sys=mux-hybrid"): "0.65,0.7,0.75,0.8", ("gpus=0,1", "sys=sglang-chunked-512"): "0.7",
+                     ("gpus=2,3", "sys=sglang-chunked-512"): "0.65,0.7,0.75,0.8", ("gpus=2,3", "sys=mux-hybrid"): "0.7"}
     (Path(env["LEASE_OUT"]) / "calls").unlink()
     unc = _calls(tree, env, "issue44_70b_x4.sh", "uncapped")
     assert len(unc) == 2 and all(c.startswith("conv_uncapped_sweep.sh") and " dur=600 " in c for c in unc)

@@ -14,9 +14,10 @@
 #   requests, and the trace's burst at its 20th-27th decides it: the simulator (within 0.2 s a request
 #   of chunked 512's served TTFTs) fails chunked 512 at 0.5 and 0.6 on that tail as well, and no
 #   system had run the other's rates. So both systems now run the same rates on 150-s points
-#   (~100 requests; the simulator's verdicts are monotone in rate there: both pass 0.7 and fail 0.8,
-#   P99 TTFT 5.33 s hybrid, 5.54 s chunked 512; h200x4_s52_2026-11-28/sim_vs_served.md), one system
-#   a pair, then one point of the other on each pair (how far the pair moves a verdict).
+#   (~100 requests; the simulator's verdicts are monotone in rate there: both pass 0.7 and fail 0.75,
+#   P99 TTFT 5.08 s hybrid, 5.18 s chunked 512; h200x4_s52_2026-11-28/sim_vs_served.md), steps of
+#   <= 8 %, one system a pair, then one point of the other on each pair (how far the pair moves a
+#   verdict).
 #   Uncapped: on 90-s points (9-14 requests) the simulator's verdicts are the drift test's on one or
 #   two requests; on 600-s points, under issue 43's TTFT rule (2 s + 0.2 ms a prompt token) the
 #   hybrid and chunked 512 both pass 0.075 (1.0x), and under that rule scaled to the 70B's prefill
@@ -39,8 +40,8 @@ if nvidia-smi -L | grep -q H200; then
     A="$(cores_for 4 0),$(cores_for 4 1)" B="$(cores_for 4 2),$(cores_for 4 3)"
     if [ "$CELL" = capped ]; then
         export DURATION_S=150
-        pair70 0,1 "$A" cap70 mux-hybrid:0.6,0.7,0.8,0.9 sglang-chunked-512:0.7 &
-        pair70 2,3 "$B" cap70_b sglang-chunked-512:0.6,0.7,0.8,0.9 mux-hybrid:0.7
+        pair70 0,1 "$A" cap70 mux-hybrid:0.65,0.7,0.75,0.8 sglang-chunked-512:0.7 &
+        pair70 2,3 "$B" cap70_b sglang-chunked-512:0.65,0.7,0.75,0.8 mux-hybrid:0.7
     else
         export DURATION_S=600
         pair70 0,1 "$A" unc70 mux-hybrid:0.125 &

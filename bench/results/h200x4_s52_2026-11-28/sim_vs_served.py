@@ -85,6 +85,7 @@ print("\nThe burst (requests 20-27 in arrival order), TTFT in s, served / simula
 for (name, rate), (s, v) in burst.items():
     if v is not None:
         print(f"- {name} {rate:g}: " + " ".join(f"{a / 1e3:.1f}/{b / 1e3:.1f}" for a, b in zip(v, s)))
+rates = [0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9]
 print("\nThe verdicts by the length of a point (s of arrivals), simulated (✓ pass, P99 TTFT in s):\n")
 print("| system | fused host draws | point | " + " | ".join(f"{r:g}" for r in rates) + " |")
 print("|---|---|---:|" + "---|" * len(rates))
