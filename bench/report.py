@@ -310,6 +310,16 @@ def queue_drift_disagrees(s: dict) -> list[str]:
     return out
 
 
+def different_first_rates(s: dict) -> list[str]:
+    """"<system> from <rate>" for each system with points, where their lowest tested rates differ
+    (else []): a ratio of goodputs that climbed from different rates assumes each system's verdict
+    is monotone in the rate. At a 70B's ~30 requests a point it was not: the hybrid, climbing from
+    0.5, failed 0.6 on a drift test that chunked 512, climbing from 0.7, would have failed too
+    (bench/results/h200x4_s52_2026-11-28/)."""
+    firsts = {n: min(p["rate"] for p in d["points"]) for n, d in s["systems"].items() if d.get("points")}
+    return [f"{n} from {r:g}" for n, r in firsts.items()] if len(set(firsts.values())) > 1 else []
+
+
 def ttft_slo_text(slo: dict) -> str:
     """The goodput check's TTFT SLO in words: flat, or length-aware (a summary's ``slo`` with
     ``ttft_ms_per_token`` K > 0; summaries without the key are flat)."""
@@ -373,6 +383,10 @@ def render(s: dict) -> str:
                  + ("Budget stopped the sweep; not run: " + ", ".join(s["not_run"])
                     if s.get("budget_stopped") else
                     ("Not run: " + ", ".join(s["not_run"]) if s.get("not_run") else "")))
+    firsts = different_first_rates(s)
+    if firsts:
+        lines.append("The systems climbed from different rates (" + ", ".join(firsts) + "): a ratio of their "
+                     "goodputs assumes verdicts monotone in the rate, which short points need not give.")
     split = queue_drift_disagrees(s)
     if split:
         lines.append("Where the drift tests disagree (TTFT / wait beyond its own prefill, "

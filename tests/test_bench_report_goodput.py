@@ -148,3 +148,14 @@ def test_the_report_says_why_each_systems_first_failing_rate_failed_and_where_it
         p["pass"] = True
     assert "| mux | " not in report.render(src).split("first failing rate")[-1]
 
+
+
+def test_the_report_says_when_systems_climbed_from_different_rates():
+    """Session 52's 70B cell: the hybrid climbed from 0.5, chunked 512 from 0.7, and the ratio of
+    their goodputs was the trace's, not theirs."""
+    root = Path(__file__).resolve().parents[1] / "bench/results"
+    s = json.loads((root / "h200x4_s52_2026-11-28/cap70/summary.json").read_text())
+    assert report.different_first_rates(s) == ["mux-hybrid from 0.5", "sglang-chunked-512 from 0.7"]
+    assert "climbed from different rates (mux-hybrid from 0.5, sglang-chunked-512 from 0.7)" in report.render(s)
+    same = summary(mux=sysd((1, True), (2, False)), **{"sglang-chunked-512": sysd((1, True), (2, True), (3, False))})
+    assert report.different_first_rates(same) == []
