@@ -23,7 +23,8 @@ for c in ${CELLS//,/ }; do
     sizes) timeout $(( $(left) - 60 )) python -m bench.prefill_mixed --fused --fused-sizes \
                --model-config launch/models/llama-3.1-8b/config.json --table llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3 \
                --attention-backend fa3 --out $R/fused_sizes.json > $R/sizes.log 2>&1 ;;
-    cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;  # session 46: hybrid 3.45, chunked 512 3.9; predicted 3.45-4.12 / 4.12
+    # session 46: hybrid 3.45, chunked 512 3.9; predicted 3.3-4 / 4 by framing (sim_hybrid_s52_2026-11-28)
+    cap30) cell 0 cap30 3,4.8 TBT_SLO_MS=30 ;;
     sharegpt30) cell 0 sharegpt30 36,72 CLIENT_PROCS=12 WORKLOAD=sharegpt TBT_SLO_MS=30 EXTRA_SA="$TM4" ;;  # predicted 72 / 66
     *) echo "cell: sizes, cap30 or sharegpt30, got $c"; exit 2 ;;
     esac
