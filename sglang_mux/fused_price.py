@@ -53,8 +53,8 @@ RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a sta
 # fused_price_replay). P10 to P90 let a server's three warm-up batches (1 and 64 tokens, ~31 ms
 # base, 1.6-3.1 x) among the 70B's first 32 chunks (70-100 ms) pass for a spread, and the line
 # through them (32 ms + 0.62 x, margin 9.4 ms) priced chunks over partitions that ran slower: the
-# hybrid served 0.5 req/s against chunked 512's 0.8 (bench/results/h200x4_s51_2026-11-28/, where the
-# simulator, with served fused jitter, reproduces it and passes 0.9 on quartiles).
+# hybrid served 0.5 req/s against chunked 512's 0.8 (bench/results/h200x4_s51_2026-11-28/). On
+# quartiles it fused 98.6 % of the time, served (bench/results/h200x4_s52_2026-11-28/).
 MIN_SPREAD = 0.25
 SPREAD_QUANTILES = (0.25, 0.75)
 # A size's own median residual needs this many of its batches (the last SIZE_WINDOW kept per size).
@@ -77,6 +77,18 @@ def sglang_graph_tokens(max_tokens: int) -> tuple[int, ...]:
     sizes = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
              *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512))
     return tuple(s for s in sizes if s <= max_tokens)
+
+
+HYBRID_GRAPH_TOKENS = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
+
+
+def hybrid_batch_size(tokens) -> int | None:
+    """The captured size the hybrid's prefill graph runs a fused batch of ``tokens`` at (a served
+    timeline row's ``extend_tokens``); None where it runs eagerly or the count is missing (None,
+    NaN)."""
+    if tokens is None or tokens != tokens:
+        return None
+    return captured_size(int(tokens), HYBRID_GRAPH_TOKENS)
 
 
 def graph_cliffs(captured: Sequence[int], gemm_ms: Callable[[int], float]) -> dict[int, float]:

@@ -40,7 +40,7 @@ from sglang_mux.dispatch import (HOST_STALL_SHARE, DecodeHostTime, Snapshot, Wai
                                  check_policy_name, fused_ms, make_policy)
 from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
-from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, SIZE_MIN_OBS, FusedPrice, captured_size,
+from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, SIZE_MIN_OBS, FusedPrice, hybrid_batch_size,
                                      sglang_graph_tokens)
 from sglang_mux.mux_args import FUSED_HOST_QUANTILE
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
@@ -111,9 +111,8 @@ def _fused_ratios(timeline_path) -> tuple[np.ndarray, list[int | None]]:
     except ValueError as e:
         raise ValueError(f"{timeline_path}: {e}") from None
     ratio = f["measured_decode_ms"].to_numpy(dtype=float) / f["base_ms"].to_numpy(dtype=float)
-    graph = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
     tokens = f["extend_tokens"] if "extend_tokens" in f else [None] * len(f)
-    sizes = [captured_size(int(n), graph) if n == n and n else None for n in tokens]  # NaN: unknown
+    sizes = [hybrid_batch_size(n) for n in tokens]
     keep = np.isfinite(ratio) & (ratio > 0)
     if not keep.any():
         raise ValueError(f"{timeline_path}: no fused iteration whose base price can be recovered")

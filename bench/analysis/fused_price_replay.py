@@ -25,11 +25,10 @@ import numpy as np
 import pandas as pd
 
 from sglang_mux import cli
-from sglang_mux.fused_price import HYBRID_GRAPH_MAX_TOKENS, FusedPrice, captured_size, sglang_graph_tokens
+from sglang_mux.fused_price import FusedPrice, hybrid_batch_size as padded
 from sglang_mux.mux_metrics import fused_rows, load_timeline
 
 BINS = (0, 20, 30, 40, 45, 50, 70, 1e9)  # base price (ms)
-GRAPH = sglang_graph_tokens(HYBRID_GRAPH_MAX_TOKENS)
 
 
 def served(timeline) -> pd.DataFrame:
@@ -38,14 +37,6 @@ def served(timeline) -> pd.DataFrame:
     return pd.DataFrame({"base_ms": f.base_ms.to_numpy(float), "planned_ms": f.t_decode_worst_ms.to_numpy(float),
                          "measured_ms": f.measured_decode_ms.to_numpy(float),
                          "size": [padded(t) for t in f.get("extend_tokens", pd.Series([None] * len(f)))]})
-
-
-def padded(tokens) -> int | None:
-    """The captured size the hybrid's prefill graph runs a batch of ``tokens`` at (None: eagerly,
-    or unknown)."""
-    if tokens is None or not tokens == tokens:  # missing, or NaN
-        return None
-    return captured_size(int(tokens), GRAPH)
 
 
 def replay(rows: pd.DataFrame, price: FusedPrice | None = None, per_size: bool = False) -> np.ndarray:

@@ -56,11 +56,10 @@ from pathlib import Path
 import numpy as np
 
 from bench import workloads
-from bench.analysis.tbt_tail import fused_host_shares, gaps
+from bench.analysis.tbt_tail import fused_hosts
 from sglang_mux import cli, sim
 from sglang_mux import cli_io as _cli_io
 from sglang_mux.estimator import Estimator
-from sglang_mux.mux_metrics import load_timeline
 from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
@@ -240,12 +239,12 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
     in place of each workload's own; ``queue_drift``: `chosen_workloads`'; ``fused_jitter``: a
     served hybrid timeline whose fused measured / base ratios the mux's fused iterations draw
     (`sim.fused_jitter`), and whose fused gaps less their measured time are their host time in place
-    of each workload's fixed ``fused_host`` (`tbt_tail.fused_host_shares`; None: they run at their
+    of each workload's fixed ``fused_host`` (`tbt_tail.fused_hosts`; None: they run at their
     price, with that fixed host time)."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
     kw = {} if fused_jitter is None else {"fused_jitter": sim.fused_jitter(fused_jitter),
-                                          "fused_host": list(fused_host_shares(gaps(load_timeline(fused_jitter))))}
+                                          "fused_host": list(fused_hosts(fused_jitter))}
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
            "queue_drift": queue_drift, "fused_jitter": fused_jitter, "cells": []}
     chosen = chosen_workloads(workloads_, span_s, queue_drift)

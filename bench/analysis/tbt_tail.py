@@ -65,12 +65,13 @@ def fused_overruns(g, starts: bool | None = None) -> np.ndarray:
     return (f.gap_ms - f.planned_ms).to_numpy()
 
 
-def fused_host_shares(g) -> np.ndarray:
-    """Each fused iteration's gap less its measured GPU time (ms), of ``gaps``' rows: its host
-    share alone. The draws to play fused iterations with beside ``sim.fused_jitter``, which already
-    carries the measured time's departure from the price: `fused_overruns` (gap less the planned
-    price, its margin included) added to that counts the departure twice; on the 70B at TP 2 it ran
-    every fused iteration ~4 ms (the margin) short (bench/results/h200x4_s52_2026-11-28/)."""
+def fused_hosts(timeline) -> np.ndarray:
+    """Each fused iteration's gap less its measured GPU time (ms), of a served timeline (a path):
+    its host share alone. The draws to play fused iterations with beside ``sim.fused_jitter``, which
+    already carries the measured time's departure from the price: `fused_overruns` (gap less the
+    planned price, its margin included) added to that counts the departure twice; on the 70B at TP 2
+    it ran every fused iteration ~4 ms (the margin) short (bench/results/h200x4_s52_2026-11-28/)."""
+    g = gaps(load_timeline(timeline))
     f = g[(g.kind == "fused") & g.gpu_ms.notna()]
     return (f.gap_ms - f.gpu_ms).to_numpy()
 

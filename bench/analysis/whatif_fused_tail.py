@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.analysis import sim_hybrid_map as M
-from bench.analysis.tbt_tail import fused_host_shares, fused_overruns, gaps
+from bench.analysis.tbt_tail import fused_hosts, fused_overruns, gaps  # noqa: F401 (fused_hosts: API)
 from sglang_mux import cli
 from sglang_mux.dispatch import HOST_STALL_SHARE
 from sglang_mux.mux_metrics import load_timeline
@@ -43,12 +43,6 @@ CELLS = {  # workload (sim_hybrid_map.WORKLOADS) -> (served hybrid timeline, rat
 def overruns(timeline: str) -> np.ndarray:
     """The served fused iterations' gap less their planned price (ms)."""
     return fused_overruns(gaps(load_timeline(timeline)))
-
-
-def fused_hosts(timeline: str) -> np.ndarray:
-    """The served fused iterations' gap less their measured GPU time (ms): the host draws beside
-    ``sim.fused_jitter`` (``tbt_tail.fused_host_shares``)."""
-    return fused_host_shares(gaps(load_timeline(timeline)))
 
 
 def start_hosts(timeline: str) -> np.ndarray:
