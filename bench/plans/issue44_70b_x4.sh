@@ -3,10 +3,10 @@
 # 512, 1024, 2048) and plain SGLang, one cell per lease. Run from a copy of the tree in /tmp/t in the
 # background with an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_70b_x4.sh END capped|uncapped > /tmp/job.log 2>&1 < /dev/null &)
-# CELL capped: the conversation capped at 8,000 tokens, TBT 100 ms (the paper's SLO for 70B), 45-s
-#   points. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO (conv_uncapped_sweep.sh).
+# CELL capped: the conversation capped at 8,000 tokens, TBT 100 ms (the paper's SLO for 70B), 150-s
+#   points on H200s, 45-s on H100s. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO (conv_uncapped_sweep.sh).
 #   Each system climbs its rates and stops at its first failure.
-# 4 x H200: TP 2 (contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2/), a server starts in ~185 s.
+# 4 x H200: TP 2 (contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2/), a server starts in 185-285 s.
 #   Capped, served twice on 45-s points: session 51, the hybrid 0.5 req/s against chunked 512's 0.8
 #   (the hybrid had stopped fusing; bench/results/h200x4_s51_2026-11-28/); session 52, with the price
 #   fixed, the hybrid fusing 98 % of the time, 0.5 (failing 0.6 on the drift test) against 0.7 / 0.8
@@ -17,7 +17,8 @@
 #   (~100 requests; the simulator's verdicts are monotone in rate there: both pass 0.7 and fail 0.75,
 #   P99 TTFT 5.08 s hybrid, 5.18 s chunked 512; h200x4_s52_2026-11-28/sim_vs_served.md), steps of
 #   <= 8 %, one system a pair, then one point of the other on each pair (how far the pair moves a
-#   verdict).
+#   verdict). Served so in session 53 (~21 minutes): both pass 0.7 and fail 0.75 on P99 TTFT, 1.0x,
+#   each verdict as predicted (bench/results/h200x4_s53_2026-11-28/).
 #   Uncapped: on 90-s points (9-14 requests) the simulator's verdicts are the drift test's on one or
 #   two requests; on 600-s points, under issue 43's TTFT rule (2 s + 0.2 ms a prompt token) the
 #   hybrid and chunked 512 both pass 0.075 (1.0x), and under that rule scaled to the 70B's prefill
