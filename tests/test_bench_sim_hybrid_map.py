@@ -89,3 +89,25 @@ def test_a_map_with_fused_jitter_draws_the_fused_host_time_from_the_same_timelin
     seen.clear()
     M.build_map(tmp_path / "m.json", M.TABLE, ("capped conversation (<= 8000)",), (50.0,), seed=1)
     assert all(kw == {} for _, kw in seen)  # the workload's own fixed host time (run_point's default)
+
+
+@pytest.mark.parametrize("name,k", [("loogle", 0.2), ("uncapped conversation (1 session in 20)", 0.2), ("code", None)])
+def test_the_mux_is_told_a_length_aware_cells_ttft_rule(tmp_path, monkeypatch, name, k):
+    """As the served plans pass ``--mux-ttft-ms-per-token``, the simulated mux of a length-aware cell
+    decides preemption on each prompt's own deadline (told only the flat 2 s, a long prompt had
+    missed its own already and was never preempted: loogle's hybrid 0.2 req/s, told, 0.35); a
+    flat cell's mux is told nothing more."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def run_policies(reqs, est, policy, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(M.sim, "run_policies", run_policies)
+    w = dict(M.WORKLOADS[name], span=20)
+    with pytest.raises(Stop):
+        M.run_point("est", "jit", "host", 1.0, w, 50.0, "hybrid", w["rates"][0], tmp_path)
+    assert seen.get("ttft_ms_per_token") == k and seen["ttft_slo_ms"] == w["ttft"][1] * 1e3

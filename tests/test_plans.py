@@ -256,7 +256,8 @@ def _lease_tree(tmp_path: Path, gpu: str) -> tuple[Path, dict]:
     for stub in ("fa3_conv8k_sweep.sh", "conv_uncapped_sweep.sh", "reliability.sh"):
         (plans / stub).write_text(
             f'#!/bin/bash\necho "{stub} gpus=$CUDA_VISIBLE_DEVICES port=$PORT sys=$SYSTEMS rates=$RATES '
-            f'model=${{MODEL:-}} sa=${{EXTRA_SA:-}}${{SERVER_ARGS:-}} dur=${{DURATION_S:-}} args=$*" >> "$LEASE_OUT/calls"\n')
+            f'model=${{MODEL:-}} sa=${{EXTRA_SA:-}}${{SERVER_ARGS:-}} dur=${{DURATION_S:-}} k=${{TTFT_K:-}} args=$*" '
+            '>> "$LEASE_OUT/calls"\n')
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "nvidia-smi").write_text(
@@ -292,10 +293,11 @@ def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
                      ("gpus=2,3", "sys=sglang-chunked-512"): "0.65,0.7,0.75,0.8", ("gpus=2,3", "sys=mux-hybrid"): "0.7"}
     (Path(env["LEASE_OUT"]) / "calls").unlink()
     unc = _calls(tree, env, "issue44_70b_x4.sh", "uncapped")
-    assert len(unc) == 2 and all(c.startswith("conv_uncapped_sweep.sh") and " dur=600 " in c for c in unc)
+    # under the TTFT rule scaled to the 70B, which the servers are told (their preemption decides on it)
+    assert len(unc) == 2 and all(c.startswith("conv_uncapped_sweep.sh") and " dur=600 k=0.8 " in c for c in unc)
     # the two points that would show the simulator's lead: the hybrid above a rate chunked 512 fails
     assert {(c.split()[1], c.split()[3], c.split()[4]) for c in unc} == {
-        ("gpus=0,1", "sys=mux-hybrid", "rates=0.125"), ("gpus=2,3", "sys=sglang-chunked-512", "rates=0.1")}
+        ("gpus=0,1", "sys=mux-hybrid", "rates=0.125"), ("gpus=2,3", "sys=sglang-chunked-512", "rates=0.09")}
     for c in unc:
         args = c.split(" args=")[1].split()  # OUT and the seconds: no rates among the arguments
         assert len(args) == 2 and args[0].endswith(("/unc70", "/unc70_b")) and args[1].isdigit(), c
@@ -320,7 +322,7 @@ def test_the_tp_soak_plan_serves_soaks_preempts_and_ends_in_that_order(tmp_path)
     assert all("gpus=0,1 port=32000" in c and "sa=--tp-size 2" in c for c in soak)
     assert "args=soak 7.75 20" in soak[1] and "args=end 7.75 60" in soak[4]
     unc = [c for c in lines if c.startswith("conv_uncapped_sweep.sh")]
-    assert len(unc) == 1 and "gpus=2,3" in unc[0] and "sys=mux-hybrid rates=0.125" in unc[0] and " dur=600 " in unc[0]
+    assert len(unc) == 1 and "gpus=2,3" in unc[0] and "sys=mux-hybrid rates=0.125" in unc[0] and " dur=600 k=0.8 " in unc[0]
 
 
 def test_on_h100s_the_4_gpu_issue_44_plan_serves_the_70b_at_tp_4(tmp_path):
@@ -328,3 +330,30 @@ def test_on_h100s_the_4_gpu_issue_44_plan_serves_the_70b_at_tp_4(tmp_path):
     calls = _calls(tree, env, "issue44_x4.sh")
     assert len(calls) == 1 and "gpus=0,1,2,3" in calls[0] and "sa=--tp-size 4" in calls[0]
     assert "sys=mux-hybrid sglang-chunked-512 sglang-chunked-1024" in calls[0]
+
+
+@pytest.mark.parametrize("workload,k,want", [
+    ("conversation", None, "--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-ms-per-token 0.2"),
+    ("loogle", "0.8", "--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.8 --mux-ttft-ms-per-token 0.8"),
+    ("mooncake-synthetic", "0.8", "--ttft-slo-ms 10000 --seed")])
+def test_the_uncapped_sweep_judges_and_tells_the_mux_the_length_aware_rule(tmp_path, workload, k, want):
+    """On the conversation and loogle the check's TTFT SLO is 2 s + TTFT_K ms a prompt token, and the
+    mux servers are told the same (their preemption decides on each prompt's own deadline);
+    another workload keeps 10 s flat."""
+    plans = tmp_path / "bench" / "plans"
+    plans.mkdir(parents=True)
+    (plans / "conv_uncapped_sweep.sh").write_text((ROOT / "bench" / "plans" / "conv_uncapped_sweep.sh").read_text())
+    (plans / "one_host.sh").write_text("left() { echo 10000; }\none_host() { :; }\n")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python").write_text('#!/bin/bash\necho "$*" >> "$PY_LOG"\n')
+    (bin_ / "python").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "PY_LOG": str(tmp_path / "py.log"),
+           "WORKLOAD": workload, "SYSTEMS": "mux-hybrid"}
+    if k:
+        env["TTFT_K"] = k
+    p = subprocess.run(["bash", str(plans / "conv_uncapped_sweep.sh"), str(tmp_path / "out")], env=env,
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    run = next(l for l in (tmp_path / "py.log").read_text().splitlines() if l.startswith("-m bench.run "))
+    assert want in run

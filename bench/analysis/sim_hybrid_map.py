@@ -145,6 +145,10 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
     pool = w["pools"][0 if name in MUX else 1]
     reqs = requests(w, rate, pool, tmp, seed)
     if name in MUX:
+        # under the length-aware rule the mux is told it, as the served plans do
+        # (--mux-ttft-ms-per-token): its preemption decides on each prompt's own deadline
+        if w["ttft"][0] == "length":
+            sim_kw = {"ttft_ms_per_token": w["ttft"][2], **sim_kw}
         r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
                              fused_host_ms=w["fused_host"] if fused_host is None else fused_host,

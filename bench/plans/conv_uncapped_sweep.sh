@@ -44,8 +44,13 @@ cap=(); [ -n "${INPUT_CAP:-}" ] && cap=(--input-cap "$INPUT_CAP")
 # DURATION_S: seconds of arrivals a point (default 90). At the 70B's ~0.1 req/s a 90-s point is 9
 # requests, and the simulator's verdicts there are the drift test's on one or two of them; on 600-s
 # points the later, longer turns come (bench/results/h200x4_s52_2026-11-28/uncapped_spans.md).
-# TTFT_SLO: the goodput check's TTFT SLO (length-aware on the conversation; another WORKLOAD keeps 10 s flat)
-[ "${WORKLOAD:-conversation}" = conversation ] && d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --mux-ttft-ms-per-token 0.2" || d="--ttft-slo-ms 10000"
+# TTFT_SLO: the goodput check's TTFT SLO: on the conversation and loogle the length-aware one, 2 s +
+# TTFT_K ms a prompt token (default 0.2, issue 43's), which the mux servers are told too; another
+# WORKLOAD keeps 10 s flat
+case "${WORKLOAD:-conversation}" in
+    conversation|loogle) k=${TTFT_K:-0.2}; d="--ttft-slo-ms 2000 --ttft-slo-ms-per-token $k --mux-ttft-ms-per-token $k" ;;
+    *) d="--ttft-slo-ms 10000" ;;
+esac
 TTFT_SLO=(${TTFT_SLO:-$d})
 COMMON=(--tbt-slo-ms "${TBT_SLO_MS:-50}" "${TTFT_SLO[@]}" --seed "${SEED:-0}" --workload "${WORKLOAD:-conversation}"
         --trace-path "${TRACE_PATH:-bench/data/conversation_sessions20.jsonl}" "${cap[@]}" --arrival poisson

@@ -26,8 +26,13 @@
 #   (118 / 174 ms over the later, longer turns), 256 on TTFT: 1.67x, on seed 0 only (seeds 1 and 2:
 #   every system < 0.05 or at 0.05). Verdicts move with the point's length
 #   (h200x4_s52_2026-11-28/uncapped_spans.md). A 600-s point takes ~12 minutes: each pair
-#   serves one point that would show the predicted lead (the hybrid at 0.125, chunked 512 at 0.1),
-#   judged afterwards under both rules (bench.slo_map --ttft-per-token); a bracket needs more.
+#   serves one point that would show the predicted lead, judged afterwards under both rules
+#   (bench.slo_map --ttft-per-token); a bracket needs more. The servers and the check take the
+#   rule scaled to the 70B (TTFT_K=0.8): the mux's preemption decides on it. Told it, the simulated
+#   hybrid passes 0.125 (P99 of TTFT less 0.8 ms a token 1.11 s, TBT 71 ms, seed 0), where chunked
+#   512 fails every rate from 0.08 on P99 TBT (102-119 ms, seeds 0-2; 0.075 passes): the hybrid at
+#   0.125 and chunked 512 at 0.09 (a pass and a failure there bound the ratio above 1.39)
+#   (bench/results/sim_hybrid_s53_2026-11-28/uncapped_70b.md).
 # 4 x H100: TP 4 (the TP-4 table), the four GPUs one server; rates from the work bound
 #   (bench/results/x4_s43_2026-11-27/work_bound_tp4.md) and the simulator
 #   (bench/results/sim_70b_tp4_2026-11-27/): capped hybrid 2, chunked 1024 1.5; uncapped 0.2-0.4.
@@ -45,9 +50,9 @@ if nvidia-smi -L | grep -q H200; then
         pair70 0,1 "$A" cap70 mux-hybrid:0.65,0.7,0.75,0.8 sglang-chunked-512:0.7 &
         pair70 2,3 "$B" cap70_b sglang-chunked-512:0.65,0.7,0.75,0.8 mux-hybrid:0.7
     else
-        export DURATION_S=600
+        export DURATION_S=600 TTFT_K=0.8
         pair70 0,1 "$A" unc70 mux-hybrid:0.125 &
-        pair70 2,3 "$B" unc70_b sglang-chunked-512:0.1
+        pair70 2,3 "$B" unc70_b sglang-chunked-512:0.09
     fi
     wait
     echo done > $R/done; exit 0
