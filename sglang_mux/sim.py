@@ -557,13 +557,17 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
                  start_host_ms: Sequence[float] | None = None,
                  fused_host_quantile: float = FUSED_HOST_QUANTILE, fused_stalls_apart: bool = True,
                  fused_start_host_ms: Sequence[float] | None = None,
-                 fused_jitter: "Sequence[float] | FusedJitter | None" = None) -> list[SimResult]:
+                 fused_jitter: "Sequence[float] | FusedJitter | None" = None,
+                 layerwise_max_tokens: int | None = None) -> list[SimResult]:
     """``online_guard``: each policy plans with its own copy of `estimator`, whose guard serving
     refines online and whose fused price starts from the server's prior and learns each fused
     iteration's true time; False: it plans with `estimator` itself. ``prefill_graph``: fused
     batches run through SGLang's prefill CUDA graph, as the server's hybrid runs them: padded to
     its captured sizes (``graph_tokens``, for the truth and the planner), and a table's price prior
-    acted on in full from the start (`Estimator.fused_prior_holds`). The rest: ``simulate``'s."""
+    acted on in full from the start (`Estimator.fused_prior_holds`). ``layerwise_max_tokens``: the
+    hybrid's (the longest prompt one layer-wise prefill holds in the served server's memory,
+    `sglang_mux.prefill_memory`; a longer one is fused in chunks; None: no limit). The rest:
+    ``simulate``'s."""
     out = []
     if prefill_graph:
         estimator = through_prefill_graph(estimator, HYBRID_GRAPH_MAX_TOKENS)
@@ -576,7 +580,8 @@ def run_policies(reqs, estimator, spec: str = "dispatcher", *, tbt_slo_ms: float
         # The hybrid weighs a partition's prefill at its served speed. Learning online, it learns
         # that as the server does (the planner's prefill_wall: batches' wall time over their T_P)
         # and is told nothing; else the simulator tells it the co-run slowdown it plays.
-        kw = {"prefill_slowdown": 1.0 if online_guard else prefill_slowdown} if nm == "hybrid" else {}
+        kw = {"prefill_slowdown": 1.0 if online_guard else prefill_slowdown,
+              "layerwise_max_tokens": layerwise_max_tokens} if nm == "hybrid" else {}
         pol = make_policy(nm, planner or estimator, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,
                           preemption=preemption, ttft_ms_per_token=ttft_ms_per_token, **kw)
         out.append(simulate(reqs, estimator, pol, name=nm, tbt_slo_ms=tbt_slo_ms, ttft_slo_ms=ttft_slo_ms,

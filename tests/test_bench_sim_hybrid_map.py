@@ -111,3 +111,18 @@ def test_the_mux_is_told_a_length_aware_cells_ttft_rule(tmp_path, monkeypatch, n
     with pytest.raises(Stop):
         M.run_point("est", "jit", "host", 1.0, w, 50.0, "hybrid", w["rates"][0], tmp_path)
     assert seen.get("ttft_ms_per_token") == k and seen["ttft_slo_ms"] == w["ttft"][1] * 1e3
+    # and the longest prompt its served server's memory holds in one layer-wise prefill
+    assert seen.get("layerwise_max_tokens") == (None if name == "code" else M.LAYERWISE_MAX_8B_H100)
+
+
+def test_a_prompt_past_the_layerwise_limit_is_fused_in_chunks():
+    """As the served hybrid does (`prefill_memory`): a 40K-token prompt alone runs layer-wise on
+    the whole GPU; past a 20K limit it runs as fused chunks only."""
+    from sglang_mux import sim
+
+    est = M.simulator_inputs()[0]
+    reqs = [sim.TraceReq("a", 0.0, 40_000, 4, 0), sim.TraceReq("b", 0.5, 2_000, 4, 0)]
+    free, capped = (sim.run_policies(reqs, est, "hybrid", prefill_graph=True, layerwise_max_tokens=lw)[0].summary["reasons"]
+                    for lw in (None, 20_000))
+    assert free["prefill-only"] > 0
+    assert "prefill-only" not in capped and "best-fit" not in capped and capped["fused"] >= 40_000 // 4096

@@ -75,7 +75,12 @@ CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0}
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), the hybrid's fused host ms, mux prefill slowdown,
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
-#           past the first failure (walk_on below; the goodput stays the last pass before it)
+#           past the first failure (walk_on below; the goodput stays the last pass before it),
+#           layerwise_max: the longest prompt one layer-wise prefill holds on the served mux server (a
+#           longer one the hybrid fuses in chunks): 106,203 tokens for the 8B shape on an H100 at
+#           --mem-fraction-static 0.75, as conv_uncapped_sweep.sh serves the long-context workloads
+#           (sglang_mux.prefill_memory; tests/test_prefill_memory.py)
+LAYERWISE_MAX_8B_H100 = 106_203
 WORKLOADS = {
     "capped conversation (<= 8000)": dict(trace="conversation", span=45, cap=8000, pools=(None, None), fused_host=2.0,
                                           slow=1.4, ttft=("flat", 5.0),
@@ -83,10 +88,12 @@ WORKLOADS = {
     "uncapped conversation (1 session in 20)": dict(trace="bench/data/conversation_sessions20.jsonl", span=90,
                                                     cap=None, pools=(358_800, 423_494), fused_host=0.0,
                                                     slow="table", ttft=("length", 2.0, 0.2),
+                                                    layerwise_max=LAYERWISE_MAX_8B_H100,
                                                     rates=(0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
                                                            0.75, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.45, 1.6)),
     "Mooncake synthetic (<= 100K)": dict(trace="bench/data/synthetic_first500.jsonl", span=90, cap=100_000,
                                          pools=(358_800, 423_494), fused_host=0.0, slow="table", ttft=("flat", 5.0),
+                                         layerwise_max=LAYERWISE_MAX_8B_H100,
                                          rates=(0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8,
                                                 0.9, 1, 1.1, 1.2, 1.3, 1.45, 1.6, 1.75, 1.9, 2.1)),
     "code": dict(generator="code", span=45, cap=None, pools=(None, None), fused_host=2.0, slow="table",
@@ -99,7 +106,7 @@ WORKLOADS = {
     # loogle: 30K-token prompts at ~0.25 req/s; a 90-s point held 18-22 requests, and the drift
     # test on so few failed at random. 300 s holds 60-75 (still one or two prompts make the P99).
     "loogle": dict(generator="loogle", span=300, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
-                   ttft=("length", 2.0, 0.2), walk_on=True,
+                   ttft=("length", 2.0, 0.2), walk_on=True, layerwise_max=LAYERWISE_MAX_8B_H100,
                    rates=(0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1, 1.1, 1.2)),
 }
 # The points H100 runs measured (bench.run; the hybrid and chunked 1024 / 512 + mixed), TBT 50:
@@ -149,6 +156,8 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
         # (--mux-ttft-ms-per-token): its preemption decides on each prompt's own deadline
         if w["ttft"][0] == "length":
             sim_kw = {"ttft_ms_per_token": w["ttft"][2], **sim_kw}
+        if w.get("layerwise_max"):  # the served server's memory: a longer prompt is fused in chunks
+            sim_kw = {"layerwise_max_tokens": w["layerwise_max"], **sim_kw}
         r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
                              jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
                              fused_host_ms=w["fused_host"] if fused_host is None else fused_host,

@@ -28,11 +28,12 @@
 #   (h200x4_s52_2026-11-28/uncapped_spans.md). A 600-s point takes ~12 minutes: each pair
 #   serves one point that would show the predicted lead, judged afterwards under both rules
 #   (bench.slo_map --ttft-per-token); a bracket needs more. The servers and the check take the
-#   rule scaled to the 70B (TTFT_K=0.8): the mux's preemption decides on it. Told it, the simulated
-#   hybrid passes 0.125 (P99 of TTFT less 0.8 ms a token 1.11 s, TBT 71 ms, seed 0), where chunked
-#   512 fails every rate from 0.08 on P99 TBT (102-119 ms, seeds 0-2; 0.075 passes): the hybrid at
-#   0.125 and chunked 512 at 0.09 (a pass and a failure there bound the ratio above 1.39)
-#   (bench/results/sim_hybrid_s53_2026-11-28/uncapped_70b.md).
+#   rule scaled to the 70B (TTFT_K=0.8): the mux's preemption decides on it. Told it, with its
+#   layer-wise limit and KV pool at conv_uncapped_sweep.sh's --mem-fraction-static 0.75, the
+#   simulated hybrid passes 0.125 (P99 of TTFT less 0.8 ms a token 1.17 s, TBT 73 ms, seed 0), where
+#   chunked 512 fails every rate from 0.08 on P99 TBT (101-145 ms, seeds 0-2): the hybrid at 0.125
+#   and chunked 512 at 0.09. Two points, not a goodput ratio: at 0.08-0.09 the drift test fails
+#   almost every system on every seed (bench/results/sim_hybrid_s53_2026-11-28/uncapped_70b.md).
 # 4 x H100: TP 4 (the TP-4 table), the four GPUs one server; rates from the work bound
 #   (bench/results/x4_s43_2026-11-27/work_bound_tp4.md) and the simulator
 #   (bench/results/sim_70b_tp4_2026-11-27/): capped hybrid 2, chunked 1024 1.5; uncapped 0.2-0.4.

@@ -21,6 +21,15 @@ from sglang_mux import sim
 
 T = "contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2"
 TL = "bench/results/h200x4_s53_2026-11-28/cap70/mux-hybrid.timeline.jsonl.xz"
+# The longest prompt one layer-wise prefill holds on the hybrid's server, as conv_uncapped_sweep.sh starts
+# it (--mem-fraction-static 0.75): ~94K tokens, from the 44,095 the 70B's TP-2 server logged at 0.85
+# with 12.9 GiB free (h200x4_s53_2026-11-28/cap70/mux-hybrid.log.xz), 14 GiB more at 0.75. Longer
+# prompts (the trace's run to 118K) are fused in chunks.
+LAYERWISE_MAX = 94_000
+# The KV pools (tokens) that bound prefix reuse: the hybrid's at 0.75 ~236K (335,042 at 0.85, as both
+# 70B servers logged, less 14 GiB at 152.6 KB a token), chunked prefill's at bench.run's 0.85 335,042
+# (the 8B's in WORKLOADS are 358,800 / 423,494).
+POOLS = (236_000, 335_042)
 est, jit, host, corun = M.simulator_inputs(T, TL)
 kw = dict(fused_jitter=sim.fused_jitter(TL), fused_host=list(fused_hosts(TL)), start_host=list(start_hosts(TL)))
 M.CHUNKED_HOST_MS.setdefault(256, 0.0)
@@ -33,7 +42,8 @@ print("|---:|---:|---|" + "---|" * (len(RATES) + 1))
 with tempfile.TemporaryDirectory() as d:
     for seed in (0, 1, 2):
         for k in (0.2, 0.8):
-            w = dict(M.WORKLOADS["uncapped conversation (1 session in 20)"], span=600.0, ttft=("length", 2.0, k))
+            w = dict(M.WORKLOADS["uncapped conversation (1 session in 20)"], span=600.0, ttft=("length", 2.0, k),
+                     layerwise_max=LAYERWISE_MAX, pools=POOLS)
             for name in SYSTEMS:
                 mux = kw if name == "hybrid" else {}
                 pts = [M.run_point(est, jit, host, corun, w, 100.0, name, r, Path(d), seed=seed, **mux)
