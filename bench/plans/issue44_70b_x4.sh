@@ -4,8 +4,9 @@
 # background with an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_70b_x4.sh END capped|uncapped > /tmp/job.log 2>&1 < /dev/null &)
 # CELL capped: the conversation capped at 8,000 tokens, TBT 100 ms (the paper's SLO for 70B), 150-s
-#   points on H200s, 45-s on H100s. uncapped: one session in 20, 90-s points, the length-aware TTFT SLO (conv_uncapped_sweep.sh).
-#   Each system climbs its rates and stops at its first failure.
+#   points on H200s, 45-s on H100s. uncapped: one session in 20, the length-aware TTFT SLO
+#   (conv_uncapped_sweep.sh), 600-s points on H200s, 90-s on H100s. Each system climbs its rates and
+#   stops at its first failure.
 # 4 x H200: TP 2 (contention_tables/llama-3.1-70b__nvidia-h200__fa3__tp2/), a server starts in 185-285 s.
 #   Capped, served twice on 45-s points: session 51, the hybrid 0.5 req/s against chunked 512's 0.8
 #   (the hybrid had stopped fusing; bench/results/h200x4_s51_2026-11-28/); session 52, with the price
