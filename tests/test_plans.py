@@ -303,14 +303,15 @@ def test_the_70b_plan_runs_each_pair_of_an_h200_host_at_tp_2(tmp_path):
         assert len(args) == 2 and args[0].endswith(("/unc70", "/unc70_b")) and args[1].isdigit(), c
 
 
-def test_the_2_gpu_70b_plan_runs_both_systems_on_the_same_rates(tmp_path):
-    """On an H200 pair the hybrid and chunked 512 climb the same rates on 150-s points: climbing
-    from different rates, session 52's 45-s points ranked them by the trace's burst."""
+def test_on_an_h200_pair_the_2_gpu_plan_runs_the_tp_soak(tmp_path):
+    """The 70B's capped cell is measured; an H200 pair now serves the 20-minute run at the TP
+    goodput: serve, soak, preempt, wait, end, on both GPUs."""
     tree, env = _lease_tree(tmp_path, "H200")
-    calls = _calls(tree, env, "issue44_x2.sh")
-    assert [(c.split()[3], c.split(" args=")[1].split()[1]) for c in calls] == [
-        ("sys=mux-hybrid", "0.65,0.7,0.75,0.8"), ("sys=sglang-chunked-512", "0.65,0.7,0.75,0.8")]
-    assert all(" dur=150 " in c and "gpus=0,1" in c for c in calls)
+    _calls(tree, env, "issue44_x2.sh")
+    lines = (Path(env["LEASE_OUT"]) / "calls").read_text().splitlines()
+    assert [c.split(" args=")[1].split()[0] for c in lines] == ["serve", "soak", "preempt", "wait", "end"]
+    assert all(c.startswith("reliability.sh gpus=0,1 port=32000") and "sa=--tp-size 2" in c for c in lines)
+    assert "args=soak 7.75 20" in lines[1]
 
 
 def test_the_tp_soak_plan_serves_soaks_preempts_and_ends_in_that_order(tmp_path):
