@@ -4,7 +4,9 @@
 
 The table gains a TTFT-per-prompt-token column (P50/P90/P99, ms/token) when the summary has
 it, and a P99 (TTFT − K × prompt tokens) column when the run's goodput check was length-aware
-(``slo.ttft_ms_per_token`` K > 0; older summaries have none and were flat). Two comparisons follow when their systems are both in the run, at every rate they share:
+(``slo.ttft_ms_per_token`` K > 0; older summaries have none and were flat). A goodput that no
+failing rate bounds above (the system passed every rate it ran) reads "≥ X". Two comparisons
+follow when their systems are both in the run, at every rate they share:
 
 - ``mux-off`` vs ``sglang`` (``throughput_comparison``): the ratio of output tok/s and of total
   tok/s (mux-off / sglang) and whether both are within 2 %. Throughput is over the makespan,
@@ -372,8 +374,10 @@ def render(s: dict) -> str:
         tpt_col = ("/".join(_f(tpt.get(q), "{:.3g}") for q in ("p50", "p90", "p99")) + " | "
                    if per_token else "")
         adj_col = f"{_f((m.get('ttft_length_adjusted_ms') or {}).get('p99'))} | " if k else ""
+        # no rate failed: the goodput is a lower bound (the climb never found its end)
+        bound = "≥ " if pts and sysd["goodput_rps"] is not None and goodput_interval(sysd)[1] == float("inf") else ""
         lines.append(
-            f"| {name} | {_f(sysd['goodput_rps'], '{:g}')}"
+            f"| {name} | {bound}{_f(sysd['goodput_rps'], '{:g}')}"
             f"{'' if sysd.get('monotone', True) else ' (non-monotone)'} | "
             f"{_f(m.get('ttft_ms', {}).get('p99'))} | {adj_col}{tpt_col}"
             f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')} | {_f(m.get('output_tok_s'))} | "

@@ -159,3 +159,13 @@ def test_the_report_says_when_systems_climbed_from_different_rates():
     assert "climbed from different rates (mux-hybrid from 0.5, sglang-chunked-512 from 0.7)" in report.render(s)
     same = summary(mux=sysd((1, True), (2, False)), **{"sglang-chunked-512": sysd((1, True), (2, True), (3, False))})
     assert report.different_first_rates(same) == []
+
+
+def test_a_goodput_no_failing_rate_bounds_is_shown_as_a_lower_bound():
+    """A system that passed every rate it ran has a goodput of at least its last one ("≥"); one
+    that failed a rate above it, that rate's bracket (no sign). Session 53's 70B run: the hybrid
+    climbed 0.65 ✓ 0.7 ✓ 0.75 ✗, chunked 512 served one point, 0.7 ✓."""
+    src = Path(__file__).resolve().parents[1] / "bench/results/h200x4_s53_2026-11-28/cap70/summary.json"
+    lines = report.render(json.loads(src.read_text())).splitlines()
+    assert any(line.startswith("| sglang-chunked-512 | ≥ 0.7 |") for line in lines)
+    assert any(line.startswith("| mux-hybrid | 0.7 |") for line in lines)

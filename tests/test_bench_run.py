@@ -39,7 +39,7 @@ def test_resumable_sweep_with_stub_system(tmp_path, capsys):
     assert s["workload"]["workload"] == "sharegpt" and s["workload"]["output_cap"] == 8
     assert "bench.run" in s["command"] and s["systems"]["stub"]["start"]["ok"]
     cap = capsys.readouterr()
-    assert "| stub | 4 |" in cap.out
+    assert "| stub | ≥ 4 |" in cap.out  # passed every rate it ran: a lower bound
     if run.cpu_ticks() is not None:  # the log says how busy the server's front process was
         assert "server's HTTP + tokenizer process" in cap.out + cap.err
     # resume: the existing points are skipped, only the new rate runs; summary merges all
