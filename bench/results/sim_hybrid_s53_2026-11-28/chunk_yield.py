@@ -7,7 +7,7 @@
 A prompt fused in chunks holds the queue until its last chunk, as SGLang's chunked request does,
 and rule 4's preemption never reaches it: on the 70B's uncapped cell (seed 1, 0.075 req/s) a
 36K-token prompt ran ~6 s of chunks while a 4.7K and a 7.7K one that arrived within 0.7 s waited,
-and the 4.7K one missed its TTFT rule by 4.2 s. Here (`Yielding.yielding_plan`) the chunked request
+and the point's P99 went 2.92 s over its TTFT rule. Here (`Yielding.yielding_plan`) the chunked request
 goes to the back of the queue when a waiting prompt would miss its deadline behind its rest and
 meet it if the queue ran first, and it still meets its own after every prompt waiting then; once
 per request. ``map``: this folder's map of record with it; ``70b``: uncapped_70b.md's table with it
