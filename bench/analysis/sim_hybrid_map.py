@@ -79,7 +79,8 @@ CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0}
 #           layerwise_max: the longest prompt one layer-wise prefill holds on the served mux server (a
 #           longer one the hybrid fuses in chunks): 106,203 tokens for the 8B shape on an H100 at
 #           --mem-fraction-static 0.75, as conv_uncapped_sweep.sh serves the long-context workloads
-#           (sglang_mux.prefill_memory; tests/test_prefill_memory.py)
+#           (sglang_mux.prefill_memory; tests/test_prefill_memory.py). A map on another GPU's table
+#           keeps it; an H200's 141 GB would hold longer prompts, so there it fuses a few too many
 LAYERWISE_MAX_8B_H100 = 106_203
 WORKLOADS = {
     "capped conversation (<= 8000)": dict(trace="conversation", span=45, cap=8000, pools=(None, None), fused_host=2.0,
