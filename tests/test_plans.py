@@ -242,6 +242,43 @@ def test_rechunk_bundle_makes_the_largest_chunks_a_call_carries_beside_the_tree(
     assert b"".join(c.read_bytes() for c in sorted(gpu.glob("c[0-9][0-9]"))) == blob  # untouched
 
 
+def test_rechunk_bundle_lean_leaves_bench_results_out_of_the_tree_only_when_git_holds_them(tmp_path):
+    """LEAN=1: chunks sized for the tree without bench/results (removed before the install calls);
+    refused while bench/results has changes git does not hold, since removing it would lose them."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "bench" / "plans").mkdir(parents=True)
+    (repo / "bench" / "results").mkdir()
+    shutil.copy(ROOT / "bench" / "plans" / "rechunk_bundle.sh", repo / "bench" / "plans")
+    (repo / "data.bin").write_bytes(b"t" * 1_000_000)
+    (repo / "bench" / "results" / "run.bin").write_bytes(b"r" * 3_000_000)
+    (repo / ".gitignore").write_text(".gpu/\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "t"], check=True)
+    gpu = repo / ".gpu"
+    gpu.mkdir()
+    blob = bytes(range(256)) * 40_000
+    (gpu / "c00").write_bytes(blob)
+    for name in ("install.sh", "env.sh", "chunks.sha256"):
+        (gpu / name).write_text("x\n")
+    limit = 2_100_000 + 8 * 1048576  # 1 MB of tree, 1 MB spare: 8-MiB chunks; with the results, 5 MiB
+    env = {**os.environ, "LEAN": "1"}
+    sh = str(repo / "bench/plans/rechunk_bundle.sh")
+    p = subprocess.run(["bash", sh, str(limit)], capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "rm -rf bench/results" in p.stdout, p.stdout + p.stderr
+    assert [c.stat().st_size for c in sorted(gpu.glob("c[0-9][0-9]"))] == [8 * 1048576, len(blob) - 8 * 1048576]
+    p = subprocess.run(["bash", sh, str(limit)], capture_output=True, text=True)
+    assert p.returncode == 0 and "lean" not in p.stdout, p.stdout + p.stderr
+    assert [c.stat().st_size for c in sorted(gpu.glob("c[0-9][0-9]"))] == [5 * 1048576, len(blob) - 5 * 1048576]
+    (repo / "bench" / "results" / "new.json").write_text("{}")
+    p = subprocess.run(["bash", sh, str(limit)], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "commit them" in p.stdout
+    assert b"".join(c.read_bytes() for c in sorted(gpu.glob("c[0-9][0-9]"))) == blob  # untouched
+
+
 def _lease_tree(tmp_path: Path, gpu: str) -> tuple[Path, dict]:
     """A copy of bench/plans in a scratch tree whose cells only log how they were called (each
     sweep and reliability.sh: its GPUs, port, systems, rates, arguments), on a host of four

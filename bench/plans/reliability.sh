@@ -34,7 +34,10 @@
 # Issue 43's run after the hybrid (25 minutes at the capped conversation's H100 goodput, 4.4 req/s
 # at TBT 50, bench/results/capped_tbt50_h100_2026-11-27/; SIGTERM 5 times; the token check) fits
 # one session on nvidia-h100-x1 while a one-chip machine counts half (lease.counts; in session 46 it
-# counted in full, and then the soak alone does not fit one session). There are two machines, each
+# counted in full, and then the soak alone does not fit one session: on one H200 in session 54,
+# with the lean install of rechunk_bundle.sh, the server was up at 281 s held, and 23.1 minutes of
+# arrivals were what fit beside the last piece's tail (~77 s), the report and one SIGTERM:
+# bench/results/h200_s54_soak_2026-11-28/). There are two machines, each
 # held ~32 minutes: a machine goes back after 30 minutes, but only at the end of the call in flight.
 #   machine 1: the install's last call ends "&& bash bench/plans/reliability.sh serve && bash
 #     bench/plans/reliability.sh soak 4.4 25"; then "wait 570" calls back to back. The call that
