@@ -126,3 +126,26 @@ def test_a_prompt_past_the_layerwise_limit_is_fused_in_chunks():
                     for lw in (None, 20_000))
     assert free["prefill-only"] > 0
     assert "prefill-only" not in capped and "best-fit" not in capped and capped["fused"] >= 40_000 // 4096
+
+
+def test_another_tables_map_is_told_its_servers_layerwise_limit(monkeypatch, capsys):
+    """The limit is the served GPU's memory, not the table's: a map on the H200 table with a
+    long-context cell must be given it (or none); a cell without one needs nothing; the H100 table
+    keeps the measured 8B limit. What is given reaches the long-context cells only."""
+    built = []
+    monkeypatch.setattr(M, "build_map", lambda *a: built.append(a))
+    h200 = ["--table", "llama-3.1-8b__nvidia-h200__fa3"]
+    with pytest.raises(SystemExit) as e:
+        M.main(h200 + ["--workloads", "code,loogle"])
+    assert e.value.code == 2 and "--layerwise-max" in capsys.readouterr().err and not built
+    M.main(h200 + ["--workloads", "code"])
+    M.main(h200 + ["--workloads", "loogle", "--layerwise-max", "none"])
+    M.main(h200 + ["--workloads", "loogle", "--layerwise-max", "212,000"])
+    M.main(["--workloads", "loogle"])
+    assert [a[-1] for a in built] == [M.LAYERWISE_MAX_8B_H100, None, 212_000, M.LAYERWISE_MAX_8B_H100]
+    with pytest.raises(SystemExit):
+        M.main(h200 + ["--layerwise-max", "-5"])
+    assert "positive token count" in capsys.readouterr().err
+    w = M.chosen_workloads(("code", "loogle"), layerwise_max=212_000)
+    assert w["loogle"]["layerwise_max"] == 212_000 and "layerwise_max" not in w["code"]
+    assert M.chosen_workloads(("loogle",), layerwise_max=None)["loogle"]["layerwise_max"] is None

@@ -79,8 +79,8 @@ CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0}
 #           layerwise_max: the longest prompt one layer-wise prefill holds on the served mux server (a
 #           longer one the hybrid fuses in chunks): 106,203 tokens for the 8B shape on an H100 at
 #           --mem-fraction-static 0.75, as conv_uncapped_sweep.sh serves the long-context workloads
-#           (sglang_mux.prefill_memory; tests/test_prefill_memory.py). A map on another GPU's table
-#           keeps it; an H200's 141 GB would hold longer prompts, so there it fuses a few too many
+#           (sglang_mux.prefill_memory; tests/test_prefill_memory.py). Another table's map is told
+#           its server's with --layerwise-max (the limit is the served GPU's memory, not the table's)
 LAYERWISE_MAX_8B_H100 = 106_203
 WORKLOADS = {
     "capped conversation (<= 8000)": dict(trace="conversation", span=45, cap=8000, pools=(None, None), fused_host=2.0,
@@ -236,17 +236,27 @@ def simulator_inputs(table: str = TABLE, timeline: str = TIMELINE) -> tuple:
 
 
 def chosen_workloads(names: tuple[str, ...] | None = None, span_s: float | None = None,
-                     queue_drift: bool = False) -> dict:
+                     queue_drift: bool = False, layerwise_max: int | None = LAYERWISE_MAX_8B_H100) -> dict:
     """WORKLOADS' entries named (None: all), each point ``span_s`` seconds of arrivals when given
     (bench.run's --duration-s) instead of its own; ``queue_drift``: the cells judged by the
-    length-aware TTFT rule take the length-aware drift test (`sglang_mux.drift.queue_drift`)."""
+    length-aware TTFT rule take the length-aware drift test (`sglang_mux.drift.queue_drift`);
+    ``layerwise_max``: the served mux server's layer-wise limit for the cells that have one
+    (None: no limit)."""
     out = {k: (dict(w, span=span_s) if span_s else w) for k, w in WORKLOADS.items() if names is None or k in names}
+    out = {k: (dict(w, layerwise_max=layerwise_max) if w.get("layerwise_max", layerwise_max) != layerwise_max else w)
+           for k, w in out.items()}
     return {k: (dict(w, drift="queue") if queue_drift and w["ttft"][0] == "length" else w) for k, w in out.items()}
+
+
+def needs_layerwise_max(names: tuple[str, ...] | None) -> list[str]:
+    """The chosen workloads (None: all) whose prompts may pass a server's layer-wise limit."""
+    return [k for k, w in WORKLOADS.items() if "layerwise_max" in w and (names is None or k in names)]
 
 
 def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
               tbts: tuple[float, ...] = (50.0, 30.0), seed: int = 0, span_s: float | None = None,
-              queue_drift: bool = False, fused_jitter: str | None = None) -> None:
+              queue_drift: bool = False, fused_jitter: str | None = None,
+              layerwise_max: int | None = LAYERWISE_MAX_8B_H100) -> None:
     """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
     (None: all); ``tbts``: the TBT SLO columns; ``seed``: the workloads' (bench.run's --seed; the
     H100 points are seed 0's and left out for another); ``span_s``: seconds of arrivals per point
@@ -254,14 +264,14 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
     served hybrid timeline whose fused measured / base ratios the mux's fused iterations draw
     (`sim.fused_jitter`), and whose fused gaps less their measured time are their host time in place
     of each workload's fixed ``fused_host`` (`tbt_tail.fused_hosts`; None: they run at their
-    price, with that fixed host time)."""
+    price, with that fixed host time); ``layerwise_max``: `chosen_workloads`'."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
     kw = {} if fused_jitter is None else {"fused_jitter": sim.fused_jitter(fused_jitter),
                                           "fused_host": list(fused_hosts(fused_jitter))}
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
-           "queue_drift": queue_drift, "fused_jitter": fused_jitter, "cells": []}
-    chosen = chosen_workloads(workloads_, span_s, queue_drift)
+           "queue_drift": queue_drift, "fused_jitter": fused_jitter, "layerwise_max": layerwise_max, "cells": []}
+    chosen = chosen_workloads(workloads_, span_s, queue_drift, layerwise_max)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for tbt in tbts:
@@ -286,7 +296,7 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
             for name in SYSTEMS:  # the walk's point where it got there, else simulated now (the same, seed 0)
                 walked = cell["points"][name] + cell.get("past_first_failure", {}).get(name, {}).get("points", [])
                 pts[name] = next((p for p in walked if p["rate"] == rate), None) or run_point(
-                    est, jit, host, corun, WORKLOADS[wname], H100_TBT, name, rate, tmp, **kw)
+                    est, jit, host, corun, chosen[wname], H100_TBT, name, rate, tmp, **kw)
             h100.append({"workload": wname, "rate": rate, "tbt_slo_ms": H100_TBT, "points": pts})
         print(f"H100 points ({time.time() - t0:.0f} s)", file=sys.stderr)
     out["h100_points"] = h100
@@ -361,6 +371,10 @@ def main(argv=None) -> int:
                     help="the mux's fused iterations draw this served hybrid timeline's measured / base "
                          "ratios (sim --fused-jitter) and its gaps less measured time as their host time; "
                          "default: they run at their price plus the workload's fixed host time")
+    ap.add_argument("--layerwise-max", default=None, metavar="TOKENS|none",
+                    help="the served mux server's layer-wise limit: a longer prompt is fused in chunks (its "
+                         "start-up log: 'a prompt of more than N new tokens runs as fused chunks'); default "
+                         f"{LAYERWISE_MAX_8B_H100:,} on the H100 table, none set for another table")
     a = ap.parse_args(argv)
     if a.fused_jitter:
         try:
@@ -374,8 +388,23 @@ def main(argv=None) -> int:
         if bad:
             ap.error(f"--workloads: unknown {', '.join(bad)}; choose from {'; '.join(WORKLOADS)}")
     table = str(_cli_io.table_dir(a.table))
-    build_map(a.json, TABLE if table == str(_cli_io.table_dir(TABLE)) else table, chosen, tuple(a.tbt), a.seed,
-              a.span, a.queue_drift, a.fused_jitter)
+    table = TABLE if table == str(_cli_io.table_dir(TABLE)) else table
+    if a.layerwise_max is None:
+        if table != TABLE and needs_layerwise_max(chosen):
+            ap.error(f"--layerwise-max: {', '.join(needs_layerwise_max(chosen))} may pass the served server's "
+                     f"layer-wise limit, which depends on its GPU's memory; give it (TOKENS from the server's "
+                     f"start-up log, or none), or leave those workloads out with --workloads")
+        lw = LAYERWISE_MAX_8B_H100
+    elif a.layerwise_max.lower() == "none":
+        lw = None
+    else:
+        try:
+            lw = int(a.layerwise_max.replace(",", "").replace("_", ""))
+        except ValueError:
+            lw = 0
+        if lw <= 0:
+            ap.error(f"--layerwise-max: a positive token count or none, got {a.layerwise_max!r}")
+    build_map(a.json, table, chosen, tuple(a.tbt), a.seed, a.span, a.queue_drift, a.fused_jitter, lw)
     return 0
 
 
