@@ -279,6 +279,39 @@ def test_rechunk_bundle_lean_leaves_bench_results_out_of_the_tree_only_when_git_
     assert b"".join(c.read_bytes() for c in sorted(gpu.glob("c[0-9][0-9]"))) == blob  # untouched
 
 
+def _soak_step(tmp_path, *args) -> tuple[subprocess.CompletedProcess, str | None]:
+    """reliability.sh soak ARGS against no server: its output and the loop it wrote (stopped at once)."""
+    rel = tmp_path / "rel"
+    rel.mkdir(parents=True)
+    (rel / "server.pid").write_text("1\n")
+    env = {**os.environ, "REL_OUT": str(rel), "PORT": "59999"}
+    p = subprocess.run(["bash", "bench/plans/reliability.sh", "soak", *map(str, args)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60)
+    if (rel / "soak.pid").exists():  # its own session once setsid has run: until then no group to kill
+        pid = int((rel / "soak.pid").read_text())
+        for _ in range(50):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                break
+            except ProcessLookupError:
+                time.sleep(0.1)
+    loop = (rel / "soak.sh").read_text() if (rel / "soak.sh").exists() else None
+    return p, loop
+
+
+def test_a_soak_given_an_end_cuts_its_arrivals_to_fit_the_tail_and_sigterm_before_it(tmp_path):
+    """25 minutes asked, 600 s left to END: 450 s of arrivals (END less 150 s); no END: all 25
+    minutes; too little left: refused, no soak started."""
+    p, loop = _soak_step(tmp_path, 4.8, 25, int(time.time()) + 600)
+    assert p.returncode == 0 and "do not fit" in p.stdout, p.stdout + p.stderr
+    left = int(loop.splitlines()[0].split(";")[0].split("=")[1])
+    assert 440 <= left <= 450 and "--piece-s $p" in loop
+    p, loop = _soak_step(tmp_path / "b", 4.8, 25)
+    assert p.returncode == 0 and loop.startswith("left=1500;")
+    p, loop = _soak_step(tmp_path / "c", 4.8, 25, int(time.time()) + 200)
+    assert p.returncode == 1 and "too little" in p.stdout and loop is None
+
+
 def _lease_tree(tmp_path: Path, gpu: str) -> tuple[Path, dict]:
     """A copy of bench/plans in a scratch tree whose cells only log how they were called (each
     sweep and reliability.sh: its GPUs, port, systems, rates, arguments), on a host of four

@@ -73,8 +73,8 @@ tp2_soak() {  # tp2_soak GPUS CORES RATE MINUTES: issue 44's run at the TP goodp
     rel() { CUDA_VISIBLE_DEVICES=$g PORT=32000 REL_OUT=$R/tp2_soak SERVER_ARGS="--tp-size 2" taskset -c "$c" \
                 bash bench/plans/reliability.sh "$@" >> $R/tp2_soak.log 2>&1; }
     rel serve || return
-    rel soak "$rate" "$min"
+    rel soak "$rate" "$min" "$END"
     rel preempt 0
-    rel wait $(( $(left) - 90 ))
+    rel wait $(( $(left) - 60 ))  # the soak's arrivals end by END - 150, its last tail ~80 s after
     rel end "$rate" 60
 }

@@ -2,8 +2,11 @@
 # Issue 19 on one GPU machine, a few device commands against one server kept alive between them
 # (started with setsid: it outlives a command and goes when the machine goes back):
 #   bash bench/plans/reliability.sh serve             # the server (preempting, timeline capped at 4 MB)
-#   bash bench/plans/reliability.sh soak RATE MIN     # detached: overlapping pieces of <= 8 min until MIN
-#                                                     # minutes of arrivals, then its report; returns at once
+#   bash bench/plans/reliability.sh soak RATE MIN [END]  # detached: overlapping pieces of <= 8 min until
+#                                                     # MIN minutes of arrivals, then its report; returns at
+#                                                     # once. END (epoch): arrivals end by END - 150 s at the
+#                                                     # latest (the last piece's tail, ~80 s, then end's
+#                                                     # SIGTERM), the last piece cut to fit
 #   bash bench/plans/reliability.sh faults RATE       # every fault but KV x 20; RATE: their own background
 #                                                     # load, conversation <= 8000 tokens as the soak's (0
 #                                                     # while a soak supplies it: then no idle check).
@@ -72,12 +75,19 @@ serve() {  # $1: log prefix, then extra server arguments
 case $STEP in
 serve) serve $R/ ;;
 soak)
-    RATE=${2:?rate, req/s}; MIN=${3:?minutes of arrivals}
+    RATE=${2:?rate, req/s}; MIN=${3:?minutes of arrivals}; S=$(( MIN * 60 ))
+    # a fully counted lease ends the soak, not the plan: arrivals stop where the last piece's tail
+    # and the SIGTERM still fit (session 54 cut its last piece by hand, with 23.1 of 25 minutes)
+    if [ -n "${4:-}" ]; then
+        FIT=$(( $4 - 150 - $(date +%s) ))
+        [ "$FIT" -ge 60 ] || { echo "soak: $FIT s of arrivals left before END $4 - 150 s: too little for a soak"; exit 1; }
+        [ "$FIT" -lt "$S" ] && { echo "soak: $MIN minutes do not fit before END: $FIT s of arrivals"; S=$FIT; }
+    fi
     # each piece starts when the previous one's arrivals end (no dip in load); at most 8 minutes,
     # and no more conversation rows than the shipped slice has (1000 at RATE / 2 req/s)
     P=$(python -c "print(min(480, int(2000 / $RATE)))")
     cat > $R/soak.sh <<EOF
-left=\$(( $MIN * 60 )); i=0
+left=$S; i=0
 while [ \$left -gt 0 ]; do
     p=\$(( left < $P ? left : $P ))
     python -m bench.soak --server-url $URL --server-pid $(cat $R/server.pid) --timeline $R/timeline.jsonl \
@@ -88,7 +98,7 @@ wait
 python -m bench.soak --report --out $R/soak > $R/soak_report.json
 EOF
     setsid bash $R/soak.sh > $R/soak.log 2>&1 < /dev/null &
-    echo $! > $R/soak.pid; echo "soak started: $MIN minutes at $RATE/s, pieces of $P s"
+    echo $! > $R/soak.pid; echo "soak started: $S s of arrivals at $RATE/s, pieces of $P s"
     ;;
 faults)
     python -m bench.faults --server-url $URL --repeat 20 --rate "${2:?rate, req/s}" --load-s 200 --context-len 131072 \
