@@ -7,7 +7,7 @@
 # Then install as before: one call per chunk, carrying .gpu/cNN, install.sh, env.sh, chunks.sha256.
 #   LEAN=1 bash bench/plans/rechunk_bundle.sh
 # sizes the chunks for a tree without bench/results (~7.6 MB of 53 MB in session 54: 6 calls of
-# 52 MiB instead of 18 of 16, ~2 minutes of a lease saved), for a lease where minutes count. Then
+# 52 MiB instead of ~20, ~2 minutes of a lease saved), for a lease where minutes count. Then
 # rm -rf bench/results before the install calls (nothing on the GPU reads it) and
 # git checkout -- bench/results after the last one; later calls carry only the three small files.
 set -euo pipefail

@@ -81,7 +81,7 @@ soak)
     if [ -n "${4:-}" ]; then
         FIT=$(( $4 - 150 - $(date +%s) ))
         [ "$FIT" -ge 60 ] || { echo "soak: $FIT s of arrivals left before END $4 - 150 s: too little for a soak"; exit 1; }
-        [ "$FIT" -lt "$S" ] && { echo "soak: $MIN minutes do not fit before END: $FIT s of arrivals"; S=$FIT; }
+        if [ "$FIT" -lt "$S" ]; then echo "soak: $MIN minutes do not fit before END: $FIT s of arrivals"; S=$FIT; fi
     fi
     # each piece starts when the previous one's arrivals end (no dip in load); at most 8 minutes,
     # and no more conversation rows than the shipped slice has (1000 at RATE / 2 req/s)
