@@ -14,12 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIMIT=${1:-64000000}
 ls .gpu/c[0-9][0-9] > /dev/null 2>&1 || { echo "no .gpu/cNN here: run bash ../shared/gpu/bundle.sh first"; exit 1; }
+spec=(-- .)
 if [ "${LEAN:-0}" = 1 ]; then
     [ -z "$(git status --porcelain -- bench/results)" ] || { echo "bench/results has changes git does not hold: commit them before a lean install"; exit 1; }
-    tree=$( { git ls-files -z -- . ':!bench/results'; git ls-files -z --others --exclude-standard -- . ':!bench/results'; } | du -cb --files0-from=- | tail -1 | cut -f1)
-else
-    tree=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | du -cb --files0-from=- | tail -1 | cut -f1)
+    spec+=(':!bench/results')
 fi
+tree=$( { git ls-files -z "${spec[@]}"; git ls-files -z --others --exclude-standard "${spec[@]}"; } | du -cb --files0-from=- | tail -1 | cut -f1)
 small=$(du -cb .gpu/install.sh .gpu/env.sh .gpu/chunks.sha256 | tail -1 | cut -f1)
 mib=$(( (LIMIT - tree - small - 1000000) / 1048576 ))  # 1 MB to spare
 [ "$mib" -ge 4 ] || { echo "the tree ($tree bytes) leaves no room for a chunk under $LIMIT: prune bench/results"; exit 1; }
