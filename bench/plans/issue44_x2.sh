@@ -6,8 +6,12 @@
 #   times at it (lease.sh tp2_sigterms).
 # H200 pair: the 20-minute run at the TP goodput (lease.sh tp2_soak: the 8B shape at TP 2 with the
 #   hybrid at 7.75 req/s, 20 long prompts preempted and disconnected in it, SIGTERM under load at its
-#   end; ~24 minutes: start it with END = now + budget_left - 150; install lean, LEAN=1
-#   rechunk_bundle.sh: 6 install calls, not ~20). The 70B's capped cell, which this
+#   end; ~24 minutes: start it with END = now + budget_left - 60 (the collection takes ~30 s);
+#   install lean, LEAN=1 rechunk_bundle.sh: 6 install calls, not ~20). 20 minutes of arrivals need
+#   ~1,700 s of budget left when the last install call starts (TP-2 server start 193 s, the last
+#   piece's tail and the SIGTERM ~110 s). Session 55 had ~1,590 (a refused call cost 120 s) and
+#   set END by the held clock, which does not bind (a machine past 30 minutes held goes back when
+#   the call in flight ends): 15.2 minutes (bench/results/h200x2_s55_2026-11-28/). The 70B's capped cell, which this
 #   branch served before, is measured (1.0x, bench/results/h200x4_s53_2026-11-28/).
 # On 4 GPUs: issue44_70b_x4.sh (the 70B's cells) and issue44_x4.sh (the 20-minute TP run beside the
 # 70B's uncapped point). Session 50 measured the 8B's TP-2 goodput and SIGTERMs on H200s

@@ -2,8 +2,8 @@
 # Issue 44's GPU items on one 4-GPU lease, run from a copy of the tree in /tmp/t in the background with
 # an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x4.sh END > /tmp/job.log 2>&1 < /dev/null &)
-# Start it as soon as the install ends, with END = now + the lease's budget_left - 150 (the collection
-# needs ~1 minute after END): the soak needs ~24 minutes (its TP-2 server starts in ~150 s, then 20
+# Start it as soon as the install ends, with END = now + the lease's budget_left - 60 (the collection
+# takes ~30 s after END; issue44_x2.sh says what 20 minutes need): the soak needs ~24 minutes (its TP-2 server starts in ~150 s, then 20
 # minutes of arrivals, their drain and SIGTERM under load, ~80 s).
 # 4 x H200 (what an nvidia-h100-x4 call got in sessions 48-50):
 #   GPUs 0, 1: the 20-minute run at the TP goodput (lease.sh tp2_soak): the 8B shape at TP 2 with the
