@@ -182,9 +182,29 @@ def _slope_per_min(ts, ys) -> float | None:
     return float(np.polyfit((t - t[0]) / 60.0, y, 1)[0])
 
 
+# A memory series has settled once it stays within this share of its last value: a plateau
+# after an allocator's cache refills reads as growth on a whole-run slope, and is not a leak.
+SETTLE_SHARE = 0.005
+SETTLING = ("gpu_mem_mib", "rss_mib", "cuda_allocated_bytes", "cuda_reserved_bytes")
+
+
+def _settled_min(ts, ys, t0: float) -> float | None:
+    """Minutes from ``t0`` from which every sample stays within SETTLE_SHARE of the last one."""
+    pts = [(t, y) for t, y in zip(ts, ys) if y is not None]
+    if not pts:
+        return None
+    last, start = pts[-1][1], pts[-1][0]
+    for t, y in reversed(pts):
+        if abs(y - last) > SETTLE_SHARE * abs(last):
+            break
+        start = t
+    return round((start - t0) / 60, 1)
+
+
 def report(out: Path, warmup_s: float = 60.0) -> dict:
     """Totals over the pieces; each sampled quantity's range and linear slope per minute after
-    the first ``warmup_s`` of the soak (flat memory: a slope near 0)."""
+    the first ``warmup_s`` of the soak (flat memory: a slope near 0); for memory also its last
+    value and the minute from which it stayed within SETTLE_SHARE of it (``settled_from_min``)."""
     pieces = [json.loads(x) for x in (out / PIECES).read_text().splitlines() if x.strip()]
     samples = [json.loads(x) for x in (out / SAMPLES).read_text().splitlines() if x.strip()]
     t0 = min((s["time"] for s in samples), default=0.0)
@@ -200,6 +220,8 @@ def report(out: Path, warmup_s: float = 60.0) -> dict:
         if vals:
             res[key] = {"min": min(vals), "max": max(vals),
                         "slope_per_min": _slope_per_min([s["time"] for s in late], ys)}
+            if key in SETTLING:
+                res[key].update(last=vals[-1], settled_from_min=_settled_min([s["time"] for s in late], ys, t0))
     return res
 
 

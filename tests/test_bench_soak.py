@@ -95,3 +95,23 @@ def test_gpu_memory_is_read_on_the_visible_gpus_only(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert soak.gpu_mem_mib() == 10000.0  # a one-GPU machine: every GPU is the server's
     assert "-i" not in calls[-1]
+
+
+def test_report_says_when_memory_settled(tmp_path):
+    """An allocator's reserve that steps up and stays reads as growth on the whole run's slope; the
+    report also says from which minute a memory series stayed within 0.5 % of its last value."""
+    out = tmp_path / "soak"
+    out.mkdir()
+    (out / "pieces.jsonl").write_text(json.dumps({"piece": 0, "start": 0.0, "wall_s": 600.0, "arrival_s": 540,
+                                                  "sent": 1, "completed": 1, "errored": 0, "lost": 0}) + "\n")
+    mem = [1000, 1000, 1200, 1150, 1400, 1398, 1401, 1400, 1400, 1399]  # a sample a minute
+    fds = [10, 30, 10, 30, 10, 30, 10, 30, 10, 30]
+    (out / "samples.jsonl").write_text("".join(json.dumps({"time": 60.0 * i, "gpu_mem_mib": m, "fds": f}) + "\n"
+                                               for i, (m, f) in enumerate(zip(mem, fds))))
+    rep = soak.report(out, warmup_s=0)
+    assert rep["gpu_mem_mib"]["last"] == 1399 and rep["gpu_mem_mib"]["settled_from_min"] == 4.0
+    assert rep["gpu_mem_mib"]["slope_per_min"] > 40  # what the slope alone says
+    assert "settled_from_min" not in rep["fds"]  # not memory: it follows the requests in flight
+    (out / "samples.jsonl").write_text("".join(json.dumps({"time": 60.0 * i, "gpu_mem_mib": 1000 + 10 * i}) + "\n"
+                                               for i in range(10)))
+    assert soak.report(out, warmup_s=0)["gpu_mem_mib"]["settled_from_min"] == 9.0  # still growing: only the last sample
