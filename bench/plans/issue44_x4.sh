@@ -3,8 +3,9 @@
 # an end time (epoch) and polled; results in /tmp/res:
 #   (setsid nohup bash /tmp/t/bench/plans/issue44_x4.sh END > /tmp/job.log 2>&1 < /dev/null &)
 # Start it as soon as the install ends, with END = now + the lease's budget_left - 60 (the collection
-# takes ~30 s after END; issue44_x2.sh says what 20 minutes need): the soak needs ~24 minutes (its TP-2 server starts in ~150 s, then 20
-# minutes of arrivals, their drain and SIGTERM under load, ~80 s).
+# takes ~30 s after END; issue44_x2.sh says what 20 minutes need): the soak needs ~24 minutes (its
+# TP-2 server starts in ~150-193 s, then 20 minutes of arrivals, their drain and SIGTERM under load,
+# ~110 s).
 # 4 x H200 (what an nvidia-h100-x4 call got in sessions 48-50):
 #   GPUs 0, 1: the 20-minute run at the TP goodput (lease.sh tp2_soak): the 8B shape at TP 2 with the
 #              hybrid at 7.75 req/s (the goodput bisected in bench/results/h200x4_s50_2026-11-28/), 20
