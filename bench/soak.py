@@ -214,14 +214,14 @@ def report(out: Path, warmup_s: float = 60.0) -> dict:
     span_s = max((p["start"] + p["wall_s"] for p in pieces), default=0.0) - min((p["start"] for p in pieces), default=0.0)
     res.update(pieces=len(pieces), minutes=round(span_s / 60, 1),
                arrival_minutes=round(sum(p.get("arrival_s", 0.0) for p in pieces) / 60, 1), samples=len(samples))
+    ts = [s["time"] for s in late]
     for key in ("gpu_mem_mib", "rss_mib", "fds", "timeline_bytes", *SCRAPED.values()):
         ys = [s.get(key) for s in late]
         vals = [y for y in ys if y is not None]
         if vals:
-            res[key] = {"min": min(vals), "max": max(vals),
-                        "slope_per_min": _slope_per_min([s["time"] for s in late], ys)}
+            res[key] = {"min": min(vals), "max": max(vals), "slope_per_min": _slope_per_min(ts, ys)}
             if key in SETTLING:
-                res[key].update(last=vals[-1], settled_from_min=_settled_min([s["time"] for s in late], ys, t0))
+                res[key].update(last=vals[-1], settled_from_min=_settled_min(ts, ys, t0))
     return res
 
 

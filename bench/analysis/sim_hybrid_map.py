@@ -243,8 +243,8 @@ def chosen_workloads(names: tuple[str, ...] | None = None, span_s: float | None 
     ``layerwise_max``: the served mux server's layer-wise limit for the cells that have one
     (None: no limit)."""
     out = {k: (dict(w, span=span_s) if span_s else w) for k, w in WORKLOADS.items() if names is None or k in names}
-    out = {k: (dict(w, layerwise_max=layerwise_max) if w.get("layerwise_max", layerwise_max) != layerwise_max else w)
-           for k, w in out.items()}
+    out = {k: (dict(w, layerwise_max=layerwise_max) if "layerwise_max" in w and w["layerwise_max"] != layerwise_max
+               else w) for k, w in out.items()}
     return {k: (dict(w, drift="queue") if queue_drift and w["ttft"][0] == "length" else w) for k, w in out.items()}
 
 
