@@ -859,6 +859,7 @@ def check_policy_name(name: str, estimator: EstimatorLike) -> None:
 
 def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = None) -> int:
     from sglang_mux import cli
+    from sglang_mux.mux_args import MuxArgs
 
     pos, nonneg = cli.positive, lambda kind: cli.positive(kind, allow_zero=True)
     ap = cli.ArgumentParser(prog="python -m sglang_mux.dispatch", description=__doc__.split("\n")[0])
@@ -867,7 +868,8 @@ def main(argv: Sequence[str] | None = None, estimator: EstimatorLike | None = No
                        description="One decision for a described state; prints the Plan as JSON.")
     p.add_argument("--table", help="a shipped table's name (e.g. llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) or a "
                    "contention_tables/<model>__<gpu>__<backend>/ dir")
-    p.add_argument("--policy", default="dispatcher", help="dispatcher | hybrid | batch-size | fixed:<decode SMs>")
+    p.add_argument("--policy", default=MuxArgs.policy, help="hybrid | dispatcher | batch-size | fixed:<decode SMs> "
+                   "(default: the server's)")
     p.add_argument("--tbt-slo-ms", type=pos(float), default=50.0, help="time-between-tokens SLO (ms)")
     p.add_argument("--ttft-slo-ms", type=pos(float), default=5000.0, help="time-to-first-token SLO (ms)")
     p.add_argument("--ttft-ms-per-token", type=nonneg(float), default=0.0, help="TTFT SLO += this x prompt tokens")

@@ -42,7 +42,7 @@ from sglang_mux.drift import drift, queue_drift
 from sglang_mux.estimator import PrefillReq, fused_batch
 from sglang_mux.fused_price import (HYBRID_GRAPH_MAX_TOKENS, SIZE_MIN_OBS, FusedPrice, hybrid_batch_size,
                                      sglang_graph_tokens)
-from sglang_mux.mux_args import FUSED_HOST_QUANTILE
+from sglang_mux.mux_args import FUSED_HOST_QUANTILE, MuxArgs
 from sglang_mux.traces import BLOCK, BUNDLED, TraceError, TraceReq, load_trace, trace_path  # noqa: F401 (API)
 
 # ---- simulation -----------------------------------------------------------------------------
@@ -618,7 +618,7 @@ def add_trace_args(ap: argparse.ArgumentParser) -> None:
                     "synthetic")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--rate", type=pos(float), help="rescale arrivals to this many requests/s")
-    g.add_argument("--time-scale", type=nonneg(float), help="multiply inter-arrival times by this")
+    g.add_argument("--time-scale", type=pos(float), help="multiply inter-arrival times by this")
     ap.add_argument("--arrival", choices=("trace", "poisson"), default="trace",
                     help="trace timestamps (bursty: rounded to 3 s), or Poisson at --rate "
                          "(the draws bench.run --arrival poisson uses)")
@@ -662,7 +662,7 @@ def estimator_from_args(ap: argparse.ArgumentParser, a: argparse.Namespace, esti
 def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap = cli.ArgumentParser(prog="python -m sglang_mux.sim", description=__doc__.split("\n")[0])
     add_trace_args(ap)
-    ap.add_argument("--policy", default="dispatcher", help="dispatcher | hybrid | batch-size | fixed:<decode SMs> | "
+    ap.add_argument("--policy", default=MuxArgs.policy, help="hybrid | dispatcher | batch-size | fixed:<decode SMs> | "
                     "all | comma list")
     ap.add_argument("--ttft-ms-per-token", type=cli.positive(float, allow_zero=True), default=0.0,
                     help="length-aware TTFT SLO: += this x prompt tokens (preemption needs it > 0)")

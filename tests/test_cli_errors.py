@@ -137,8 +137,11 @@ def test_table_by_name_from_another_cwd(capsys):
     with pytest.raises(SystemExit) as e:
         cli.run(sim.main, [*SIM, "--json"])
     assert e.value.code == 0 and json.loads(capsys.readouterr().out)["setup"]["requests"] == 5
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(SystemExit) as e:  # the server's default policy, the hybrid: a short prompt fused
         cli.run(dispatch.main, PLAN)
+    assert e.value.code == 0 and json.loads(capsys.readouterr().out)["kind"] == "fused"
+    with pytest.raises(SystemExit) as e:
+        cli.run(dispatch.main, [*PLAN, "--policy", "dispatcher"])
     assert e.value.code == 0 and json.loads(capsys.readouterr().out)["decode_sms"] in range(16, 113, 16)
     with pytest.raises(SystemExit) as e:
         cli.run(estimator.main, ["predict", TABLE, "--prefill-new", "1024", "--decode-bs", "8",
