@@ -15,13 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from sglang_mux.latency_model.terms import PrefillReq
+from sglang_mux.policy import Plan, PrefillBatchState, Snapshot, WaitingReq
+
 if TYPE_CHECKING:
     import torch
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
     from sglang.srt.managers.utils import GenerationBatchResult
 
-    from sglang_mux.dispatch import Plan, PrefillBatchState, Snapshot, WaitingReq
-    from sglang_mux.estimator import Estimator, PrefillReq
+    from sglang_mux.estimator import Estimator
     from sglang_mux.partitions import PartitionConfig
 
 
@@ -151,8 +153,6 @@ def decode_contexts(batch: ScheduleBatch | None) -> list[int]:
 def chunked_view(req: Req | None, now: float, arrival: dict[str, float]) -> WaitingReq | None:
     """The policy's view of SGLang's chunked request (a prompt part-way through fused chunks):
     n = prompt tokens not yet run, r = those run (``extend_range.end``: through its last chunk)."""
-    from sglang_mux.dispatch import WaitingReq
-
     if req is None:
         return None
     rng = getattr(req, "extend_range", None)
@@ -176,8 +176,6 @@ class FusedRows(NamedTuple):
 def fused_rows(batch: ScheduleBatch) -> FusedRows:
     """An extend batch's rows (new tokens, cached context) per row, the decode rows of a mixed
     batch included (SGLang's ``extend_lens`` / ``prefix_lens``)."""
-    from sglang_mux.estimator import PrefillReq
-
     pieces, contexts = [], []
     for n, r in zip(batch.extend_lens, batch.prefix_lens):
         if n == 1:
@@ -190,9 +188,6 @@ def fused_rows(batch: ScheduleBatch) -> FusedRows:
 def prefill_state(batch: ScheduleBatch, now: float, arrival: dict[str, float]) -> PrefillBatchState:
     """The policy's view of a new prefill batch: new and cached tokens per request, and the
     earliest arrival among them (`now` for a request never seen waiting)."""
-    from sglang_mux.dispatch import PrefillBatchState
-    from sglang_mux.estimator import PrefillReq
-
     reqs, rids = [], []
     for r in batch.reqs:
         n_total = len(r.fill_ids) if getattr(r, "fill_ids", None) is not None else len(r.origin_input_ids)

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 
-from sglang_mux.partitions import validate_granularity
+from sglang_mux.partitions import MIN_GRANULARITY, validate_granularity
+from sglang_mux.policy.host_time import FUSED_HOST_QUANTILE
+from sglang_mux.policy.slo import SLO, SLOError
 
 ENV_VAR = "SGLANG_MUX_CONFIG"  # carries MuxArgs to the scheduler subprocess (spawned)
 POLICIES = ("dispatcher", "hybrid", "fixed", "batch-size")
-# The quantile of a fused iteration's wall time over its price that the hybrid's TBT budget takes
-# off: the SLO's own percentile. Served at TBT 30 on an H100 (code, capped conversation), fused
-# iterations ran at most 2 ms past their price at P90 but 5.4-5.9 ms at P99, and planned to the P90
-# the P99 token gap was 31-34 ms.
-FUSED_HOST_QUANTILE = 0.99
 # Attention backends whose decode graphs can be captured per partition and whose prefill runs
 # layer by layer here (both measured on a GPU); others are refused at start.
 MUX_BACKENDS = ("fa3", "triton")
@@ -57,7 +55,6 @@ def _flag(default, help: str, **kw):
 class MuxArgs:
     tbt_slo_ms: float = _flag(50.0, "decode time-between-tokens SLO (ms)")
     ttft_slo_ms: float = _flag(5000.0, "time-to-first-token SLO (ms; preemption checks it)")
-    # With k = 0 (a flat SLO) preemption can never help both batches, so it never fires (dispatch.py).
     ttft_ms_per_token: float = _flag(
         0.0, "length-aware TTFT SLO for preemption: SLO + k * prompt tokens (0 = flat)",
         doc="length-aware TTFT SLO used by preemption: SLO + k × prompt tokens (with 0, preemption cannot help "
@@ -71,9 +68,6 @@ class MuxArgs:
             "naming both), and without a match falls back to a roofline over GEMM/copy rates probed per "
             "partition at start-up, with a warning saying how to profile")
     preemption: bool = _flag(True, "non-recursive preemption of long prefills by short ones")
-    # hybrid by default: served, the dispatcher alone lost to tuned chunked prefill on short traffic
-    # (code 0.78x, chat-1k < 1.0x) where the hybrid is level, and the simulator has the hybrid at or
-    # above the dispatcher in every cell of its maps (bench/results/sim_hybrid_s42_2026-11-27/).
     policy: str = _flag("hybrid", "hybrid (per iteration a fused mixed chunk on the whole GPU or the "
                                   "dispatcher's partition), dispatcher (SLO-aware partitions only), fixed (one "
                                   "partition: --mux-fixed-decode-sms) or batch-size (SGLang's PD-multiplexing demo rule)",
@@ -102,49 +96,50 @@ class MuxArgs:
         FUSED_HOST_QUANTILE, "the quantile of a fused iteration's recent overruns of its price (wall time less price) that "
               "the hybrid's TBT budget takes off the SLO",
         doc="which quantile of a fused iteration's recent overruns of its price (`--mux-policy hybrid`) its "
-            "TBT budget takes off the SLO: the SLO's own P99 by default. Served on an H100 the overruns were "
-            "bimodal (P98 3.0 ms, P99 5.2): replayed, 0.98 passed the capped conversation at TBT 30 up to "
-            "4 req/s and 0.99 to 3.3 (bench/results/whatif_fused_tail_2026-11-27/); not yet served. Overruns "
-            "over half the SLO are stalls that no chunk size avoids, left out while they are fewer than half")
+            "TBT budget takes off the SLO: the SLO's own P99 by default. Overruns over half the SLO are stalls "
+            "that no chunk size avoids, left out while they are fewer than half")
     fused_start_budget: bool = _flag(
         False, "budget the first fused iteration of a streak for its own overrun (--mux-policy hybrid), apart from "
                "the streak's",
         doc="budget the first fused iteration of a streak (after any other kind) for its own overrun of its "
-            "price, apart from the streak's (`--mux-policy hybrid`): served, SGLang's set-up of the first mixed "
-            "batch overran by 5-18 ms where the streak's P99 was 3 ms, and pooled they set every fused "
-            "iteration's budget. Replayed at TBT 30 it left goodput as it was (the capped conversation 3.3, code "
-            "≥ 20 req/s: bench/results/whatif_fused_tail_2026-11-27/streaks.md); not yet served")
+            "price, apart from the streak's (`--mux-policy hybrid`): SGLang sets up the first mixed batch of a "
+            "streak in that iteration's gap")
     overlap_decode: bool = _flag(
         True, "with --mux-policy hybrid, run a decode alone (no prefill anywhere) as SGLang's overlap loop does, "
               "so a fused streak goes on through it",
         doc="with `--mux-policy hybrid`, a decode alone (no prefill batch anywhere) runs as SGLang's overlap "
             "loop runs one: on the whole GPU, the next batch formed and launched before the last one's result "
-            "is processed. A fused streak goes on through it instead of ending, and its next fused iteration "
-            "needs no new set-up. Served on sharegpt at ~300 decoding requests, processing a result took "
-            "~11 ms of host time that a synchronous decode adds to a token's gap, and 810 of 2,932 fused "
-            "iterations started a streak after a decode alone (bench/results/h200x4_s40_2026-11-27/)")
+            "is processed, so that processing a result adds no host time to a token's gap. A fused streak goes "
+            "on through it instead of ending, and its next fused iteration needs no new set-up")
     # scheduler_loop forms the batch after the decode launch when this is set.
     defer_prefill_start: bool = _flag(
         False, "form a new prefill batch (SGLang's batch formation: prefix match, KV allocation) after the decode "
                "iteration is launched, so its host time overlaps the decode's GPU time instead of lengthening a "
-               "token's gap (not yet measured on a GPU)")
+               "token's gap")
     disable_mux: bool = _flag(False, "plain SGLang scheduling (no multiplexing)", name="--disable-mux")
 
-    def validate(self, total_sms: int | None = None) -> None:
-        if not self.tbt_slo_ms > 0:
-            raise MuxArgError(f"--mux-tbt-slo-ms must be > 0 (got {self.tbt_slo_ms}); the paper uses 50 for 8B models")
-        if not self.ttft_slo_ms > 0:
-            raise MuxArgError(f"--mux-ttft-slo-ms must be > 0 (got {self.ttft_slo_ms})")
-        if self.ttft_ms_per_token < 0:
-            raise MuxArgError(f"--mux-ttft-ms-per-token must be >= 0 (got {self.ttft_ms_per_token})")
+    @property
+    def slo(self) -> SLO:
+        """The SLOs the policy plans for (`validate` has checked them)."""
+        return SLO(self.tbt_slo_ms, self.ttft_slo_ms, self.ttft_ms_per_token)
+
+    def validate(self) -> None:
+        """Every flag's value on its own and against the others; the GPU's SM count is checked
+        later (`check_gpu`). Raises MuxArgError naming the flag and what to give."""
+        try:
+            self.slo
+        except SLOError as e:
+            flag = {"tbt_ms": "--mux-tbt-slo-ms", "ttft_ms": "--mux-ttft-slo-ms",
+                    "ttft_ms_per_token": "--mux-ttft-ms-per-token"}[e.field]
+            raise MuxArgError(f"{flag} {e}; the defaults are 50, 5000 and 0") from None
         if not 0.0 <= self.tbt_host_quantile <= 1.0:
             raise MuxArgError(f"--mux-tbt-host-quantile must be in [0, 1] (got {self.tbt_host_quantile}); "
                               "0.9 is the default, 0.99 plans for the tail of the host's time")
         if not 0.0 < self.fused_host_quantile <= 1.0:
             raise MuxArgError(f"--mux-fused-host-quantile must be in (0, 1] (got {self.fused_host_quantile}); "
                               "0.99 is the default")
-        if not self.timeline_max_mb > 0:
-            raise MuxArgError(f"--mux-timeline-max-mb must be > 0 (got {self.timeline_max_mb})")
+        if not 0 < self.timeline_max_mb < math.inf:
+            raise MuxArgError(f"--mux-timeline-max-mb must be a number of MiB > 0 (got {self.timeline_max_mb})")
         if self.policy not in POLICIES:
             raise MuxArgError(f"--mux-policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         if self.contention_table != "auto":
@@ -155,22 +150,25 @@ class MuxArgs:
             except TableError as e:
                 raise MuxArgError(f"--mux-contention-table: {e} (or 'auto' to pick by model, GPU and "
                                   f"attention backend)") from None
+        g = self.sm_granularity
+        if g < MIN_GRANULARITY or g % MIN_GRANULARITY:
+            raise MuxArgError(f"--mux-sm-granularity {g} cannot be honoured: green contexts on Hopper split SMs in "
+                              f"multiples of {MIN_GRANULARITY}; use 16 (MuxWise's choice), 24, 32, ...")
+        if self.policy == "fixed" and (self.fixed_decode_sms <= 0 or self.fixed_decode_sms % g):
+            raise MuxArgError(f"--mux-fixed-decode-sms {self.fixed_decode_sms} must be a positive multiple of "
+                              f"--mux-sm-granularity {g}")
+
+    def check_gpu(self, total_sms: int) -> None:
+        """What depends on the GPU's SM count: two partitions of the granularity, and prefill SMs
+        beside a fixed decode partition. Raises MuxArgError."""
         try:
-            validate_granularity(total_sms or 132, self.sm_granularity)
+            validate_granularity(total_sms, self.sm_granularity)
         except ValueError as e:
             raise MuxArgError(str(e)) from None
-        if self.policy == "fixed":
-            g = self.sm_granularity
-            if self.fixed_decode_sms <= 0 or self.fixed_decode_sms % g:
-                raise MuxArgError(
-                    f"--mux-fixed-decode-sms {self.fixed_decode_sms} must be a positive multiple of "
-                    f"--mux-sm-granularity {g}"
-                )
-            if total_sms is not None and total_sms - self.fixed_decode_sms < g:
-                raise MuxArgError(
-                    f"--mux-fixed-decode-sms {self.fixed_decode_sms} leaves fewer than {g} SMs for "
-                    f"prefill on this {total_sms}-SM GPU"
-                )
+        g = self.sm_granularity
+        if self.policy == "fixed" and total_sms - self.fixed_decode_sms < g:
+            raise MuxArgError(f"--mux-fixed-decode-sms {self.fixed_decode_sms} leaves fewer than {g} SMs for "
+                              f"prefill on this {total_sms}-SM GPU")
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

@@ -8,43 +8,42 @@
                   policy.plan, one Decision for every TP rank (tp_consensus) -> preemption / new
                   prefill batch (SGLang's own batch formation); then the partition switch: new
                   streams wait on the old ones' events
-  (fused)         a fused plan instead runs SGLang's own mixed iteration on the whole GPU: a prompt
-                  chunk and every decode row in one extend batch (`run_fused`), launched before the
-                  last fused iteration's result is processed, as SGLang's overlap loop does; the
-                  first other plan ends the streak (`drain_fused`) and is made again
+  (fused)         a fused plan instead runs SGLang's own mixed iteration on the whole GPU
+                  (`loop_fused.FusedStreak`); the first other plan ends the streak and is made again
   launch_decode   one decode iteration (a CUDA graph captured on this partition's decode stream)
-  launch_prefill  N_PL prefill layers on the prefill stream (at most two chunks in flight, so a
-                  preemption or partition change takes effect within about one decode iteration)
+  launch_prefill  N_PL prefill layers on the prefill stream (`loop_layerwise.LayerwisePrefill`; at
+                  most two chunks in flight, so a preemption or partition change takes effect
+                  within about one decode iteration)
   finish          wait for the decode (its tokens are needed), process it, feed the measured
                   latency to the estimator, the metrics and the timeline
-Each phase's host time goes into the timeline row of its decode iteration (``host_ms``,
-loop_clock.py): a token's gap is the decode's GPU time plus the host's between two decode results.
-Decisions live in dispatch.py, numbers in estimator.py, the loop's records in loop_state.py; this
-module alone calls the Scheduler and CUDA (torch and sglang are imported where used, so the class
+Each token's gap goes to the host-time budgets (`loop_budgets.TokenGaps`), each phase's host time
+into the timeline row of its decode iteration (``host_ms``, loop_clock.py). Decisions live in
+`sglang_mux.policy`, numbers in `sglang_mux.estimator`, the loop's records in loop_state.py; these
+modules alone call the Scheduler and CUDA (torch and sglang are imported where used, so the loop
 can be built and tested on the CPU with stand-ins).
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import logging
 import os
 import time
 from typing import TYPE_CHECKING
 
+from sglang_mux.loop_budgets import TokenGaps
 from sglang_mux.loop_clock import LoopClock
-from sglang_mux.loop_state import (Chunk, DecodeLaunch, Decision, FusedLaunch, Iteration, PrefillRun, chunked_view,
-                                   decode_contexts, decode_shape, decoding_view, fused_rows, guard_record,
-                                   prefill_state)
+from sglang_mux.loop_fused import FusedStreak
+from sglang_mux.loop_layerwise import LayerwisePrefill
+from sglang_mux.loop_state import (DecodeLaunch, Decision, Iteration, chunked_view, decode_contexts, decode_shape,
+                                   decoding_view, guard_record)
 from sglang_mux.mux_args import MuxArgs
+from sglang_mux.policy import HostBudgets, Plan, Policy, Snapshot, WaitingReq
 from sglang_mux.tp_consensus import Consensus, PendingTp, SingleRank, TpConsensus, agree, before_group
 
 if TYPE_CHECKING:
     import torch
     from sglang.srt.managers.scheduler import Scheduler
 
-    from sglang_mux.dispatch import DecodeHostTime, Plan, Policy, Snapshot
     from sglang_mux.estimator import Estimator
     from sglang_mux.green_ctx import GreenPartitionSet
     from sglang_mux.mux_metrics import MuxMetrics, TimelineWriter
@@ -65,26 +64,20 @@ def mux_event_loop(self: Scheduler) -> None:
 
 
 class MuxLoop:
-    """The multiplexed loop over one SGLang Scheduler (`sched`), and its state across iterations.
-
-    The Scheduler attributes it uses are SGLang's; `build` also sets those SGLang's decode graph
-    runner reads (stream_groups, sm_counts, real_sm_group_num, split_prefill_batch). Not
-    thread-safe: it runs on the scheduler's thread only.
+    """The multiplexed loop over one SGLang Scheduler (`sched`), and its state across iterations:
+    the layer-wise prefill (``layerwise``), the fused streak (``fused``) and the token gaps'
+    host-time budgets (``gaps``) are its components. The Scheduler attributes it uses are SGLang's;
+    `build` also sets those SGLang's decode graph runner reads (stream_groups, sm_counts,
+    real_sm_group_num, split_prefill_batch). Not thread-safe: the scheduler's thread only.
     """
 
     def __init__(self, sched: Scheduler, args: MuxArgs, parts: GreenPartitionSet, cfgs: list[PartitionConfig],
                  policy: Policy, estimator: Estimator, *, metrics: MuxMetrics | None = None,
-                 timeline: TimelineWriter | None = None, host_time: DecodeHostTime | None = None,
-                 fused_host_time: DecodeHostTime | None = None, start_host_time: DecodeHostTime | None = None,
-                 fused_start_host_time: DecodeHostTime | None = None,
+                 timeline: TimelineWriter | None = None, budgets: HostBudgets | None = None,
                  clock: LoopClock | None = None, consensus: Consensus | None = None):
         """``cfgs``: the partitions in SGLang's stream-group order (index = stream index);
-        ``host_time``: None leaves the loop's host time out of the TBT budget; ``fused_host_time``:
-        a fused iteration's own (None: it counts in ``host_time``); ``start_host_time``: that of a
-        decode iteration that starts a layer-wise batch, also counted in ``host_time`` (None: not
-        kept); ``fused_start_host_time``: that of the first fused iteration of a streak, not
-        counted in ``fused_host_time`` (None: counted there); ``consensus``: how TP ranks agree on
-        each iteration (None: a single rank)."""
+        ``budgets``: the host-time budgets kept (None: none, the policy is told 0 ms);
+        ``consensus``: how TP ranks agree on each iteration (None: a single rank)."""
         self.sched = sched
         self.args = args
         self.parts = parts
@@ -94,21 +87,13 @@ class MuxLoop:
         self.estimator = estimator
         self.metrics = metrics
         self.timeline = timeline
-        self.host_time = host_time
-        self.fused_host_time = fused_host_time
-        self.start_host_time = start_host_time
-        self.fused_start_host_time = fused_start_host_time
+        self.gaps = TokenGaps(budgets if budgets is not None else HostBudgets())
         self.clock = clock if clock is not None else LoopClock(os_stats=False)
         self.consensus = consensus if consensus is not None else SingleRank()
         self.idx = 0  # the current stream group
-        self.active: PrefillRun | None = None
-        self.paused: PrefillRun | None = None  # preempted, KV kept; at most one
         self.arrival: dict[str, float] = {}  # rid -> first time seen waiting (time.monotonic)
-        self.idle_unmeasurable = False  # elapsed_time across prefill streams failed once: stop trying
-        self.last_decode_done: float | None = None  # perf_counter after the last decode's result (None: gap broken)
-        self.defer_failed = False  # the last new prefill batch formed after a decode launch could not start
-        self.pending: FusedLaunch | None = None  # a fused iteration launched, its result not processed yet
-        self.launch_note: dict | None = None  # the last layer-wise launch, for this iteration's timeline row
+        self.layerwise = LayerwisePrefill(self)
+        self.fused = FusedStreak(self)
 
     @classmethod
     def build(cls, sched: Scheduler) -> MuxLoop:
@@ -119,10 +104,10 @@ class MuxLoop:
         import torch
         from sglang.srt.multiplex import pdmux_context
 
-        from sglang_mux.dispatch import HOST_STALL_SHARE, DecodeHostTime, make_policy, policy_name
         from sglang_mux.estimator import Estimator
         from sglang_mux.green_ctx import GreenPartitionSet, install_stream_groups
         from sglang_mux.mux_args import attention_backend
+        from sglang_mux.policy import make_policy, policy_name
         from sglang_mux.probe import safe_probe
         from sglang_mux.tables import resolve_table, tables_root
 
@@ -132,7 +117,7 @@ class MuxLoop:
         if gpu_id is None:
             gpu_id = sched.ps.gpu_id
         parts = GreenPartitionSet(device_index=gpu_id, granularity=args.sm_granularity)
-        args.validate(parts.total_sms)
+        args.check_gpu(parts.total_sms)  # the rest was checked at launch (launch_server)
         cfgs = install_stream_groups(parts, sched.server_args)
         sched.stream_groups = pdmux_context.STREAM_GROUPS
         sched.sm_counts = pdmux_context.SM_COUNTS
@@ -151,17 +136,9 @@ class MuxLoop:
             tp_size=int(getattr(sched.server_args, "tp_size", 1) or 1),
             probe=lambda: safe_probe(parts),
         )
-        policy = make_policy(policy_name(args), estimator, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
-                             preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
+        policy = make_policy(policy_name(args), estimator, args.slo, preemption=args.preemption)
         consensus = before_group(sched)  # SGLang creates the TP group after this: run() joins it
-        stall_ms = HOST_STALL_SHARE * args.tbt_slo_ms
-        loop = cls(sched, args, parts, cfgs, policy, estimator,
-                   host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   fused_host_time=DecodeHostTime(quantile=args.fused_host_quantile, stall_ms=stall_ms)
-                   if args.tbt_host_budget else None,
-                   start_host_time=DecodeHostTime(quantile=args.tbt_host_quantile) if args.tbt_host_budget else None,
-                   fused_start_host_time=DecodeHostTime(quantile=args.fused_host_quantile, stall_ms=stall_ms)
-                   if args.tbt_host_budget and args.fused_start_budget else None,
+        loop = cls(sched, args, parts, cfgs, policy, estimator, budgets=TokenGaps.for_server(args).budgets,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
         if not consensus.leader:  # the leader decides, so its metrics and timeline are the server's
             return loop
@@ -206,7 +183,7 @@ class MuxLoop:
         with torch.inference_mode():
             while not self.sched.gracefully_exit:
                 self.step()
-            self.drain_fused()  # its requests' tokens are still to be sent
+            self.fused.drain()  # its requests' tokens are still to be sent
 
     def join_tp(self) -> None:
         """Swap `PendingTp` for the Scheduler's TP group, now that SGLang has created it, and check
@@ -227,10 +204,10 @@ class MuxLoop:
         self.receive(now)
         it = self.plan(now)
         if it.plan.chunk or it.overlapped:
-            self.run_fused(it)
+            self.fused.run(it)
             return
         if not it.has_work:
-            self.last_decode_done = None
+            self.gaps.break_gap()
             clock.reset()
             self.sched.on_idle()
             return
@@ -267,16 +244,16 @@ class MuxLoop:
         events, and takes its plan. Returns (decision, snapshot, decision CPU µs or None)."""
         if not self.consensus.leader:
             d = self.consensus.share(None)
-            self.poll_prefill(now, retire=d.retired)
+            self.layerwise.poll(now, retire=d.retired)
             self.clock.lap("poll")
             return d, self.snapshot(now), None
-        retired = self.poll_prefill(now)
+        retired = self.layerwise.poll(now)
         self.clock.lap("poll")
         snap = self.snapshot(now)
         t0 = time.perf_counter()
         plan = self.policy.plan(snap)
         decide_us = (time.perf_counter() - t0) * 1e6
-        run = self.active
+        run = self.layerwise.active
         launch = run is None or sum(1 for ev in run.inflight if not ev[1].query()) < 2
         return self.consensus.share(Decision(retired, plan, launch)), snap, decide_us
 
@@ -286,24 +263,24 @@ class MuxLoop:
         (`Iteration.deferred`)."""
         sched = self.sched
         d, snap, decide_us = self.decide(now)
-        overlapped = self.overlaps(d.plan, snap)
-        if self.pending is not None and not d.plan.chunk and not overlapped:
+        overlapped = self.fused.overlaps(d.plan, snap)
+        if self.fused.pending is not None and not d.plan.chunk and not overlapped:
             # The fused streak ends: its last batch's tokens and requests are needed (the running
             # batch catches up), and the plan is made again on that state.
-            self.drain_fused()
+            self.fused.drain()
             d, snap, decide_us = self.decide(now)
-            overlapped = self.overlaps(d.plan, snap)
+            overlapped = self.fused.overlaps(d.plan, snap)
         plan = d.plan
         deferred = False
         if not overlapped:  # a decode alone in overlap mode starts and preempts nothing
             decoding = sched.running_batch is not None and not sched.running_batch.is_empty()
-            deferred = self.apply_plan(plan, now, defer_start=self.may_defer_start(decoding))
-            if self.active is not None:
-                self.defer_failed = False
+            deferred = self.layerwise.apply(plan, now, defer_start=self.layerwise.may_defer_start(decoding))
+            if self.layerwise.active is not None:
+                self.layerwise.defer_failed = False
         self.clock.lap("plan")
         # in a fused streak the decoding requests are in the batch in flight, not the running batch
         has_decode = overlapped or (sched.running_batch is not None and not sched.running_batch.is_empty())
-        has_prefill = self.active is not None or deferred
+        has_prefill = self.layerwise.active is not None or deferred
         if self.metrics:
             self.metrics.on_plan(plan, decide_us)
             self.metrics.on_memory(now=now)
@@ -338,26 +315,26 @@ class MuxLoop:
         (0 layers), the partition has no prefill SMs, or two chunks are still queued."""
         import torch
 
-        plan, cfg = it.plan, it.cfg
+        plan, cfg, lw = it.plan, it.cfg, self.layerwise
         if it.deferred:  # the decode is on the GPU: form the new prefill batch meanwhile
-            self.defer_failed = not self.start_prefill(it.now, plan)
-            if not self.defer_failed:
+            lw.defer_failed = not lw.start(it.now, plan)
+            if not lw.defer_failed:
                 # Its inputs were just copied on this (non-mux) stream; the first layers follow at
                 # once, where without deferring the decode launch stood in between.
                 it.streams[0].wait_stream(torch.cuda.current_stream())
             self.clock.lap("prefill_start")
-        run = it.prefill = self.active
+        run = it.prefill = lw.active
         # prefill_layers == 0 means the policy holds prefill back (overload: decode first).
         # it.launch_prefill: fewer than two chunks queued when decided (bounded preemption and
         # partition-switch latency), the leader's view on every TP rank.
         if run is not None and plan.prefill_layers > 0 and cfg.prefill_sms > 0 \
                 and not run.batch.split_prefill_finished and it.launch_prefill:
-            self.launch_prefill_layers(run, plan.prefill_layers, cfg.prefill_sms)
-            if self.launch_note is not None and it.decode is not None:  # the decode finished meanwhile?
-                self.launch_note["decode_done"] = it.decode.end.query()
+            lw.launch(run, plan.prefill_layers, cfg.prefill_sms)
+            if lw.launch_note is not None and it.decode is not None:  # the decode finished meanwhile?
+                lw.launch_note["decode_done"] = it.decode.end.query()
             if self.timeline and it.decode is None:  # prefill-only steps are decisions too
                 self.timeline.write(plan, now=it.now, decode_bs=0, decode_sms=cfg.decode_sms,
-                                    prefill_sms=cfg.prefill_sms, **self.take_launch_note())
+                                    prefill_sms=cfg.prefill_sms, **lw.take_launch_note())
 
     def finish(self, it: Iteration) -> None:
         """Wait for the decode iteration, let SGLang process its tokens, and feed its measured
@@ -376,78 +353,19 @@ class MuxLoop:
             clock.lap("result")
             self.observe_decode(it, d.start.elapsed_time(d.end))
         else:
-            self.last_decode_done = None  # no decode this step: the next gap is not a token's
+            self.gaps.break_gap()  # no decode this step: the next gap is not a token's
             clock.reset()
         if d is None and it.has_prefill:
             time.sleep(0.0002)
         sched.last_batch = d.batch if d is not None else None
 
-    # ---- receive ----------------------------------------------------------------------------
-
-    def poll_prefill(self, now: float, retire: int | None = None) -> int:
-        """Query-based sync: retire the active batch's finished chunks (their GPU time to the
-        estimator and metrics); a finished batch is processed by SGLang and joins the decode
-        batch, and a paused batch resumes. ``retire``: that many chunks, waiting for any not
-        finished yet (a TP follower applying the leader's count; all of them after a preemption's
-        sync); None: as many as have finished (never blocks). Returns the chunks retired."""
-        sched = self.sched
-        run = self.active
-        if run is None:
-            return 0
-        n_layers = sched.model_config.num_hidden_layers
-        if retire is None:
-            retire = 0
-            while retire < len(run.inflight) and run.inflight[retire][1].query():
-                retire += 1
-        for _ in range(retire):
-            start, end, layers, psms = run.inflight.pop(0)
-            if not end.query():
-                end.synchronize()
-            ms = start.elapsed_time(end)
-            ratio = None
-            if psms and layers:
-                ratio = self.estimator.observe_prefill(psms, run.state.reqs, ms * n_layers / layers)
-            if self.metrics:
-                # Prefill-stream idle time between two chunks of one batch: a bubble (or a hold
-                # by the policy); a preempted batch's pause is not counted (last_end reset).
-                idle = None
-                if run.last_end is not None and not self.idle_unmeasurable:
-                    try:  # metrics must never stop serving (e.g. events of two streams not comparable)
-                        idle = max(0.0, run.last_end.elapsed_time(start))
-                    except Exception as e:  # noqa: BLE001
-                        logger.warning("sglang_mux: prefill idle time not measurable (%s); not counted", e)
-                        self.idle_unmeasurable = True
-                self.metrics.on_prefill_chunk(ms, idle, ratio)
-                if psms:
-                    self.metrics.on_prefill_correction(psms, self.estimator.prefill_correction(psms))
-            run.last_end = end
-        if run.batch.split_prefill_finished and not run.inflight:
-            batch = run.batch
-            if run.started_s is not None and not run.state.preempted_by_other:  # a pause is not its rate
-                self.estimator.prefill_wall.observe(run.planned_ms, (now - run.started_s) * 1e3)
-            sched.process_batch_result(batch, run.result)
-            for r in batch.reqs:
-                self.arrival.pop(r.rid, None)
-            # It joins the decode batch before this iteration's decode: the gap to its second token
-            # stays one iteration (joining after the decode doubled it, 37 -> 67 ms median on an H100).
-            batch.filter_batch()
-            self.join_running(batch)
-            self.active = None
-            if self.paused is not None:  # resume the preempted batch where it stopped, KV kept
-                self.active, self.paused = self.paused, None
-                self.active.needs_reinit = True
-                self.active.last_end = None  # its pause is the policy's choice, not a bubble
-        return retire
-
-    # ---- plan -------------------------------------------------------------------------------
+    # ---- plan inputs -----------------------------------------------------------------------------
 
     def snapshot(self, now: float) -> Snapshot:
         """The policy's input: decode batch shape, the head of the waiting queue (first-seen
         times kept in `arrival`), the active and paused prefill batches, the host-time budget."""
-        from sglang_mux.dispatch import Snapshot, WaitingReq
-
-        sched = self.sched
-        decoding = decoding_view(sched.running_batch, self.pending, getattr(sched, "chunked_req", None))
+        sched, lw = self.sched, self.layerwise
+        decoding = decoding_view(sched.running_batch, self.fused.pending, getattr(sched, "chunked_req", None))
         bs, sum_reused, max_reused = decode_shape(decoding)
         if len(self.arrival) > 4 * WAITING_VIEW + len(sched.waiting_queue):
             self.forget_gone()  # requests aborted while waiting never reach a prefill batch
@@ -455,118 +373,23 @@ class MuxLoop:
         for req in sched.waiting_queue[:WAITING_VIEW]:
             t = self.arrival.setdefault(req.rid, now)
             waiting.append(WaitingReq(rid=req.rid, arrival_s=t, n=len(req.origin_input_ids), r=0))
-        act = self.active.state if self.active else None
+        act = lw.active.state if lw.active else None
         if act is not None:
-            act.layers_done = self.active.batch.split_index
-        wants_ctx = getattr(self.policy, "wants_decode_contexts", False)
+            act.layers_done = lw.active.batch.split_index
         return Snapshot(
             now_s=now, decode_bs=bs, decode_sum_reused=sum_reused, decode_max_reused=max_reused,
-            active_prefill=act, paused_prefill=self.paused.state if self.paused else None, waiting=waiting,
-            decode_host_ms=self.host_time.value_ms if self.host_time is not None else 0.0,
-            decode_contexts=decode_contexts(decoding) if wants_ctx else None,
+            active_prefill=act, paused_prefill=lw.paused.state if lw.paused else None, waiting=waiting,
+            decode_contexts=decode_contexts(decoding) if self.policy.wants_decode_contexts else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
-            fused_host_ms=self.fused_host_time.budget_ms if self.fused_host_time is not None else None,
-            fused_rate_host_ms=self.fused_host_time.median_ms if self.fused_host_time is not None else None,
-            start_host_ms=self.start_host_time.value_ms if self.start_host_time is not None else None,
-            fused_streak=self.pending is not None,
-            fused_start_host_ms=self.fused_start_host_time.value_ms if self.fused_start_host_time is not None
-            else None,
-        )
+            **self.gaps.budgets.view(fused_streak=self.fused.pending is not None))
 
     def forget_gone(self) -> None:
         """Drop the arrival times of requests neither waiting nor in a prefill batch."""
-        live = {r.rid for r in self.sched.waiting_queue}
+        live = {r.rid for r in self.sched.waiting_queue} | self.layerwise.live_rids()
         chunked = getattr(self.sched, "chunked_req", None)
         if chunked is not None:
             live.add(chunked.rid)
-        for run in (self.active, self.paused):
-            if run is not None:
-                live.update(run.state.rids)
         self.arrival = {rid: t for rid, t in self.arrival.items() if rid in live}
-
-    def apply_plan(self, plan: Plan, now: float, defer_start: bool = False) -> bool:
-        """Carry out the plan's preemption or new prefill batch. ``defer_start``: a plain start (no
-        preemption) is left to the caller, who forms the batch once the decode iteration is launched
-        so that SGLang's batch formation overlaps the decode's GPU time; returns whether it did so."""
-        if plan.preempt and self.active is not None and self.paused is None:
-            # Its launched layers must finish first: the prefill attention backend's metadata
-            # buffers are shared, and the new batch is about to rewrite them.
-            for _, end, _, _ in self.active.inflight:
-                end.synchronize()
-            self.poll_prefill(now)
-            if self.active is not None and not self.active.batch.split_prefill_finished:
-                # The preempted batch keeps its KV and hidden state (ForwardBatch) and resumes later.
-                self.paused, self.active = self.active, None
-                self.paused.state.preempted_by_other = True
-                if self.start_prefill(now, plan):
-                    self.active.state.is_preemptor = True
-                    if self.metrics:
-                        self.metrics.on_preemption()
-                else:  # nothing could be scheduled after all: resume at once
-                    self.active, self.paused = self.paused, None
-            elif self.active is None and self.paused is None:
-                self.start_prefill(now, plan)
-        elif plan.new_prefill_rids and self.active is None:
-            if defer_start:
-                return True
-            self.start_prefill(now, plan)
-        return False
-
-    def start_prefill(self, now: float, plan: Plan) -> bool:
-        """Start the batch the policy chose (``plan.new_prefill_rids``; it becomes `active`, its
-        planned time ``plan.t_prefill_ms``); False if SGLang formed none. SGLang's own batch
-        formation (prefix match, memory checks) does the work, restricted to the chosen requests
-        so that its ordering cannot override ours."""
-        from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-        sched = self.sched
-        with self.only_waiting(plan.new_prefill_rids or None):
-            formed = sched.get_new_batch_prefill(sched.running_batch)
-        sched.running_batch = formed.running_batch
-        batch = formed.batch_to_run
-        if not batch or batch.is_empty():
-            return False
-        batch.forward_mode = ForwardMode.SPLIT_PREFILL
-        batch.split_index = 0
-        batch.split_prefill_finished = False
-        self.active = PrefillRun(batch=batch, state=prefill_state(batch, now, self.arrival), started_s=now,
-                                 planned_ms=plan.t_prefill_ms)
-        return True
-
-    @contextlib.contextmanager
-    def only_waiting(self, rids):
-        """SGLang's batch formation sees only the chosen waiting requests (``rids``; None: all),
-        so that its ordering cannot override ours; leftovers of the chosen (e.g. no memory) keep
-        their place at the head afterwards."""
-        sched = self.sched
-        if rids is None:
-            yield
-            return
-        chosen = set(rids)
-        others = [r for r in sched.waiting_queue if r.rid not in chosen]
-        sched.waiting_queue = [r for r in sched.waiting_queue if r.rid in chosen]
-        try:
-            yield
-        finally:
-            sched.waiting_queue = sched.waiting_queue + others
-
-    def overlaps(self, plan: Plan, snap: Snapshot) -> bool:
-        """Whether ``plan``, a decode alone, runs as SGLang's overlap loop runs a decode
-        (`run_fused` with no chunk: the whole GPU, its result processed after the next launch):
-        ``--mux-overlap-decode`` with the hybrid, requests decoding (``snap``'s; in a fused streak
-        they are the batch in flight's, SGLang's running batch is empty) and no prefill anywhere
-        (none to start, active, paused, or chunked by SGLang), as every TP rank sees alike."""
-        return bool(self.args.overlap_decode and self.args.policy == "hybrid") and not plan.chunk \
-            and not plan.new_prefill_rids and self.active is None and self.paused is None \
-            and getattr(self.sched, "chunked_req", None) is None and snap.decode_bs > 0
-
-    def may_defer_start(self, decoding: bool) -> bool:
-        """Whether a new prefill batch may be formed after this iteration's decode launch: the flag is
-        on, a decode runs (its GPU time is what the formation overlaps), and the last deferred start did
-        not fail. The decode's partition was planned for a prefill that then could not start (no KV for
-        the chosen requests), so until a start succeeds the batch is formed first again and decode gets
-        the whole GPU while prefill waits, as without the flag."""
-        return bool(self.args.defer_prefill_start) and decoding and not self.defer_failed
 
     def config_for(self, plan: Plan, has_decode: bool, has_prefill: bool) -> PartitionConfig:
         """The partition to run now: the plan's, or a full mode when only one phase has work."""
@@ -606,138 +429,7 @@ class MuxLoop:
                 self.metrics.on_partition(cfg.decode_sms, cfg.prefill_sms)
         return sched.stream_groups[self.idx]
 
-    # ---- fused ------------------------------------------------------------------------------
-
-    def run_fused(self, it: Iteration) -> None:
-        """A fused plan: SGLang's own mixed iteration on the whole GPU, as its overlap loop runs one
-        with ``--enable-mixed-chunk``: form it (`form_fused`; the last fused batch joins the running
-        batch), launch it on SGLang's forward stream between two timing events, and only then
-        process the last fused iteration's result (`finish_fused`), so that forming, launching and
-        processing overlap the GPU's work instead of adding to it (on an H100 ~4.5 ms of ~34 ms per
-        1,000-token chunk, synchronously). This one stays ``pending`` until the next is launched or
-        the streak ends (`drain_fused`). Its time is a token's gap: it goes to the TBT host budget,
-        the estimator's served fused price and the timeline like a decode's."""
-        import torch
-        from sglang.srt.distributed.parallel_state import set_pdmux_status
-
-        sched, clock, prev = self.sched, self.clock, self.pending
-        it.cfg = self.parts.full_decode
-        it.streams = self.switch(it.cfg)  # a decode alone in the streak replays the full GPU's graph
-        fwd = sched.forward_stream
-        if prev is None:  # a streak starts: after what the partitions' streams have queued
-            for s in dict.fromkeys(it.streams):
-                fwd.wait_stream(s)
-        clock.lap("switch")
-        set_pdmux_status(False)
-        batch = self.form_fused(it.plan, prev, it.snap.decode_bs)
-        clock.lap("fused_form")
-        if batch is None:  # nothing could be formed (no KV for the chunk): try again next step
-            self.drain_fused()
-            self.last_decode_done = None
-            clock.reset()
-            sched.last_batch = None
-            return
-        rows = None if batch is sched.running_batch else fused_rows(batch)
-        self.set_overlap(True)  # after forming: the first batch of a streak was formed with nothing in flight
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record(fwd)  # fires when the last fused batch is done: the gap includes any idle GPU
-        result = sched.run_batch(batch)
-        sched._apply_war_barrier()  # later formations' writes wait for this forward's reads, as in SGLang
-        end.record(fwd)
-        clock.lap("fused_launch")
-        # Whether SGLang's prefill graph ran it, and whether the host waited for the GPU meanwhile:
-        # an eager batch's ~30 ms of launches, or a sync, would outlast its GPU time.
-        note = {"graph": getattr(result, "can_run_cuda_graph", None), "waited": end.query()} \
-            if self.timeline else None
-        # SGLang's record of what is in flight: its result is processed against the batch as launched
-        sched.result_queue.append((batch.copy(), result))
-        self.pending = FusedLaunch(batch, start, end, rows, it, note=note)
-        sched.last_batch = batch
-        if prev is not None:
-            self.finish_fused(prev)
-
-    def form_fused(self, plan: Plan, prev: FusedLaunch | None, decode_bs: int):
-        """SGLang's next batch (``get_next_batch_to_run``: the last fused batch ``prev`` merged into
-        the running batch, the chunked request's last chunk cached, a pending abort carried out, a
-        new extend batch mixed with the running decodes) with its chunk budget set to the plan's
-        chunk plus the ``decode_bs`` decode rows (the plan's Snapshot's; SGLang counts both) and
-        mixing on, for this call only; waiting requests outside the chunk are not looked at.
-        Returns the batch to run (the running batch itself when no chunk could be formed) or None."""
-        sched = self.sched
-        running = sched.running_batch
-        chunked = getattr(sched, "chunked_req", None)
-        tokens = sum(t for _, t in plan.chunk)
-        rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
-        saved = sched.chunked_prefill_size, sched.is_mixed_chunk
-        sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + decode_bs, True
-        try:
-            with self.only_waiting(rids):
-                nxt = sched.get_next_batch_to_run(running, prev.live if prev is not None else None)
-        finally:
-            sched.chunked_prefill_size, sched.is_mixed_chunk = saved
-        if prev is not None:
-            prev.merged = True
-        sched.running_batch = nxt.running_batch
-        batch = nxt.batch_to_run
-        return batch if batch is not None and not batch.is_empty() else None
-
-    def finish_fused(self, f: FusedLaunch) -> None:
-        """Process a fused iteration's result (SGLang waits for its tokens' copy) and book it;
-        the prompts it finished leave ``arrival``."""
-        sched = self.sched
-        batch, result = sched.result_queue.popleft()
-        sched.process_batch_result(batch, result)
-        chunked = getattr(sched, "chunked_req", None)
-        for r in batch.reqs:
-            if r is not chunked:
-                self.arrival.pop(r.rid, None)
-        self.clock.lap("result")
-        self.observe_fused(f.it, f.rows, f.start.elapsed_time(f.end), note=f.note)
-
-    def drain_fused(self) -> None:
-        """End a fused streak: process the last fused iteration's result, merge what goes on
-        decoding into the running batch (as SGLang's next formation would), leave overlap mode,
-        and order the partitions' streams after the forward stream. No-op without one."""
-        f, self.pending = self.pending, None
-        if f is None:
-            return
-        self.finish_fused(f)
-        if f.rows is not None and not f.merged:
-            self.merge_fused(f.live)
-        self.set_overlap(False)
-        sched = self.sched
-        for s in dict.fromkeys(sched.stream_groups[self.idx]):
-            s.wait_stream(sched.forward_stream)
-
-    def set_overlap(self, on: bool) -> None:
-        """SGLang's overlap mode on or off where 0.5.16 reads it at run time: ``run_batch`` (forward
-        stream, future map) and the result processor (a row that finished one batch earlier is
-        skipped); a batch takes it from ``get_new_batch_prefill`` (a mixed batch's decode rows'
-        prefix lengths). pdmux starts SGLang with it off, so the buffers it keeps then are made
-        here."""
-        sched = self.sched
-        if getattr(sched, "result_queue", None) is None:
-            sched.result_queue = collections.deque()
-        if bool(sched.enable_overlap) == on:
-            return
-        sched.enable_overlap = on
-        # A frozen dataclass in 0.5.16, read at each result: set in place so every holder sees it.
-        object.__setattr__(sched.batch_result_processor, "enable_overlap", on)
-        if on and getattr(sched, "batch_record_buf", None) is None:
-            sched.batch_record_buf, sched.batch_record_ct = [None] * 2, 0
-
-    def merge_fused(self, batch) -> None:
-        """After a fused streak's last result: its requests still decoding join the running batch,
-        all but the chunked request (whose next chunk is still to run), as SGLang merges its last
-        batch at the start of the next iteration."""
-        sched = self.sched
-        chunked = getattr(sched, "chunked_req", None)
-        n = batch.batch_size()
-        batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked is not None else [])
-        if batch.batch_size() < n and sched.running_batch is not None:
-            sched.running_batch.batch_is_full = False
-        self.join_running(batch)
+    # ---- finish ---------------------------------------------------------------------------------
 
     def join_running(self, batch) -> None:
         """A filtered batch's requests join SGLang's running batch (become it, if that is empty)."""
@@ -749,96 +441,13 @@ class MuxLoop:
         else:
             sched.running_batch.merge_batch(batch)
 
-    def observe_fused(self, it: Iteration, rows, ms: float, note: dict | None = None) -> None:
-        """Book a fused iteration of ``ms`` GPU time (``rows``: its extend rows, `fused_rows`; None
-        for a decode alone): the TBT host budget (a fused iteration's own where there is one; the
-        first of a streak, no fused batch in flight when it was planned, to its own; a decode alone
-        to none, its host work overlapped), the estimator's served fused price, metrics, timeline
-        (with ``note``: its launch); a decode alone also teaches the estimator its fixed cost."""
-        done = time.perf_counter()
-        host_ms = self.clock.take()
-        fused = rows is not None
-        if fused:
-            self.book_host(it.plan, done, ms, fused=True, starts_streak=not it.snap.fused_streak)
-        else:  # a decode alone: its host work overlapped the GPU's, unlike a synchronous decode's
-            self.last_decode_done = done
-        est, snap = self.estimator, it.snap
-        dec = est.decode_rows(rows.contexts) if fused else None
-        ratio = est.observe_fused(rows.pieces, ms, dec) if fused else None
-        if not fused and snap.decode_bs > 0 and not est.learn_decode:
-            # A table's serving fixed cost (at TP, the decode's all-reduces) is learned from decodes
-            # alone on the whole GPU, and the hybrid runs every such decode here. A cold start keeps
-            # learning its per-partition correction from the partitions' decodes only: one learned on
-            # the whole GPU would set the unseen partitions' (`decode_correction`).
-            est.observe_decode(it.cfg.decode_sms, snap.decode_bs, snap.decode_sum_reused, 0, 0, ms,
-                               max_reused=snap.decode_max_reused)
-        if self.metrics:
-            self.metrics.on_decode(it.plan, ms, count_decision=False,
-                                   fixed_cost_ms=None if fused else est.decode_offset_ms)
-        if self.timeline:
-            self.timeline.write(it.plan, now=it.now, decode_bs=it.snap.decode_bs, measured_decode_ms=ms,
-                                **({} if fused else {"decode_offset_ms": round(est.decode_offset_ms, 4)}),
-                                extend_tokens=rows.tokens if fused else 0,
-                                fused_ratio=round(ratio, 4) if ratio is not None else None,
-                                fused_price=est.fused_price.to_dict(est.fused_tokens(rows.pieces, dec) if fused else None),
-                                decode_sms=it.cfg.decode_sms, prefill_sms=0, decode_host_ms=it.snap.decode_host_ms,
-                                fused_host_ms=it.snap.fused_host_ms, fused_streak=it.snap.fused_streak,
-                                fused_start_host_ms=it.snap.fused_start_host_ms, host_ms=host_ms,
-                                os_ms=self.clock.last_os,
-                                **({"launch": note} if note else {}))
-
-    # ---- launch prefill ---------------------------------------------------------------------
-
-    def launch_prefill_layers(self, run: PrefillRun, layers: int, prefill_sms: int) -> None:
-        """Launch `layers` more layers of `run` (at least one, at most what remains) on the current
-        prefill stream between two timing events (a new `Chunk`); the host's launch time goes to
-        the estimator (what a short prefill really waits for) and the metrics."""
-        import torch
-        from sglang.srt.distributed.parallel_state import set_pdmux_status
-
-        sched = self.sched
-        batch = run.batch
-        n_layers = sched.model_config.num_hidden_layers
-        layers = max(1, min(layers, n_layers - batch.split_index))
-        stream = sched.stream_groups[self.idx][0]
-        with torch.cuda.stream(stream):
-            set_pdmux_status(True)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            batch.split_forward_count = layers
-            if run.needs_reinit and batch.split_index > 0:
-                # Another batch's prefill replaced the attention metadata while this one was paused.
-                sched.tp_worker.model_runner.attn_backend.init_forward_metadata(batch.split_forward_batch)
-                run.needs_reinit = False
-            next_index = batch.split_index + layers
-            first = batch.split_index == 0
-            allocs = _device_allocs() if self.timeline and first else None
-            t0 = time.perf_counter()
-            result = sched.run_batch(batch)
-            end.record(stream)
-            host_ms = (time.perf_counter() - t0) * 1e3
-            if self.timeline:
-                self.launch_note = launch_note(layers, host_ms, first, end.query(), allocs)
-            self.estimator.observe_prefill_launch(layers, host_ms)
-            if self.metrics:
-                self.metrics.on_prefill_launch(host_ms)
-            batch.split_index = next_index
-            if next_index >= n_layers:
-                batch.split_prefill_finished = True
-                run.result = result
-            run.inflight.append(Chunk(start, end, layers, prefill_sms))
-            set_pdmux_status(False)
-
-    # ---- finish -----------------------------------------------------------------------------
-
     def observe_decode(self, it: Iteration, ms: float) -> None:
         """Book one finished decode iteration of `ms` GPU time: the loop's host time since the
         last decode (to the TBT budget), the estimator's online refinement, metrics, timeline."""
         clock, est, plan, cfg, snap, run = self.clock, self.estimator, it.plan, it.cfg, it.snap, it.prefill
         done = time.perf_counter()
         host_ms = clock.take()
-        self.book_host(plan, done, ms)
+        self.gaps.book(plan, done, ms)
         bs, sum_reused = snap.decode_bs, snap.decode_sum_reused
         co = run is not None and run.inflight and cfg.is_multiplexed
         p_new = sum(r.n for r in run.state.reqs) if co else 0
@@ -860,36 +469,10 @@ class MuxLoop:
                                 decode_offset_ms=round(est.decode_offset_ms, 4),
                                 decode_sms=cfg.decode_sms, prefill_sms=cfg.prefill_sms,
                                 decode_host_ms=snap.decode_host_ms, host_ms=host_ms, os_ms=clock.last_os,
-                                **({"guard": guard} if guard else {}), **self.take_launch_note(),
+                                **({"guard": guard} if guard else {}), **self.layerwise.take_launch_note(),
                                 **({"start_host_ms": round(snap.start_host_ms, 3)}
                                    if plan.new_prefill_rids and snap.start_host_ms is not None else {}),
                                 **({"prefill_wall": round(est.prefill_wall.factor, 3)} if run is not None else {}))
-
-    def take_launch_note(self) -> dict:
-        """``{"launch": note}`` for the timeline row of the iteration that launched layers, once."""
-        note, self.launch_note = self.launch_note, None
-        return {"launch": note} if note else {}
-
-    def book_host(self, plan: Plan, done: float, ms: float, fused: bool = False, starts_streak: bool = False) -> None:
-        """An iteration of ``ms`` GPU time that gave decoding requests a token finished at ``done``
-        (perf_counter): its wall time since the last such result goes to the TBT host budget, and,
-        when its plan started a layer-wise batch, to the start's own (SGLang's batch formation and
-        first launch). A ``fused`` iteration with prompt rows books its gap against its planned
-        price to the fused budget where there is one (the first of a streak, ``starts_streak``, to
-        its own where there is one): a host that outlasts the GPU shows as GPU time (kernels wait
-        for their launches), so against ``ms`` the budget would not see it."""
-        if self.last_decode_done is not None:
-            wall = (done - self.last_decode_done) * 1e3
-            if fused and starts_streak and self.fused_start_host_time is not None:
-                self.fused_start_host_time.observe(wall, plan.t_decode_worst_ms)
-            elif fused and self.fused_host_time is not None:
-                self.fused_host_time.observe(wall, plan.t_decode_worst_ms)
-            else:
-                if self.host_time is not None:
-                    self.host_time.observe(wall, ms)
-                if self.start_host_time is not None and plan.new_prefill_rids:
-                    self.start_host_time.observe(wall, ms)
-        self.last_decode_done = done
 
     # ---- start-up ---------------------------------------------------------------------------
 
@@ -910,7 +493,7 @@ class MuxLoop:
             mem_fraction=sched.server_args.mem_fraction_static)
         # Every TP rank takes the same branch (one policy) and the same limit: the smallest of any
         # rank (a prompt refused, or planned otherwise, on one rank alone would hang the others).
-        if hasattr(self.policy, "layerwise_max_tokens"):
+        if self.policy.fuses_long_prompts:
             self.policy.layerwise_max_tokens = self.consensus.min(lim.fits)
             logger.info("sglang_mux: %.1f GiB free for prefill activations: a prompt of more than %d new tokens "
                         "runs as fused chunks, never as one layer-wise prefill; the server accepts %d",
@@ -932,27 +515,6 @@ def _prefill_graph_tokens(sched: Scheduler) -> tuple[int, ...]:
     if graph is None or type(graph).__name__ == "EagerRunner":
         return ()
     return tuple(sorted(int(n) for n in getattr(graph, "capture_num_tokens", ())))
-
-
-def launch_note(layers: int, host_ms: float, first: bool, waited: bool,
-                allocs_before: tuple[int, int] | None) -> dict:
-    """A layer-wise launch as the timeline records it: its layers and host ms, whether it was a
-    batch's first (SGLang builds the ForwardBatch and attention metadata then), whether its layers
-    had already run on the GPU when the launch returned (the host waited for the GPU inside it),
-    and for a first launch the caching allocator's cudaMalloc / cudaFree calls during it."""
-    note = {"layers": layers, "host_ms": round(host_ms, 2), "first": first, "waited": bool(waited)}
-    if allocs_before is not None:
-        after = _device_allocs()
-        note["cuda_malloc"], note["cuda_free"] = after[0] - allocs_before[0], after[1] - allocs_before[1]
-    return note
-
-
-def _device_allocs() -> tuple[int, int]:
-    """The caching allocator's cudaMalloc and cudaFree calls so far (a cudaFree waits for the GPU)."""
-    import torch
-
-    st = torch.cuda.memory_stats()
-    return int(st.get("num_device_alloc", 0)), int(st.get("num_device_free", 0))
 
 
 def _model_config(sched: Scheduler) -> str:

@@ -16,16 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from sglang_mux import dispatch as D
-from sglang_mux.dispatch import (BatchSizePolicy, FixedPolicy, MuxDispatcher, PrefillBatchState, Snapshot,
-                                 WaitingReq, apply_plan, prefill_layers_for)
+from sglang_mux import dispatch
+from sglang_mux import policy as D
 from sglang_mux.estimator import PrefillReq
+from sglang_mux.policy import (SLO, BatchSizePolicy, FixedPolicy, MuxDispatcher, PrefillBatchState, Snapshot,
+                               SoloOnlyEstimator, WaitingReq, apply_plan, prefill_layers_for)
+from sglang_mux.policy.hybrid import COMMIT_SPANS
 
 OPTIONS = [16, 32, 48, 64, 80, 96, 112]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class FakeEstimator:
+class FakeEstimator(SoloOnlyEstimator):
     """Analytic and cheap: decode slows with fewer SMs, more requests, longer contexts and a
     co-running prefill (guard 1.25); prefill is linear in tokens and inverse in SMs."""
 
@@ -70,18 +72,18 @@ def w(rid, n, r=0, arrival=100.0):
 
 def test_best_fit_exact_table():
     est = TableEstimator({16: 80.0, 32: 60.0, 48: 50.0, 64: 40.0, 80: 30.0, 96: 20.0, 112: 10.0}, 1000.0)
-    p = MuxDispatcher(est, tbt_slo_ms=50, ttft_slo_ms=5000).plan(snap(8, 100, [w("a", 1000)]))
+    p = MuxDispatcher(est, SLO(50, 5000)).plan(snap(8, 100, [w("a", 1000)]))
     assert (p.decode_sms, p.prefill_sms, p.reason) == (48, 84, "best-fit")  # 50.0 <= 50: meets
     assert p.t_decode_worst_ms == 50.0 and p.t_prefill_ms == 1000.0
     assert p.prefill_layers == math.ceil(50 * 32 / 1000)  # 2
     assert p.new_prefill_rids == ("a",) and not p.preempt
-    p = MuxDispatcher(est, tbt_slo_ms=49.9, ttft_slo_ms=5000).plan(snap(8, 100, [w("a", 1000)]))
+    p = MuxDispatcher(est, SLO(49.9, 5000)).plan(snap(8, 100, [w("a", 1000)]))
     assert p.decode_sms == 64
 
 
 def test_best_fit_budgets_the_loops_host_time():
     est = TableEstimator({16: 80.0, 32: 60.0, 48: 50.0, 64: 40.0, 80: 30.0, 96: 20.0, 112: 10.0}, 1000.0)
-    d = MuxDispatcher(est, tbt_slo_ms=50, ttft_slo_ms=5000)
+    d = MuxDispatcher(est, SLO(50, 5000))
 
     def plan(host_ms):
         return d.plan(Snapshot(100.0, 8, 800, waiting=(w("a", 1000),), decode_host_ms=host_ms))
@@ -120,7 +122,7 @@ def test_best_fit_is_fewest_meeting_sms():
     for bs in range(1, 300, 3):
         for rr in (0, 512, 4096, 16384):
             s = snap(bs, rr, [w("a", 4096, 1024)])
-            p = MuxDispatcher(est, 50, 5000).plan(s)
+            p = MuxDispatcher(est, SLO(50, 5000)).plan(s)
             if p.reason != "best-fit":
                 continue
             assert p.t_decode_worst_ms <= 50
@@ -133,7 +135,7 @@ def test_best_fit_is_fewest_meeting_sms():
 
 def _plan(est, slo, bs, rr, active=None, now=100.0):
     waiting = [] if active else [w("a", 2048, 512, arrival=now)]
-    return MuxDispatcher(est, slo, 5000).plan(snap(bs, rr, waiting, active=active, now=now))
+    return MuxDispatcher(est, SLO(slo, 5000)).plan(snap(bs, rr, waiting, active=active, now=now))
 
 
 @pytest.mark.parametrize("slack", ["fresh", "late"])
@@ -187,19 +189,19 @@ def test_prefill_layers_formula():
 def test_plan_n_pl_uses_chosen_partition():
     est = FakeEstimator()
     s = snap(32, 2048, [w("a", 16384)])
-    p = MuxDispatcher(est, 50, 5000).plan(s)
+    p = MuxDispatcher(est, SLO(50, 5000)).plan(s)
     t_p = est.prefill_ms(p.prefill_sms, [PrefillReq(16384, 0)])
     assert p.t_prefill_ms == pytest.approx(t_p)
     assert p.prefill_layers == max(1, math.ceil(p.t_decode_worst_ms * 32 / t_p))
     act = PrefillBatchState(["a"], [PrefillReq(16384, 0)], 31, 100.0)
-    assert MuxDispatcher(est, 50, 5000).plan(snap(32, 2048, active=act)).prefill_layers == 1
+    assert MuxDispatcher(est, SLO(50, 5000)).plan(snap(32, 2048, active=act)).prefill_layers == 1
 
 
 # ---- full-GPU modes, batch formation --------------------------------------------------------
 
 def test_full_gpu_modes_and_idle():
     est = FakeEstimator()
-    d = MuxDispatcher(est, 50, 5000)
+    d = MuxDispatcher(est, SLO(50, 5000))
     p = d.plan(snap(64, 1000))
     assert (p.decode_sms, p.prefill_sms, p.prefill_layers, p.reason) == (132, 0, 0, "decode-only")
     assert p.t_decode_worst_ms == pytest.approx(est.decode_solo_ms(132, 64, 64000))
@@ -207,7 +209,7 @@ def test_full_gpu_modes_and_idle():
     assert (p.decode_sms, p.prefill_sms, p.reason, p.new_prefill_rids) == (0, 132, "prefill-only", ("a",))
     t_p = est.prefill_ms(132, [PrefillReq(8192, 0)])
     assert p.prefill_layers == math.ceil(50 * 32 / t_p)  # TBT-long quantum: stays preemptable
-    p = MuxDispatcher(est, 50, 5000, preemption=False).plan(snap(0, 0, [w("a", 8192)]))
+    p = MuxDispatcher(est, SLO(50, 5000), preemption=False).plan(snap(0, 0, [w("a", 8192)]))
     assert p.prefill_layers == 32  # nothing can preempt it: all layers at once
     p = d.plan(snap())
     assert (p.reason, p.prefill_layers, p.new_prefill_rids) == ("idle", 0, ())
@@ -215,7 +217,7 @@ def test_full_gpu_modes_and_idle():
 
 def test_batch_formation_fcfs_budget():
     est = FakeEstimator()
-    d = MuxDispatcher(est, 50, 5000, max_prefill_tokens=10000, max_prefill_bs=3)
+    d = MuxDispatcher(est, SLO(50, 5000), max_prefill_tokens=10000, max_prefill_bs=3)
     q = [w("a", 4000), w("b", 4000), w("c", 4000), w("d", 100)]
     assert d.plan(snap(4, 100, q)).new_prefill_rids == ("a", "b")  # c does not fit; d not skipped to
     q = [w("a", 100), w("b", 100), w("c", 100), w("d", 100)]
@@ -232,13 +234,13 @@ def test_batch_formation_reads_only_the_head_of_the_queue():
                 yield x
 
     q = Guarded(w(f"r{i}", 1000) for i in range(1000))
-    p = MuxDispatcher(FakeEstimator(), 50, 5000).plan(Snapshot(100.0, 64, 64000, waiting=q))
+    p = MuxDispatcher(FakeEstimator(), SLO(50, 5000)).plan(Snapshot(100.0, 64, 64000, waiting=q))
     assert len(p.new_prefill_rids) == 16
 
 
 def test_active_batch_continues_and_paused_resumes_first():
     est = FakeEstimator()
-    d = MuxDispatcher(est, 50, 5000)
+    d = MuxDispatcher(est, SLO(50, 5000))
     act = PrefillBatchState(["a"], [PrefillReq(8000, 0)], 10, 99.0)
     p = d.plan(snap(16, 1000, [w("z", 100)], active=act))
     assert p.new_prefill_rids == () and p.prefill_layers > 0
@@ -263,7 +265,7 @@ def _preempt_case(*, long_age_s=3.0, short_age_s=0.1, short_n=1000, per_token=0.
     est = LinearPrefill()
     now = 100.0
     long = PrefillBatchState(["long"], [PrefillReq(40000, 0)], 16, now - long_age_s, **flags)
-    d = MuxDispatcher(est, 50, base, preemption=preemption, ttft_ms_per_token=per_token)
+    d = MuxDispatcher(est, SLO(50, base, per_token), preemption=preemption)
     return d, snap(0, 0, [w("s", short_n, arrival=now - short_age_s)], active=long, now=now), long
 
 
@@ -321,7 +323,7 @@ def test_no_preemption_while_a_batch_is_paused():
 
 def test_overload_decode_first_then_max_decode():
     est = TableEstimator({k: 80.0 for k in OPTIONS}, prefill_ms=1000.0)  # nothing meets 50 ms
-    d = MuxDispatcher(est, 50, 5000)
+    d = MuxDispatcher(est, SLO(50, 5000))
     p = d.plan(snap(64, 1000, [w("a", 4000, arrival=100.0)]))
     # Fresh prefill with plenty of TTFT slack: decode alone on the full GPU, batch not started.
     assert (p.decode_sms, p.prefill_sms, p.prefill_layers, p.reason) == (132, 0, 0, "overload-decode-first")
@@ -369,10 +371,9 @@ def test_the_server_settings_name_the_same_policies():
     args = split_argv(["--mux-tbt-slo-ms", "40", "--mux-ttft-slo-ms", "3000", "--no-mux-preemption",
                        "--mux-ttft-ms-per-token", "0.5"])[0]
     assert D.policy_name(args) == "hybrid"  # the default
-    pol = D.make_policy(D.policy_name(args), est, tbt_slo_ms=args.tbt_slo_ms, ttft_slo_ms=args.ttft_slo_ms,
-                        preemption=args.preemption, ttft_ms_per_token=args.ttft_ms_per_token)
+    pol = D.make_policy(D.policy_name(args), est, SLO(args.tbt_slo_ms, args.ttft_slo_ms, args.ttft_ms_per_token), preemption=args.preemption)
     assert isinstance(pol, D.HybridPolicy)
-    assert (pol.tbt_slo_ms, pol.ttft_slo_ms, pol.preemption, pol.ttft_ms_per_token) == (40.0, 3000.0, False, 0.5)
+    assert (pol.slo, pol.preemption) == (SLO(40.0, 3000.0, 0.5), False)
 
 
 # ---- the longest decode context -----------------------------------------------------------------
@@ -413,11 +414,11 @@ def test_cli_decode_max_reused():
     for extra, want in (([], 2048), (["--decode-max-reused", "65536"], 65536)):
         est = MaxRecorder()
         with redirect_stdout(io.StringIO()):
-            D.main(["plan", "--decode-bs", "32", "--decode-reused", "2048", "--prefill-new", "8192", *extra],
+            dispatch.main(["plan", "--decode-bs", "32", "--decode-reused", "2048", "--prefill-new", "8192", *extra],
                    estimator=est)
         assert est.seen == {want}
     with pytest.raises(SystemExit):
-        D.main(["plan", "--decode-bs", "32", "--decode-reused", "2048", "--decode-max-reused", "100"],
+        dispatch.main(["plan", "--decode-bs", "32", "--decode-reused", "2048", "--decode-max-reused", "100"],
                estimator=MaxRecorder())
 
 
@@ -426,7 +427,7 @@ def test_cli_decode_max_reused():
 def test_cli_prints_plan_json():
     buf = io.StringIO()
     with redirect_stdout(buf):
-        D.main(["plan", "--tbt-slo-ms", "50", "--ttft-slo-ms", "5000", "--decode-bs", "32",
+        dispatch.main(["plan", "--tbt-slo-ms", "50", "--ttft-slo-ms", "5000", "--decode-bs", "32",
                 "--decode-reused", "2048", "--prefill-new", "8192", "--prefill-reused", "0"],
                estimator=FakeEstimator())
     out = json.loads(buf.getvalue())
@@ -439,7 +440,7 @@ def test_cli_prints_plan_json():
 def test_cli_missing_table_is_a_usage_error(tmp_path, capsys):
     table = str(tmp_path / "no_such_table")
     with pytest.raises(SystemExit) as exc:
-        D.main(["plan", "--table", table, "--decode-bs", "32", "--decode-reused", "2048", "--prefill-new", "8192"])
+        dispatch.main(["plan", "--table", table, "--decode-bs", "32", "--decode-reused", "2048", "--prefill-new", "8192"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {table}: no such table directory") and err.count("\n") == 1
@@ -468,7 +469,7 @@ def _perf_snaps():
 
 
 def _perf_policy(est):
-    return MuxDispatcher(est, 50, 1000, ttft_ms_per_token=0.3, max_prefill_tokens=8192)
+    return MuxDispatcher(est, SLO(50, 1000, 0.3), max_prefill_tokens=8192)
 
 
 def test_decision_time_fake_estimator():
@@ -481,7 +482,7 @@ def test_integration_real_estimator(good):
     from sglang_mux.estimator import Estimator
 
     est = Estimator.from_table(good)
-    d = MuxDispatcher(est, 50, 5000)
+    d = MuxDispatcher(est, SLO(50, 5000))
     for bs in (1, 16, 64, 128, 256):
         p = d.plan(snap(bs, 2048, [w("a", 8192, 0)]))
         assert p.decode_sms + p.prefill_sms in (132,) and p.reason in ("best-fit", "overload-decode-first",
@@ -511,7 +512,7 @@ def test_monotone_on_the_shipped_h200_table():
     est = Estimator.from_table(Path(__file__).resolve().parents[1] / "contention_tables/llama-3.1-8b__nvidia-h200__triton")
 
     def d(slo, bs, rr, n, r):
-        return MuxDispatcher(est, slo, 5000).plan(
+        return MuxDispatcher(est, SLO(slo, 5000)).plan(
             Snapshot(100.0, bs, bs * rr, waiting=(WaitingReq("a", 100.0, n, r),))).decode_sms
 
     for n, r in ((2048, 512), (8192, 0), (512, 30000)):
@@ -598,16 +599,16 @@ def test_hybrid_fuses_a_prompt_too_long_for_one_layer_wise_prefill():
     fits = _hyb_snap(32, 30000, [WaitingReq("long", 99.0, 4096, 0)])  # at the limit: as before
     assert pol.plan(fits) == D.HybridPolicy(est, max_prefill_tokens=4096).plan(fits)
     # with its price not yet learned the head is still cut (rule 3 would otherwise end the chunk)
-    est.fused_price = type("Unlearned", (), {"learned": False})()
+    est.fused_price = type("Unlearned", (), {"learned": False, "margin": 0.0})()
     assert pol.plan(s).chunk == (("long", 480),)
     del est.fused_price
     # a slow layer-wise batch in flight (4,000 tokens over 100K cached), a 5,000-token head behind
     # it that would preempt it, but one layer-wise prefill cannot hold it: the batch goes on
     active = PrefillBatchState(["a"], [PrefillReq(4000, 100_000)], 1, 99.0)
     busy = _hyb_snap(32, 30000, [WaitingReq("b", 99.5, 5000, 0)], active=active)
-    kw = dict(max_prefill_tokens=4096, ttft_ms_per_token=0.1)
-    assert D.HybridPolicy(est, **kw).plan(busy).preempt
-    assert not D.HybridPolicy(est, layerwise_max_tokens=4096, **kw).plan(busy).preempt
+    kw = dict(max_prefill_tokens=4096)
+    assert D.HybridPolicy(est, SLO(ttft_ms_per_token=0.1), **kw).plan(busy).preempt
+    assert not D.HybridPolicy(est, SLO(ttft_ms_per_token=0.1), layerwise_max_tokens=4096, **kw).plan(busy).preempt
     with pytest.raises(ValueError, match="must hold a batch of max_prefill_tokens"):
         D.HybridPolicy(est, layerwise_max_tokens=8000)  # max_prefill_tokens 16,384 by default
 
@@ -656,7 +657,7 @@ def test_hybrid_chunks_skip_the_captured_sizes_a_larger_one_beats():
 @pytest.mark.parametrize("host", [0.0, 5.0, 15.0, 25.0, 40.0])
 def test_hybrid_fused_chunk_is_the_largest_within_the_tbt_slo_less_host_time(host):
     est = HybridFake()
-    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    pol = D.HybridPolicy(est, SLO(50.0))
     s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)], host=host)
     plan, rate = pol.fused_candidate(s)
     budget = 50.0 - min(host, 25.0)  # the host never takes more than half the SLO
@@ -696,7 +697,7 @@ def test_hybrid_prices_a_cut_prompts_rest_in_the_chunks_that_meet_its_budget():
     throughout, a long prompt's rest looked cheaper than it ran (Mooncake's synthetic trace at
     TBT 30: 20-56K prompts fused in ~500-token chunks, 0.45 req/s where the partitions pass 0.8)."""
     est = HybridFake()
-    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    pol = D.HybridPolicy(est, SLO(50.0))
     s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)])
     plan, rate = pol.fused_candidate(s)
     rows = [PrefillReq(1, 1000)] * 4
@@ -732,13 +733,13 @@ def test_hybrid_prices_a_long_rest_in_a_few_spans(monkeypatch):
     """A 100K-token prompt's rest is priced in COMMIT_SPANS spans, not chunk by chunk (~200 chunks
     here, each a price: milliseconds of a decision on the server's host)."""
     est = HybridFake()
-    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    pol = D.HybridPolicy(est, SLO(50.0))
     priced = []
-    price = D.fused_ms
-    monkeypatch.setattr(D, "fused_ms", lambda *a: priced.append(1) or price(*a))
+    price = est.fused_ms
+    monkeypatch.setattr(est, "fused_ms", lambda *a: priced.append(1) or price(*a))
     s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 100_000, 0)])
     plan, rate = pol.fused_candidate(s)
-    assert plan.chunk == (("a", 508),) and D.COMMIT_SPANS == 4
+    assert plan.chunk == (("a", 508),) and COMMIT_SPANS == 4
     assert len(priced) == 21  # the candidate's bisection and the rest's spans
     walked = 100_000 / (plan.t_decode_worst_ms + _rule0_ms(pol, est, 100_000 - 508, 508, [1000] * 4, 50.0, 0.0))
     assert 0.96 * walked <= rate <= walked
@@ -748,7 +749,7 @@ def test_hybrid_budgets_a_fused_iteration_with_its_own_host_time():
     """``snap.fused_host_ms`` (measured on fused iterations) replaces the decode's host time in
     the fused candidate's budget and rate; the spatial plan keeps the decode's."""
     est = HybridFake()
-    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    pol = D.HybridPolicy(est, SLO(50.0))
     base = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 8000, 0)], host=25.0)
     for fused_host, size in ((None, 252), (25.0, 252), (0.0, 508)):  # sizes less the 4 decode rows
         s = replace(base, fused_host_ms=fused_host)
@@ -785,7 +786,7 @@ def test_hybrid_chunk_sizes_count_the_decode_rows_as_sglangs_budget_does():
     """A size is the whole extend batch, prompt tokens and decode rows (a captured graph size: a
     chunk plus its rows ran padded to the next); a size the rows fill holds no prompt."""
     est = HybridFake()
-    pol = D.HybridPolicy(est, tbt_slo_ms=1000.0, chunk_sizes=(256, 512))
+    pol = D.HybridPolicy(est, SLO(1000.0), chunk_sizes=(256, 512))
     rows300 = _hyb_snap(300, 10, [WaitingReq("a", 99.0, 8000, 0)])
     assert [(room, [(w.rid, t) for w, t in ch]) for room, ch in pol._chunks(rows300)] == [(212, [("a", 212)])]
     assert pol.fused_candidate(rows300)[0].chunk == (("a", 212),)
@@ -802,7 +803,7 @@ def test_hybrid_cuts_no_prompt_on_a_price_it_has_not_learned():
     est = HybridFake()
     pol = D.HybridPolicy(est)
     s = _hyb_snap(4, 1000, [WaitingReq("a", 99.0, 300, 0), WaitingReq("b", 99.5, 3000, 0)])
-    est.fused_price = SimpleNamespace(learned=True)
+    est.fused_price = SimpleNamespace(learned=True, margin=0.0)
     assert pol.fused_candidate(s)[0].chunk == (("a", 300), ("b", 208))  # learned: 512 with 4 rows, cutting b
     est.fused_price.learned = False
     plan, _ = pol.fused_candidate(s)
@@ -869,7 +870,7 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
     light = _hyb_snap(4, 1000, [WaitingReq("b", 99.5, 100, 0), WaitingReq("c", 99.6, 3000, 0)])
     p = pol.plan(replace(light, chunked=WaitingReq("long", 99.0, 200, 300)))
     assert p.kind == D.KIND_FUSED and p.chunk == (("long", 200), ("b", 100), ("c", 208))  # 512 with 4 rows
-    est.fused_price = SimpleNamespace(learned=False)
+    est.fused_price = SimpleNamespace(learned=False, margin=0.0)
     p = pol.plan(replace(light, chunked=WaitingReq("long", 99.0, 200, 300)))
     assert p.chunk == (("long", 200), ("b", 100))  # c's rest fits no one more chunk
     del est.fused_price
@@ -918,7 +919,7 @@ def test_the_server_selects_the_hybrid_by_name():
 
 def test_hybrid_budgets_a_fused_chunk_by_the_tail_overrun_and_rates_it_by_the_median():
     est = HybridFake()
-    pol = D.HybridPolicy(est, tbt_slo_ms=50.0)
+    pol = D.HybridPolicy(est, SLO(50.0))
     w = [WaitingReq("a", 99.0, 300, 0)]  # fits whole: the rate is over this chunk alone
     base = Snapshot(100.0, 4, 4000, decode_max_reused=1000, waiting=tuple(w), fused_host_ms=6.0)
     plan, rate = pol.fused_candidate(base)
@@ -927,7 +928,7 @@ def test_hybrid_budgets_a_fused_chunk_by_the_tail_overrun_and_rates_it_by_the_me
     assert plan2 == plan and rate2 == pytest.approx(300 / (plan.t_decode_worst_ms + 0.5))
     # the budget is the tail's: at TBT 30, 30 - 14 leaves 16 ms, which the whole prompt (17.3 ms)
     # does not fit and a 256-token batch (252 of its tokens and the 4 rows) does
-    tight = D.HybridPolicy(est, tbt_slo_ms=30.0)
+    tight = D.HybridPolicy(est, SLO(30.0))
     assert tight.fused_candidate(dataclasses.replace(base, fused_rate_host_ms=0.5))[0].chunk == (("a", 300),)
     small, _ = tight.fused_candidate(dataclasses.replace(base, fused_host_ms=14.0, fused_rate_host_ms=0.5))
     assert small.chunk == (("a", 252),) and small.t_decode_worst_ms <= 16.0
@@ -937,10 +938,10 @@ class MarginFake(HybridFake):
     """A fused price with a tail allowance, as a served one learns it (``fused_price.margin``)."""
 
     def __init__(self, margin):
-        self.fused_price = SimpleNamespace(margin=margin)
+        self.fused_price = SimpleNamespace(margin=margin, learned=True)
 
     def fused_ms(self, pieces, decode_contexts):
-        return D.fused_iteration_ms(self, pieces, decode_contexts) + self.fused_price.margin
+        return super().fused_ms(pieces, decode_contexts) + self.fused_price.margin
 
 
 def test_hybrid_budgets_a_fused_chunk_with_its_price_margin_and_rates_it_without():
@@ -948,8 +949,8 @@ def test_hybrid_budgets_a_fused_chunk_with_its_price_margin_and_rates_it_without
     but a rate weighs each fused iteration at the price less it, as it weighs host time by its median."""
     w = (WaitingReq("a", 99.0, 300, 0),)
     base = Snapshot(100.0, 4, 4000, decode_max_reused=1000, waiting=w, fused_host_ms=2.0)
-    plan0, rate0 = D.HybridPolicy(MarginFake(0.0), tbt_slo_ms=50.0).fused_candidate(base)
-    pol = D.HybridPolicy(MarginFake(8.0), tbt_slo_ms=50.0)
+    plan0, rate0 = D.HybridPolicy(MarginFake(0.0), SLO(50.0)).fused_candidate(base)
+    pol = D.HybridPolicy(MarginFake(8.0), SLO(50.0))
     plan, rate = pol.fused_candidate(base)
     assert pol.fused_tail_ms() == 8.0 and plan.chunk == plan0.chunk == (("a", 300),)
     assert plan.t_decode_worst_ms == pytest.approx(plan0.t_decode_worst_ms + 8.0)  # the budget's price
@@ -957,7 +958,7 @@ def test_hybrid_budgets_a_fused_chunk_with_its_price_margin_and_rates_it_without
     # a long prompt: at 30 ms the margin leaves room for a 256-token batch, not the 508 of no margin;
     # the cut prompt's rest is weighed at its chunks' median price as well
     long = dataclasses.replace(base, waiting=(WaitingReq("a", 99.0, 8000, 0),))
-    tight0, tight = (D.HybridPolicy(MarginFake(m), tbt_slo_ms=30.0) for m in (0.0, 8.0))
+    tight0, tight = (D.HybridPolicy(MarginFake(m), SLO(30.0)) for m in (0.0, 8.0))
     assert tight0.fused_candidate(long)[0].chunk == (("a", 508),)
     plan, rate = tight.fused_candidate(long)
     assert plan.chunk == (("a", 252),)
@@ -970,7 +971,7 @@ def test_hybrid_budgets_a_fused_chunk_with_its_price_margin_and_rates_it_without
 def test_hybrid_budgets_the_first_fused_iteration_of_a_streak_by_its_own_overrun():
     """The case above at TBT 30: a streak's first fused iteration (none in flight) takes the larger
     of its own overrun and the streak's; one that continues a streak takes the streak's alone."""
-    tight = D.HybridPolicy(HybridFake(), tbt_slo_ms=30.0)
+    tight = D.HybridPolicy(HybridFake(), SLO(30.0))
     base = Snapshot(100.0, 4, 4000, decode_max_reused=1000, waiting=(WaitingReq("a", 99.0, 300, 0),),
                     fused_host_ms=2.0, fused_rate_host_ms=0.5, fused_start_host_ms=14.0)
     first, _ = tight.fused_candidate(base)
@@ -1068,7 +1069,7 @@ def test_a_hybrid_plan_sums_the_decode_rows_once(monkeypatch):
     snap = Snapshot(1.0, 300, sum(ctx), decode_max_reused=max(ctx), decode_contexts=ctx,
                     waiting=tuple(WaitingReq(f"r{i}", 0.0, rng.randint(10, 800), 0) for i in range(8)),
                     fused_host_ms=5.0, fused_rate_host_ms=2.0)
-    D.HybridPolicy(est, tbt_slo_ms=50.0).plan(snap)  # fused candidates priced beside a spatial one
+    D.HybridPolicy(est, SLO(50.0)).plan(snap)  # fused candidates priced beside a spatial one
     assert summed == [300]
     assert walked and max(walked) <= 9  # a chunk's pieces (and the graph's padding), never the 300 rows
 
@@ -1092,7 +1093,7 @@ def test_token_check_slos_make_the_hybrid_preempt(tp, slos, layers, preempts):
         warnings.simplefilter("ignore")
         est = Estimator.cold_start(ModelShape.coerce(cfg).per_rank(tp), warn=False)
     tbt, ttft, k = slos
-    pol = D.HybridPolicy(est, tbt_slo_ms=tbt, ttft_slo_ms=ttft, ttft_ms_per_token=k)
+    pol = D.HybridPolicy(est, SLO(tbt, ttft, k))
     longs = [WaitingReq(f"L{i}", 0.0, 30000, 0) for i in range(3)]
     first = pol.plan(Snapshot(0.0, 0, 0, waiting=longs, fused_host_ms=3.0))
     assert (first.reason, first.prefill_layers, first.new_prefill_rids) == (D.PREFILL_ONLY, layers, ("L0",))

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from sglang_mux.launch_server import HYBRID_PREFILL_GRAPH, explicit_flags, forced_flags
+from sglang_mux.policy import SLO
 from sglang_mux.mux_args import (ENV_VAR, MuxArgError, MuxArgs, add_mux_args, flag_name, markdown_table,
                                  reconcile_sglang_args, split_argv)
 
@@ -44,16 +45,29 @@ def test_env_round_trip(monkeypatch):
     (dict(timeline_max_mb=0), "--mux-timeline-max-mb"),
     (dict(tbt_host_quantile=1.5), "--mux-tbt-host-quantile"),
     (dict(fused_host_quantile=0.0), r"--mux-fused-host-quantile must be in \(0, 1\]"),
+    (dict(tbt_slo_ms=float("nan")), "--mux-tbt-slo-ms must be a finite number of ms > 0, got nan"),
+    (dict(ttft_slo_ms=float("inf")), "--mux-ttft-slo-ms must be a finite number of ms > 0, got inf"),
+    (dict(ttft_ms_per_token=-0.1), "--mux-ttft-ms-per-token must be a finite number of ms >= 0"),
+    (dict(timeline_max_mb=float("inf")), "--mux-timeline-max-mb"),
+    (dict(tbt_host_quantile=float("nan")), "--mux-tbt-host-quantile"),
 ])
 def test_invalid_args_are_explained(kw, msg):
     with pytest.raises(MuxArgError, match=msg):
-        MuxArgs(**kw).validate(132)
+        MuxArgs(**kw).validate()
 
 
-def test_fixed_partition_must_leave_prefill_sms():
+def test_what_depends_on_the_gpu_is_checked_against_its_sm_count():
     with pytest.raises(MuxArgError, match="fewer than 16"):
-        MuxArgs(policy="fixed", fixed_decode_sms=128).validate(132)
-    MuxArgs(policy="fixed", fixed_decode_sms=112).validate(132)
+        MuxArgs(policy="fixed", fixed_decode_sms=128).check_gpu(132)
+    MuxArgs(policy="fixed", fixed_decode_sms=112).check_gpu(132)
+    with pytest.raises(MuxArgError, match="leaves no split"):
+        MuxArgs(sm_granularity=72).check_gpu(132)
+    MuxArgs(sm_granularity=72).validate()  # a multiple of 8: only a GPU can say it is too coarse
+
+
+def test_the_slo_is_the_flags_and_is_what_the_policy_is_built_with():
+    a = MuxArgs(tbt_slo_ms=30, ttft_slo_ms=2000, ttft_ms_per_token=0.2)
+    assert a.slo == SLO(30, 2000, 0.2) and a.slo.ttft_ms_for(1000) == 2200
 
 
 def test_defaults_are_set_and_said():

@@ -10,15 +10,17 @@ import numpy as np
 import pytest
 
 from sglang_mux import sim
-from sglang_mux.dispatch import MuxDispatcher
 from sglang_mux.estimator import Estimator, PrefillReq
+from sglang_mux.partitions import PartitionConfig
+from sglang_mux.policy import SLO, DecodePlan, FusedPlan, MuxDispatcher, SoloOnlyEstimator, decode_contexts, make_policy
+from sglang_mux.sim.replay import _nearest
 from sglang_mux.fused_price import DECODE_ROW_MS
 from sglang_mux.mux_metrics import load_timeline
 
 H100_FA3 = "llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
 
 
-class FakeEstimator:
+class FakeEstimator(SoloOnlyEstimator):
     num_layers = 32
     total_sms = 132
     decode_sms_options = [16, 32, 48, 64, 80, 96, 112]
@@ -105,7 +107,7 @@ def test_poisson_arrivals_match_the_benchmark_and_keep_reuse(tmp_path):
 def test_exact_timing_single_request():
     est = FakeEstimator()
     reqs = [sim.TraceReq("a", 0.0, 8000, 3, 0)]
-    r = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d")
+    r = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), name="d")
     t_p = est.prefill_ms(132, [PrefillReq(8000, 0)])  # prefill alone on the full GPU
     assert r.ttft_s[0] == pytest.approx(t_p / 1e3)
     fin = t_p + est.decode_solo_ms(132, 1, 8001) + est.decode_solo_ms(132, 1, 8002)
@@ -119,38 +121,38 @@ def test_exact_timing_single_request():
 def test_host_time_lengthens_every_decode_iteration():
     est = FakeEstimator()
     reqs = [sim.TraceReq("a", 0.0, 8000, 3, 0)]
-    r = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d", host_ms=3.0)
+    r = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(host_ms=3.0), name="d")
     t_p = est.prefill_ms(132, [PrefillReq(8000, 0)])  # prefill alone: no host time charged
     assert r.ttft_s[0] == pytest.approx(t_p / 1e3)
     fin = t_p + est.decode_solo_ms(132, 1, 8001) + est.decode_solo_ms(132, 1, 8002) + 2 * 3.0
     assert r.finish_s[0] == pytest.approx(fin / 1e3)
     assert r.summary["tbt_p99_ms"] == pytest.approx(est.decode_solo_ms(132, 1, 8002) + 3.0)
     with pytest.raises(ValueError, match="host_ms"):
-        sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_ms=-1.0)
+        sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(host_ms=-1.0))
 
 
 def test_host_draws_are_charged_and_budgeted_as_served():
     est = FakeEstimator()
     reqs = [sim.TraceReq("a", 0.0, 8000, 4, 0)]
-    fixed = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_ms=3.0)
+    fixed = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(host_ms=3.0))
     budgets = []
-    pol = MuxDispatcher(est, 50, 5000)
+    pol = MuxDispatcher(est, SLO(50, 5000))
     plan = pol.plan
     pol.plan = lambda snap: budgets.append(snap.decode_host_ms) or plan(snap)
-    drawn = sim.simulate(reqs, est, pol, host_draws=([99.0], [3.0]))  # decode alone draws from the second
+    drawn = sim.simulate(reqs, est, pol, sim.Calibration(host_draws=([99.0], [3.0])))  # decode alone draws from the second
     assert list(drawn.finish_s) == pytest.approx(list(fixed.finish_s))  # one value: the fixed host time
     assert budgets[-3:] == [0.0, 3.0, 3.0] and not any(budgets[:-3])  # prefill quanta, then 3 decode iterations
     for bad in (([], [1.0]), ([1.0], [-1.0]), ([1.0],)):
         with pytest.raises(ValueError, match="host_draws"):
-            sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), host_draws=bad)
+            sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(host_draws=bad))
 
 
 def test_summary_has_the_benchmarks_drift_test():
     est = FakeEstimator()
     calm = [sim.TraceReq(str(i), 2.0 * i, 8000, 4, 0) for i in range(20)]
     flood = [sim.TraceReq(str(i), 0.05 * i, 8000, 4, 0) for i in range(20)]  # 0.8 s of prefill each
-    assert sim.simulate(calm, est, MuxDispatcher(est, 50, 5000)).summary["ttft_drift"]["ok"] is True
-    d = sim.simulate(flood, est, MuxDispatcher(est, 50, 5000)).summary["ttft_drift"]
+    assert sim.simulate(calm, est, MuxDispatcher(est, SLO(50, 5000))).summary["ttft_drift"]["ok"] is True
+    d = sim.simulate(flood, est, MuxDispatcher(est, SLO(50, 5000))).summary["ttft_drift"]
     assert d["ok"] is False and d["tail_median_ms"] > d["limit_ms"]
 
 
@@ -187,9 +189,9 @@ def test_dispatcher_meets_tbt_where_small_fixed_partition_does_not(est):
 
 def test_preemption_in_sim(est):
     reqs = sim.load_trace("conversation", limit=120, rate=1.5)
-    kw = dict(tbt_slo_ms=50, ttft_slo_ms=1000, ttft_ms_per_token=0.2)
-    on = sim.run_policies(reqs, est, "dispatcher", **kw)[0]
-    off = sim.run_policies(reqs, est, "dispatcher", preemption=False, **kw)[0]
+    slo = SLO(50, 1000, 0.2)
+    on = sim.run_policies(reqs, est, "dispatcher", slo=slo)[0]
+    off = sim.run_policies(reqs, est, "dispatcher", slo=slo, preemption=False)[0]
     assert on.summary["preemptions"] > 0 and off.summary["preemptions"] == 0
     assert not np.isnan(on.finish_s).any()
     assert on.summary["ttft_attainment"] >= off.summary["ttft_attainment"]
@@ -217,7 +219,7 @@ def test_cli_text_with_table(table_dir):
         sim.main(["--table", table_dir, "--trace", "synthetic", "--limit", "20", "--rate", "1",
                   "--policy", "dispatcher,fixed:64"])
     text = buf.getvalue()
-    assert "dispatcher" in text and "fixed:64" in text and "partitions:" in text
+    assert "dispatcher" in text and "fixed:64" in text and "time by plan:" in text
 
 
 def test_cli_bad_table_is_a_usage_error(tmp_path, capsys):
@@ -245,7 +247,7 @@ class RecordingEstimator(FakeEstimator):
 def test_longest_decode_context_reaches_the_estimator():
     est = RecordingEstimator()
     reqs = [sim.TraceReq("a", 0.0, 8000, 200, 0), sim.TraceReq("b", 0.9, 2000, 10, 0)]
-    r = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d")
+    r = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), name="d")
     assert not np.isnan(r.finish_s).any()
     pairs = sorted({(s, m) for bs, s, m in est.seen if bs == 2})  # dispatcher and sim ask alike
     assert est.seen[0] == (1, 8001, 8001)  # a alone: prompt + its first token
@@ -261,19 +263,18 @@ def test_prefill_beside_decode_runs_slower():
     """b's prefill runs beside a's decode; a's ran alone on the full GPU."""
     est = FakeEstimator()
     reqs = [sim.TraceReq("a", 0.0, 8000, 200, 0), sim.TraceReq("b", 0.9, 2000, 10, 0)]
-    base = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d")
-    slow = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d", prefill_slowdown=2.0)
+    base = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), name="d")
+    slow = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(prefill_slowdown=2.0), name="d")
     assert slow.ttft_s[0] == base.ttft_s[0]
     assert slow.ttft_s[1] > base.ttft_s[1] * 1.5
     # a's prefill alone on the full GPU, then b's beside a's decode at twice its estimate
     alone, beside = est.prefill_ms(132, [PrefillReq(8000, 0)]), base.summary["prefill_busy_s"] * 1e3 - \
         est.prefill_ms(132, [PrefillReq(8000, 0)])
     assert slow.summary["prefill_busy_s"] * 1e3 == pytest.approx(alone + 2 * beside)
-    per_partition = sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), name="d",
-                                 prefill_slowdown={d: 2.0 for d in est.decode_sms_options})
+    per_partition = sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(prefill_slowdown={d: 2.0 for d in est.decode_sms_options}), name="d")
     assert list(per_partition.ttft_s) == list(slow.ttft_s)
     with pytest.raises(ValueError, match="prefill_slowdown"):
-        sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), prefill_slowdown=0.9)
+        sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), sim.Calibration(prefill_slowdown=0.9))
 
 
 def test_online_guard_refines_the_planners_copy_and_ratchets_on_outliers(est):
@@ -289,13 +290,13 @@ def test_online_guard_refines_the_planners_copy_and_ratchets_on_outliers(est):
         return observe(d, bs, sr, pn, pr, ms, max_reused=max_reused)
 
     planner.observe_decode = record
-    sim.simulate(reqs, est, MuxDispatcher(planner, 50, 5000), jitter=jitter, planner=planner)
+    sim.simulate(reqs, est, MuxDispatcher(planner, SLO(50, 5000)), sim.Calibration(jitter=jitter), planner=planner)
     assert len(seen) > 500
     grown = max(planner.guard_slowdown(*x) / planner.guard_slowdown(*x, profiled=True) for x in seen)
     assert grown == pytest.approx(1.3, rel=0.01)  # one outlier in 100 sets its cell for good
     assert all(est.guard_slowdown(*x) == est.guard_slowdown(*x, profiled=True) for x in seen)  # truth as is
     with pytest.raises(ValueError, match="copy"):
-        sim.simulate(reqs, est, MuxDispatcher(est, 50, 5000), planner=est)
+        sim.simulate(reqs, est, MuxDispatcher(est, SLO(50, 5000)), planner=est)
 
 
 def test_decode_jitter_reads_the_co_run_iterations(tmp_path):
@@ -343,7 +344,7 @@ def test_table_prefill_slowdown_is_the_co_run_median_per_partition(tmp_path):
     (tmp_path / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     got = sim.table_prefill_slowdown(tmp_path, est)
     assert got == {16: 1.0, 48: pytest.approx(1.2), 64: pytest.approx(1.4)}
-    assert sim._nearest(got, 48) == pytest.approx(1.2) and sim._nearest(got, 56) == pytest.approx(1.2)
+    assert _nearest(got, 48) == pytest.approx(1.2) and _nearest(got, 56) == pytest.approx(1.2)
     with pytest.raises(ValueError, match="no such file"):
         sim.table_prefill_slowdown(tmp_path / "none", est)
 
@@ -354,16 +355,18 @@ class FusedEvery512:
     """Every iteration fused: the queue head's prompt tokens first come, first served, up to 512
     with the decode rows (SGLang's chunked prefill 512 + mixed, as a Plan)."""
 
-    def plan(self, snap):
-        from sglang_mux.dispatch import Plan
+    wants_decode_contexts = False
 
+    def plan(self, snap):
         chunk, room = [], 512 - snap.decode_bs
         for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting):
             if room <= 0:
                 break
             chunk.append((w.rid, min(room, w.n)))
             room -= min(room, w.n)
-        return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused" if chunk else "decode-only", chunk=tuple(chunk))
+        if not chunk:
+            return DecodePlan(partition=PartitionConfig(132, 0))
+        return FusedPlan(chunk=tuple(chunk), t_ms=0.0, total_sms=132)
 
 
 def test_fused_iterations_replay_chunked_prefill_exactly():
@@ -375,7 +378,7 @@ def test_fused_iterations_replay_chunked_prefill_exactly():
     reqs = sim.load_trace("conversation", limit=40, rate=2, input_cap=3000)
     assert sum(q.reused for q in reqs) > 0 and max(q.n_input for q in reqs) > 512
     for host in (0.0, 2.0):
-        a = sim.simulate(reqs, est, FusedEvery512(), name="f", host_ms=host)
+        a = sim.simulate(reqs, est, FusedEvery512(), sim.Calibration(host_ms=host), name="f")
         b = simulate_chunked(reqs, est, budget=512, mixed=True, host_ms=host)
         assert np.allclose(a.ttft_s, b.ttft_s, rtol=0, atol=1e-9)
         assert np.allclose(a.finish_s, b.finish_s, rtol=0, atol=1e-9)
@@ -393,15 +396,13 @@ class PricedFused(FusedEvery512):
         self.est, self.seen = est, seen
 
     def plan(self, snap):
-        from sglang_mux.dispatch import decode_contexts, fused_ms
-
         self.seen.append(snap)
         p = super().plan(snap)
         if not p.chunk:
             return p
         heads = {w.rid: w for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting)}
-        t = fused_ms(self.est, [PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
-        return dataclasses.replace(p, t_decode_worst_ms=t, t_prefill_ms=t)
+        t = self.est.fused_ms([PrefillReq(n, heads[rid].r) for rid, n in p.chunk], decode_contexts(snap))
+        return dataclasses.replace(p, t_ms=t)
 
 
 def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
@@ -411,8 +412,7 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     snaps = []
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0,
-                 overlap_decode=False, fused_host_quantile=0.5)
+    sim.simulate(reqs, est, PricedFused(est, snaps), sim.Calibration(host_draws=([9.0], [1.0]), fused_host_ms=2.0, overlap_decode=False, fused_host_quantile=0.5))
     seen = [(s.decode_host_ms, s.fused_host_ms) for s in snaps]
     fused = [f for _, f in seen]
     k = next(i for i, f in enumerate(fused) if f is not None)
@@ -421,7 +421,7 @@ def test_a_fused_iterations_host_time_is_budgeted_apart_from_a_decodes():
     assert {d for d, _ in seen} == {0.0, 1.0}  # the decode's budget saw decodes alone, no fused one
     snaps.clear()
     est = FakeEstimator()
-    sim.simulate(reqs, est, PricedFused(est, snaps), host_ms=3.0)
+    sim.simulate(reqs, est, PricedFused(est, snaps), sim.Calibration(host_ms=3.0))
     assert {(s.decode_host_ms, s.fused_host_ms) for s in snaps} == {(3.0, None)}
 
 
@@ -434,8 +434,7 @@ def test_a_decode_alone_overlapped_keeps_the_streak_and_books_no_host_time():
     runs = {}
     for overlap in (True, False):
         snaps, est = [], FakeEstimator()
-        r = sim.simulate(reqs, est, PricedFused(est, snaps), host_draws=([9.0], [1.0]), fused_host_ms=2.0,
-                         overlap_decode=overlap)
+        r = sim.simulate(reqs, est, PricedFused(est, snaps), sim.Calibration(host_draws=([9.0], [1.0]), fused_host_ms=2.0, overlap_decode=overlap))
         runs[overlap] = (snaps, r)
     def alone(snaps):  # decodes alone with nothing to prefill, and the snapshot after each
         return [(s, snaps[i + 1]) for i, s in enumerate(snaps[:-1])
@@ -458,13 +457,13 @@ def test_fused_overruns_drawn_from_served_gaps_are_budgeted_as_served():
     snaps = []
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0, 6.0], fused_host_quantile=0.9)
+    r = sim.simulate(reqs, est, PricedFused(est, snaps), sim.Calibration(fused_host_ms=[-1.0, 6.0], fused_host_quantile=0.9))
     seen = [s.fused_host_ms for s in snaps]
     # the P90 of {-1, 6} draws: 6 (None before 3 fused iterations are seen)
     assert seen[0] is None and max(f for f in seen if f is not None) == pytest.approx(6.0)
     assert r.summary["reasons"]["fused"] > 0
     with pytest.raises(ValueError, match="empty list of draws"):
-        sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_host_ms=[])
+        sim.simulate(reqs, FakeEstimator(), FusedEvery512(), sim.Calibration(fused_host_ms=[]))
 
 
 def test_a_streaks_first_fused_iteration_draws_and_books_its_own_overrun():
@@ -474,8 +473,7 @@ def test_a_streaks_first_fused_iteration_draws_and_books_its_own_overrun():
     snaps = []
     est = FakeEstimator()
     reqs = sim.load_trace("conversation", limit=20, rate=2, input_cap=3000)
-    r = sim.simulate(reqs, est, PricedFused(est, snaps), fused_host_ms=[-1.0], fused_start_host_ms=[12.0],
-                     overlap_decode=False, fused_host_quantile=0.5)  # decodes alone end streaks: many starts
+    r = sim.simulate(reqs, est, PricedFused(est, snaps), sim.Calibration(fused_host_ms=[-1.0], fused_start_host_ms=[12.0], overlap_decode=False, fused_host_quantile=0.5))  # decodes alone end streaks: many starts
     assert snaps[0].fused_streak is False and snaps[0].fused_start_host_ms == 0.0  # nothing seen yet
     streaks = [s.fused_streak for s in snaps]
     assert True in streaks and streaks.count(False) > 1
@@ -485,15 +483,19 @@ def test_a_streaks_first_fused_iteration_draws_and_books_its_own_overrun():
     assert booked and max(booked) == pytest.approx(0.0)  # -1 ms past the price: books 0
     assert r.summary["reasons"]["fused"] > 0
     with pytest.raises(ValueError, match="fused_start_host_ms: at least one overrun"):
-        sim.simulate(reqs, FakeEstimator(), FusedEvery512(), fused_start_host_ms=[1.0])
+        sim.simulate(reqs, FakeEstimator(), FusedEvery512(), sim.Calibration(fused_start_host_ms=[1.0]))
+
+
+def _fused(*chunk):
+    return FusedPlan(chunk=chunk, t_ms=0.0, total_sms=132)
 
 
 def test_fused_chunk_must_be_the_head_of_the_queue():
-    from sglang_mux.dispatch import Plan
-
     class Wrong:
+        wants_decode_contexts = False
+
         def plan(self, snap):
-            return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused", chunk=(("nobody", 10),))
+            return _fused(("nobody", 10))
 
     with pytest.raises(ValueError, match="not a prefix of the waiting queue"):
         sim.simulate([sim.TraceReq("a", 0.0, 100, 2, 0)], FakeEstimator(), Wrong())
@@ -502,17 +504,15 @@ def test_fused_chunk_must_be_the_head_of_the_queue():
 def test_a_request_cut_by_a_fused_chunk_is_the_snapshots_chunked_request():
     """As in SGLang, a prompt cut at a chunk's end leaves the waiting queue: the next Snapshot
     shows its rest as ``chunked`` (done tokens as reused), and a plan that skips it is refused."""
-    from sglang_mux.dispatch import Plan
-
     class Cut:
+        wants_decode_contexts = False
+
         def __init__(self):
             self.snaps = []
 
         def plan(self, snap):
             self.snaps.append(snap)
-            if len(self.snaps) == 1:
-                return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused", chunk=(("a", 60),))
-            return Plan(132, 0, 0.0, 0.0, 0, (), False, "fused", chunk=(("b", 10),))
+            return _fused(("a", 60)) if len(self.snaps) == 1 else _fused(("b", 10))
 
     p = Cut()
     with pytest.raises(ValueError, match="not a prefix of the waiting queue"):
@@ -533,8 +533,7 @@ def test_hybrid_on_the_h100_table_fuses_more_as_prefill_beside_decode_slows():
     reqs = sim.load_trace("conversation", limit=120, rate=3, input_cap=8000, arrival="poisson")
     shares = {}
     for slow in (1.0, 1.4):
-        hy, disp = sim.run_policies(reqs, h100, "hybrid,dispatcher", host_ms=2.0, slowdown="worst",
-                                    prefill_slowdown=slow)
+        hy, disp = sim.run_policies(reqs, h100, "hybrid,dispatcher", sim.Calibration(host_ms=2.0, slowdown="worst", prefill_slowdown=slow))
         sh = hy.summary["partition_share"]
         shares[slow] = (sh.get("fused", 0.0), sum(v for k, v in sh.items() if not k.endswith("/P0") and k != "fused"))
         assert "fused" not in disp.summary["partition_share"]
@@ -590,11 +589,11 @@ def _planners(monkeypatch) -> list:
     """The planner each later ``sim.simulate`` call is given (``run_policies``' copies), in order."""
     planners, real = [], sim.simulate
 
-    def spy(reqs_, est_, pol, **kw):
+    def spy(reqs_, est_, pol, *a, **kw):
         planners.append(kw["planner"])
-        return real(reqs_, est_, pol, **kw)
+        return real(reqs_, est_, pol, *a, **kw)
 
-    monkeypatch.setattr(sim, "simulate", spy)
+    monkeypatch.setattr(sim.runs, "simulate", spy)
     return planners
 
 
@@ -609,10 +608,10 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
     truth = Estimator.from_table(resolve_table(H100_FA3))
     truth.fused_price.fixed, truth.fused_price.slope = 10.0, 1.0
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=2000, arrival="poisson")
-    (told,) = sim.run_policies(reqs, truth, "hybrid", host_ms=2.0, prefill_slowdown=1.4)
+    (told,) = sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4))
     assert truth.fused_price.known and told.summary["reasons"]["fused"] > 0
     learned = _planners(monkeypatch)
-    (hy,) = sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4)
+    (hy,) = sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4), online_guard=True)
     price = learned[0].fused_price
     assert price is not truth.fused_price and not price.known and price.learned
     assert hy.summary["reasons"]["fused"] >= price.warmup
@@ -672,8 +671,7 @@ def test_a_by_size_draw_follows_the_fused_batchs_padded_size(monkeypatch):
     for name, dear in (("flat", 1.0), ("dear", 2.0)):
         seen.clear()
         fj = sim.FusedJitter(np.array([1.0]), {1536: np.array([dear])})
-        sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
-                         prefill_graph=True, fused_jitter=fj)
+        sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4, fused_jitter=fj), online_guard=True, prefill_graph=True)
         runs[name] = [(z, r) for _, z, r in seen]
     assert {round(r, 6) for z, r in runs["dear"] if z == 1536} == {2.0}
     assert {round(r, 6) for z, r in runs["dear"] if z != 1536} == {1.0}
@@ -690,12 +688,11 @@ def test_fused_jitter_scales_each_fused_iteration_and_the_learned_margin_follows
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=2000, arrival="poisson")
     planners = _planners(monkeypatch)
     for fj in (None, [0.8, 1.0, 1.0, 1.25]):
-        sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
-                         prefill_graph=True, fused_jitter=fj)
+        sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4, fused_jitter=fj), online_guard=True, prefill_graph=True)
     exact, jittered = (p.fused_price for p in planners)
     assert exact.margin == pytest.approx(0.0, abs=1e-6) and jittered.margin > 1.0
     with pytest.raises(ValueError, match="fused_jitter"):
-        sim.run_policies(reqs, truth, "hybrid", fused_jitter=[])
+        sim.run_policies(reqs, truth, "hybrid", sim.Calibration(fused_jitter=[]))
 
 
 def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(monkeypatch):
@@ -710,8 +707,7 @@ def test_through_the_prefill_graph_the_hybrid_cuts_long_prompts_from_the_start(m
     truth = Estimator.from_table(resolve_table(H100_FA3))
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
     planners = _planners(monkeypatch)
-    fused = [sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4,
-                              prefill_graph=h)[0].summary["reasons"]["fused"] for h in (False, True)]
+    fused = [sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4), online_guard=True, prefill_graph=h)[0].summary["reasons"]["fused"] for h in (False, True)]
     assert [p.fused_price.prior_holds for p in planners] == [False, True]
     assert planners[0].graph_tokens == truth.graph_tokens == () and planners[1].graph_tokens[-2:] == (3840, 4096)
     assert fused == [100, 295]
@@ -727,13 +723,13 @@ def test_a_learning_hybrid_learns_a_partitions_wall_time_as_the_server_does(monk
     reqs = sim.load_trace("conversation", limit=60, rate=3, input_cap=8000, arrival="poisson")
     seen, real = [], sim.simulate
 
-    def spy(reqs_, est_, pol, **kw):
+    def spy(reqs_, est_, pol, *a, **kw):
         seen.append((pol, kw["planner"]))
-        return real(reqs_, est_, pol, **kw)
+        return real(reqs_, est_, pol, *a, **kw)
 
-    monkeypatch.setattr(sim, "simulate", spy)
-    sim.run_policies(reqs, truth, "hybrid", online_guard=True, host_ms=2.0, prefill_slowdown=1.4)
-    sim.run_policies(reqs, truth, "hybrid", host_ms=2.0, prefill_slowdown=1.4)
+    monkeypatch.setattr(sim.runs, "simulate", spy)
+    sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4), online_guard=True)
+    sim.run_policies(reqs, truth, "hybrid", sim.Calibration(host_ms=2.0, prefill_slowdown=1.4))
     (learning, planner), (told, none) = seen
     assert learning.prefill_slowdown == {0: 1.0} and told.prefill_slowdown == {0: 1.4} and none is None
     assert len(planner.prefill_wall._obs) >= 4 and planner.prefill_wall.factor >= 1.4
@@ -758,8 +754,6 @@ def test_batch_starts_draw_their_own_host_time_and_are_told_the_policy():
     """``start_host_ms``: an iteration whose plan starts a layer-wise batch beside a decode draws
     its host time from these, and the policy is told their P90 (``Snapshot.start_host_ms``), as
     the server books starts apart; without them it is told None."""
-    from sglang_mux.dispatch import make_policy
-
     snaps = []
 
     class Seeing:
@@ -785,14 +779,13 @@ def test_batch_starts_draw_their_own_host_time_and_are_told_the_policy():
     for name, starts in (("starts", [500.0]), ("plain", None)):  # a start's host time far above any GPU time
         snaps.clear()
         est, gaps_ = FakeEstimator(), Gaps()
-        sim.simulate(reqs, est, Seeing(make_policy("dispatcher", est, tbt_slo_ms=2000.0)), timeline=gaps_,
-                     host_draws=([2.0], [1.0]), start_host_ms=starts)
+        sim.simulate(reqs, est, Seeing(make_policy("dispatcher", est, SLO(2000.0))), sim.Calibration(host_draws=([2.0], [1.0]), start_host_ms=starts), timeline=gaps_)
         runs[name] = ([s.start_host_ms for s in snaps], gaps_)
     told, g = runs["starts"]
     assert told[0] == 0.0 and max(told) == pytest.approx(500.0)
     assert g.start and min(g.start) >= 500.0 and max(g.other) < 500.0  # a start's gap: GPU time + 500 ms
     told, g = runs["plain"]
     assert set(told) == {None} and g.start and max(g.start) < 500.0
-    pol = Seeing(make_policy("dispatcher", FakeEstimator(), tbt_slo_ms=50.0))
+    pol = Seeing(make_policy("dispatcher", FakeEstimator(), SLO(50.0)))
     with pytest.raises(ValueError, match="start_host_ms"):
-        sim.simulate(reqs, FakeEstimator(), pol, start_host_ms=[])
+        sim.simulate(reqs, FakeEstimator(), pol, sim.Calibration(start_host_ms=[]))

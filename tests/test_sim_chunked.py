@@ -6,9 +6,10 @@ import pytest
 
 from sglang_mux import sim, sim_chunked
 from sglang_mux.estimator import PrefillReq
+from sglang_mux.policy import SoloOnlyEstimator
 
 
-class FakeEstimator:
+class FakeEstimator(SoloOnlyEstimator):
     total_sms = 132
 
     def prefill_ms(self, p, reqs):

@@ -20,6 +20,7 @@ and the goodput at both TTFT SLOs. About a minute.
 """
 from __future__ import annotations
 
+from sglang_mux.policy import SLO
 from sglang_mux import cli, sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.sim_chunked import simulate_chunked
@@ -37,13 +38,13 @@ def predict(table: str, mux_pool: int, chunked_pool: int, offset: int) -> None:
     corun = sim.table_prefill_slowdown(table, est)
 
     def chunked(budget):
-        return lambda reqs, seed: simulate_chunked(reqs, est, budget=budget, host_ms=0.0, tbt_slo_ms=TBT,
-                                                   ttft_slo_ms=10_000).summary
+        return lambda reqs, seed: simulate_chunked(reqs, est, budget=budget, host_ms=0.0,
+                                                   slo=SLO(TBT, 10_000)).summary
 
     systems = {
         "mux": (mux_pool, lambda reqs, seed: sim.run_policies(
-            reqs, est, "dispatcher", tbt_slo_ms=TBT, ttft_slo_ms=10_000, jitter=jit, online_guard=True,
-            prefill_slowdown=corun, host_draws=host, seed=seed)[0].summary),
+            reqs, est, "dispatcher", sim.Calibration(jitter=jit, prefill_slowdown=corun, host_draws=host),
+            slo=SLO(TBT, 10_000), online_guard=True, seed=seed)[0].summary),
         **{f"chunked {b} + mixed": (chunked_pool, chunked(b)) for b in (256, 512, 1024)},
     }
     print(f"P99 TBT <= {TBT:g} ms, no drift; goodput at P99 TTFT <= {TTFTS[0]:g} s / <= {TTFTS[1]:g} s (the last rate "

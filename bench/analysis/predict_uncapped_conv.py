@@ -18,6 +18,7 @@ bench/results/conv_uncapped_h100_s22/predict_next.md. About 10 s. No arguments.
 """
 from __future__ import annotations
 
+from sglang_mux.policy import SLO
 from sglang_mux import cli, sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.sim_chunked import simulate_chunked
@@ -35,10 +36,10 @@ def predict() -> None:
     corun = sim.table_prefill_slowdown(TABLE, est)
     systems = {
         "mux": (358_800, lambda reqs, seed: sim.run_policies(
-            reqs, est, "dispatcher", tbt_slo_ms=TBT, ttft_slo_ms=10_000, jitter=jit, online_guard=True,
-            prefill_slowdown=corun, host_draws=host, seed=seed)[0].summary),
+            reqs, est, "dispatcher", sim.Calibration(jitter=jit, prefill_slowdown=corun, host_draws=host),
+            slo=SLO(TBT, 10_000), online_guard=True, seed=seed)[0].summary),
         "chunked 512 + mixed": (423_494, lambda reqs, seed: simulate_chunked(
-            reqs, est, budget=512, host_ms=0.0, tbt_slo_ms=TBT, ttft_slo_ms=10_000).summary),
+            reqs, est, budget=512, host_ms=0.0, slo=SLO(TBT, 10_000)).summary),
     }
     print(f"P99 TBT <= {TBT:g} ms, P99 TTFT <= {TTFT:g} s, no drift; 90 s of Poisson arrivals per rate. "
           "Each cell: P99 TTFT s, P99 TBT ms. Served on seed 0 (this directory): mux passed 0.75, chunked 512 passed 1.\n")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench import metrics
 from bench.analysis import sim_hybrid_map as M
+from sglang_mux.policy import SLO
 from sglang_mux import cli
 from sglang_mux.sim_chunked import simulate_chunked
 
@@ -62,8 +63,8 @@ def simulated(est, point: dict, workload: str, host_ms: float, tmp: Path) -> dic
     TBT (ms), judged as sim_hybrid_map judges its points."""
     w = M.WORKLOADS[workload]
     reqs = M.requests(w, point["rate"], None, tmp)
-    r = simulate_chunked(reqs, est, budget=point["budget"], host_ms=host_ms, tbt_slo_ms=point["tbt_slo_ms"],
-                         ttft_slo_ms=w["ttft"][1] * 1e3)
+    r = simulate_chunked(reqs, est, budget=point["budget"], host_ms=host_ms,
+                         slo=SLO(point["tbt_slo_ms"], w["ttft"][1] * 1e3))
     tp = M.ttft_p99(r, reqs, w["ttft"])
     ok = tp <= w["ttft"][1] and r.summary["tbt_p99_ms"] <= point["tbt_slo_ms"] and r.summary["ttft_drift"]["ok"]
     return {"ok": bool(ok), "ttft_p99_s": round(tp, 2), "tbt_p99_ms": round(r.summary["tbt_p99_ms"], 1)}

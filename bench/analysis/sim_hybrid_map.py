@@ -60,6 +60,7 @@ from bench.analysis.tbt_tail import fused_hosts
 from sglang_mux import cli, sim
 from sglang_mux import cli_io as _cli_io
 from sglang_mux.estimator import Estimator
+from sglang_mux.policy import SLO
 from sglang_mux.sim_chunked import simulate_chunked
 
 TABLE = "contention_tables/llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3"
@@ -147,29 +148,28 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
     """One system at one rate; ``fused_host``: the mux's fused host time in place of the
     workload's ``fused_host`` (a number, or draws: sim.simulate's ``fused_host_ms``);
     ``start_host``: draws for iterations that start a layer-wise batch (``start_host_ms``);
-    ``seed``: the workload's (`requests`); ``sim_kw``: more of sim.run_policies' arguments for the
-    mux (e.g. ``fused_host_quantile``)."""
+    ``seed``: the workload's (`requests`); ``sim_kw``: more of `sim.Calibration`'s settings for the
+    mux (e.g. ``fused_host_quantile``), or ``ttft_ms_per_token`` / ``layerwise_max_tokens`` in place of
+    the workload's."""
     slow = corun if w["slow"] == "table" else w["slow"]
     pool = w["pools"][0 if name in MUX else 1]
     reqs = requests(w, rate, pool, tmp, seed)
     if name in MUX:
         # under the length-aware rule the mux is told it, as the served plans do
         # (--mux-ttft-ms-per-token): its preemption decides on each prompt's own deadline
-        if w["ttft"][0] == "length":
-            sim_kw = {"ttft_ms_per_token": w["ttft"][2], **sim_kw}
-        if w.get("layerwise_max"):  # the served server's memory: a longer prompt is fused in chunks
-            sim_kw = {"layerwise_max_tokens": w["layerwise_max"], **sim_kw}
-        r = sim.run_policies(reqs, est, name, tbt_slo_ms=tbt, ttft_slo_ms=w["ttft"][1] * 1e3,
-                             jitter=jit, online_guard=True, prefill_slowdown=slow, host_draws=host, seed=0,
-                             fused_host_ms=w["fused_host"] if fused_host is None else fused_host,
-                             prefill_graph=True, start_host_ms=start_host, **sim_kw)[0]
+        per_token = sim_kw.pop("ttft_ms_per_token", w["ttft"][2] if w["ttft"][0] == "length" else 0.0)
+        # the served server's memory: a longer prompt is fused in chunks
+        layerwise = sim_kw.pop("layerwise_max_tokens", w.get("layerwise_max"))
+        calib = sim.Calibration(jitter=jit, prefill_slowdown=slow, host_draws=host, start_host_ms=start_host,
+                                fused_host_ms=w["fused_host"] if fused_host is None else fused_host, **sim_kw)
+        r = sim.run_policies(reqs, est, name, calib, slo=SLO(tbt, w["ttft"][1] * 1e3, per_token), online_guard=True,
+                             seed=0, prefill_graph=True, layerwise_max_tokens=layerwise)[0]
     else:
         budget = int(name.split()[1])
         if budget not in CHUNKED_HOST_MS:
             raise ValueError(f"chunked {budget}: no served calibration in CHUNKED_HOST_MS "
                              f"(has {sorted(CHUNKED_HOST_MS)}); serve it and run bench.analysis.sim_chunked_check")
-        r = simulate_chunked(reqs, est, budget=budget, host_ms=CHUNKED_HOST_MS[budget], tbt_slo_ms=tbt,
-                             ttft_slo_ms=w["ttft"][1] * 1e3)
+        r = simulate_chunked(reqs, est, budget=budget, host_ms=CHUNKED_HOST_MS[budget], slo=SLO(tbt, w["ttft"][1] * 1e3))
     s = r.summary
     tp = ttft_p99(r, reqs, w["ttft"])
     # a length-aware cell may judge the wait beyond each prompt's own prefill (--queue-drift): its

@@ -29,7 +29,7 @@ import numpy as np
 from bench.analysis import sim_hybrid_map as M
 from bench.analysis.tbt_tail import fused_hosts, fused_overruns, gaps  # noqa: F401 (fused_hosts: API)
 from sglang_mux import cli
-from sglang_mux.dispatch import HOST_STALL_SHARE
+from sglang_mux.policy import HOST_STALL_SHARE
 from sglang_mux.mux_metrics import load_timeline
 
 TBT = 30.0

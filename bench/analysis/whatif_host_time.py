@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from sglang_mux.policy import SLO
 from sglang_mux import cli, sim
 from sglang_mux.estimator import Estimator
 from sglang_mux.mux_metrics import host_ms_per_decode, load_timeline
@@ -48,8 +49,9 @@ def whatif() -> None:
             cells, good, failed = [], None, False  # goodput as bench.run climbs: the last pass before a failure
             for rate, n in POINTS:
                 reqs = sim.load_trace("conversation", limit=n, rate=rate, input_cap=8000, arrival="poisson", seed=seed)
-                r = sim.run_policies(reqs, est, "dispatcher", tbt_slo_ms=30, ttft_slo_ms=5000, jitter=jit,
-                                     online_guard=True, prefill_slowdown=1.4, host_draws=draws, seed=seed)[0].summary
+                r = sim.run_policies(reqs, est, "dispatcher",
+                                     sim.Calibration(jitter=jit, prefill_slowdown=1.4, host_draws=draws),
+                                     slo=SLO(30, 5000), online_guard=True, seed=seed)[0].summary
                 ok = r["ttft_p99_s"] <= 5 and r["tbt_p99_ms"] <= 30 and r["ttft_drift"]["ok"]
                 failed = failed or not ok
                 good = rate if not failed else good

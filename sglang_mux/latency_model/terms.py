@@ -90,6 +90,12 @@ class PrefillReq:
     r: int = 0  # reused (cached) tokens
 
 
+def fused_batch(pieces: Sequence[PrefillReq], decode_contexts: Sequence[int]) -> list[PrefillReq]:
+    """A fused iteration's extend rows: the prompt pieces, then a one-token row per decode on its
+    context."""
+    return list(pieces) + [PrefillReq(1, int(c)) for c in decode_contexts]
+
+
 @dataclass(frozen=True)
 class PrefillHyper:
     """Prefill hyper-parameters shared by all partitions (fit.json ``prefill_hyper``)."""
