@@ -47,9 +47,8 @@ def queue_drift(ttft_ms: Sequence[float], new_tokens: Sequence[float]) -> dict:
 def drift(ttft_ms: Sequence[float]) -> dict:
     """TTFT drifting up: the median of the last DRIFT_TAIL of the requests (in arrival order)
     above DRIFT_FACTOR x the first half's median + DRIFT_SLACK_MS, i.e. a queue still growing
-    when arrivals stop. ``tail_requests``: how many decided it; at a 70B's 0.6 req/s a 45-s point
-    has 27 requests and three of them, which a burst in the trace can fill
-    (bench/results/h200x4_s52_2026-11-28/)."""
+    when arrivals stop. ``tail_requests``: how many decided it (on a short point a few, which a
+    burst in the trace can fill)."""
     a = np.asarray(ttft_ms, float)
     if not len(a):
         return {"tail_median_ms": None, "head_median_ms": None, "limit_ms": None, "tail_requests": 0, "ok": False}

@@ -2,12 +2,10 @@
 
 The base price is the table's fused model (``latency_model.fused``, fitted on its measured fused
 iterations) or, for a table without them, the solo prefill fit over the fused batch's rows plus
-``DECODE_ROW_MS`` per decode row (`Estimator.fused_base_ms`). What is served can differ, and not by a constant factor:
-eagerly, on an H100, a 258-token chunk with two decode rows took 23 ms where its solo price was
-~7 ms, a 2,049-token one 53 ms for ~43 ms (the 32 layers' kernel launches bound the small ones);
-through SGLang's prefill CUDA graph a table's base price is near the truth (``prior_holds``; a
-roofline's is not, `Estimator.fused_prior_holds`). So
-served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
+``DECODE_ROW_MS`` per decode row (`Estimator.fused_base_ms`). What is served can differ, and not by a
+constant factor (eagerly, the layers' kernel launches bound small chunks); through SGLang's prefill
+CUDA graph a table's base price is near the truth (``prior_holds``; a roofline's is not,
+`Estimator.fused_prior_holds`). So served ms = ``fixed`` + ``slope`` x base ms, fitted by least squares on the last ``window``
 iterations (refitted every ``refit``, and at each of the first ``warmup`` unless the prior holds),
 plus ``margin``: the ``quantile`` of the residuals once ``warmup`` are seen, as a token's gap is
 judged at P99. Until the middle half of base prices spreads over ``MIN_SPREAD`` of their median,
@@ -17,6 +15,7 @@ so that a chunk larger than those seen is not priced low. A batch's padded token
 prefill graph's size it runs at) adds ``bias`` where that size runs over the line more than the
 rest: its median residual less the median of all, once ``SIZE_MIN_OBS`` of its batches are seen.
 No size is priced below the line, so the price only rises where a size's own batches show it.
+docs/measurements.md ("Fused price") gives the measurements behind each constant below.
 """
 
 from __future__ import annotations
@@ -27,45 +26,24 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-# What a one-token row (a decoding request) costs in an extend batch beyond the prefill fit's
-# one-token query over its context: 0.027 ms each, fitted on 165 fused iterations of 1-128 decode
-# rows profiled on H100s with FA3 (solo + this: 18 % max / 3.9 % mean error, against 27.5 % / 5 %;
-# bench/results/fused_price_h100_2026-11-27/). It is ~1.14 x of the 1.16 x the solo fit that
-# chat-1k's served fused iterations (~150 rows) cost. Other GPUs and backends: the online fit
-# takes up the difference.
-DECODE_ROW_MS = 0.027
-# SGLang 0.5.16's prefill CUDA graph runs an extend batch at the next token count it captured,
-# the padding rows through every GEMM, unless that is over this factor of the batch or past the
-# largest captured: then eagerly, unpadded (PrefillCudaGraphRunner.can_run). A fused batch of
-# 1,031 tokens (a 1,024-token chunk with its decode rows) ran as 1,280 on an H100; priced at the
-# padded size, served / base fell from 1.10 to 1.05 (bench/results/overlap_fused_h100_2026-11-27/).
+DECODE_ROW_MS = 0.027  # a one-token row's cost in an extend batch beyond its one-token query's
+# SGLang 0.5.16's prefill CUDA graph runs an extend batch at the next token count it captured, the
+# padding rows through every GEMM, unless that is over this factor of the batch or past the largest
+# captured: then eagerly, unpadded (PrefillCudaGraphRunner.can_run).
 GRAPH_PAD_FACTOR = 2
 # The launcher captures the hybrid's prefill graph up to its largest fused batch: the largest of
-# dispatch.CHUNK_SIZES, which count the decode rows.
+# policy.CHUNK_SIZES, which count the decode rows.
 HYBRID_GRAPH_MAX_TOKENS = 4096
 # Outside this a fit is chasing noise or an outlier: the price takes the narrow spread's form instead.
 SLOPE_BOUNDS = (0.5, 2.0)
 RATIO_BOUNDS = (0.25, 10.0)  # measured / solo outside this is a glitch or a stall, not a price
-# A slope needs base prices whose middle half (P25 to P75) spans this share of their median. Fitted on
-# one chunk size's cluster, noise flattened it: an H200 served code's 1,024-token chunks at 1.09 x
-# base, the fit said 2.2 ms + 1.00 x, and the rare 2,048-token chunks ran 3.4 ms over their price at
-# the median (2.5 % of tokens over a 50 ms TBT; bench/results/h200x2_s39_2026-11-27/,
-# fused_price_replay). P10 to P90 let a server's three warm-up batches (1 and 64 tokens, ~31 ms
-# base, 1.6-3.1 x) among the 70B's first 32 chunks (70-100 ms) pass for a spread, and the line
-# through them (32 ms + 0.62 x, margin 9.4 ms) priced chunks over partitions that ran slower: the
-# hybrid served 0.5 req/s against chunked 512's 0.8 (bench/results/h200x4_s51_2026-11-28/). On
-# quartiles it fused 98.6 % of the time, served (bench/results/h200x4_s52_2026-11-28/).
+# A slope needs base prices whose middle half (P25 to P75) spans this share of their median: fitted
+# on one chunk size's cluster (or a few warm-up batches), noise sets the slope.
 MIN_SPREAD = 0.25
 SPREAD_QUANTILES = (0.25, 0.75)
-# A size's own median residual needs this many of its batches (the last SIZE_WINDOW kept per size).
-# The line over all sizes misses cuBLAS's per-size choices: served on a lone H100 at the capped
-# conversation's TBT 30, batches padded to 384 and 512 tokens ran 0.97-0.99 x their base price and
-# 576-768 ran 1.08-1.13 x (bench/results/cap30_lone_h100_s46_2026-11-28/fused_sizes.md). The hybrid
-# fills the TBT budget with the largest chunk whose price fits, so it took the underpriced sizes and
-# sat at the SLO. Priced up by their excess, the simulator has it level with chunked prefill 512
-# there (4.12 against 3.9 req/s), and replayed over served timelines the P99 of measured less the
-# price falls in every bin (1.75 to 0.58 ms there; bench/results/sim_hybrid_s48_2026-11-28/).
-# Priced down as well, the median came closer but the P99 rose in half the bins.
+# A size's own median residual needs this many of its batches (the last SIZE_WINDOW kept per size):
+# the line over all sizes misses cuBLAS's per-size choices, and the hybrid, filling its budget with
+# the largest chunk that fits, would take the underpriced sizes. Priced up only.
 SIZE_MIN_OBS = 16
 SIZE_WINDOW = 64
 
@@ -93,12 +71,9 @@ def hybrid_batch_size(tokens) -> int | None:
 
 def graph_cliffs(captured: Sequence[int], gemm_ms: Callable[[int], float]) -> dict[int, float]:
     """{captured size: ms its projections (``gemm_ms``: the table's GEMM curve on the whole GPU)
-    take beyond the cheapest larger captured size's}, for every size that no larger one beats.
-    cuBLAS has slow token counts: on the H100 FA3 table 448 tokens take 13.9 ms, 480 and 512 9.8
-    and 9.7. The fused model's bands, fitted on batches of other sizes, do not see them: served at
-    the capped conversation's TBT 30, 448-token batches ran 1.17 x their base price where 512-token
-    ones ran 0.99 x, and made two thirds of the iterations over 29 ms
-    (bench/results/cap30_lone_h100_s46_2026-11-28/). ``captured`` ascending."""
+    take beyond the cheapest larger captured size's}, for every size that no larger one beats:
+    cuBLAS's slow token counts, which the fused model's bands, fitted on other sizes, do not see
+    (docs/measurements.md). ``captured`` ascending."""
     out: dict[int, float] = {}
     best = float("inf")
     for s in reversed(captured):

@@ -25,8 +25,7 @@ logger = logging.getLogger("sglang_mux")
 _FORCED = (("--chunked-prefill-size", ["-1"]), ("--disable-overlap-schedule", []), ("--enable-pdmux", []))
 # The hybrid's fused chunks run through SGLang's breakable prefill CUDA graph, captured up to the
 # largest fused batch (its chunk sizes count the decode rows); SGLang leaves it off without chunked
-# prefill. On an H100 it costs ~66 s of start-up and ~1 GB, and an eager fused iteration cost 15 ms
-# more (bench/results/hybrid_graph_code_h100_2026-11-27/).
+# prefill. Eagerly a fused iteration costs more than its price (docs/measurements.md).
 HYBRID_PREFILL_GRAPH = ("--cuda-graph-max-bs-prefill", [str(HYBRID_GRAPH_MAX_TOKENS)])
 
 

@@ -10,20 +10,16 @@ where used, so that it is built and tested on the CPU with stand-ins.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from sglang_mux.loop_layerwise import only_waiting
-from sglang_mux.loop_state import FusedLaunch, Iteration, fused_rows
-
-if TYPE_CHECKING:
-    from sglang_mux.policy import Plan, Snapshot
-    from sglang_mux.scheduler_loop import MuxLoop
+from sglang_mux.loop_state import FusedLaunch, Iteration, Loop, fused_rows
+from sglang_mux.policy import Plan, Snapshot
 
 
 class FusedStreak:
     """``pending``: a fused iteration launched whose result is not processed yet (None: no streak)."""
 
-    def __init__(self, loop: MuxLoop):
+    def __init__(self, loop: Loop):
         self.loop = loop
         self.pending: FusedLaunch | None = None
 

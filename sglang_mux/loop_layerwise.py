@@ -10,13 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from sglang_mux.loop_state import Chunk, PrefillRun, prefill_state
-
-if TYPE_CHECKING:
-    from sglang_mux.policy import Plan
-    from sglang_mux.scheduler_loop import MuxLoop
+from sglang_mux.loop_state import Chunk, Loop, PrefillRun, prefill_state
+from sglang_mux.policy import Plan
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +22,7 @@ class LayerwisePrefill:
     hidden state kept (at most one); ``defer_failed``: the last batch formed after a decode launch
     could not start; ``launch_note``: the last launch, for this iteration's timeline row."""
 
-    def __init__(self, loop: MuxLoop):
+    def __init__(self, loop: Loop):
         self.loop = loop
         self.active: PrefillRun | None = None
         self.paused: PrefillRun | None = None

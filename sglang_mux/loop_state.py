@@ -13,7 +13,7 @@ unless named `_s`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from sglang_mux.latency_model.terms import PrefillReq
 from sglang_mux.policy import Plan, PrefillBatchState, Snapshot, WaitingReq
@@ -25,6 +25,26 @@ if TYPE_CHECKING:
 
     from sglang_mux.estimator import Estimator
     from sglang_mux.partitions import PartitionConfig
+
+
+class Loop(Protocol):
+    """What a loop component (`loop_layerwise.LayerwisePrefill`, `loop_fused.FusedStreak`) reads
+    of the `scheduler_loop.MuxLoop` that owns it."""
+    sched: Any  # SGLang's Scheduler
+    args: Any  # MuxArgs
+    estimator: Estimator
+    metrics: Any  # MuxMetrics or None
+    timeline: Any  # TimelineWriter or None
+    clock: Any  # LoopClock
+    gaps: Any  # loop_budgets.TokenGaps
+    layerwise: Any  # loop_layerwise.LayerwisePrefill
+    parts: Any  # GreenPartitionSet
+    idx: int  # the current stream group
+    arrival: dict[str, float]  # rid -> first time seen waiting
+
+    def switch(self, cfg: PartitionConfig) -> tuple: ...
+
+    def join_running(self, batch) -> None: ...
 
 
 class Chunk(NamedTuple):

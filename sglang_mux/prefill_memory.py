@@ -6,10 +6,7 @@ token the MLP keeps its gate/up output (2 x intermediate), the activation (inter
 six hidden-size tensors (layer input, residual, normed input, attention output, down output) alive
 at the down projection; a preempted batch keeps two more (hidden state and residual) while its
 preemptor runs, so with both at most the limit long, 3 x intermediate + 8 x hidden bounds them.
-Measured on one H100 (Llama-3.1-8B shape, FA3): at --mem-fraction-static 0.85 (7.61 GiB free once
-the KV pool and decode graphs were allocated) a 67,668-token prefill ran out of memory at the down
-projection with 0.5 GiB free, so its peak is at least 118 KiB a token; at 0.75 (15.49 GiB free) it
-ran. The model below says 148 KiB.
+docs/measurements.md compares the bound with a measured out-of-memory prefill.
 
 Without a limit such a prompt kills the scheduler and every request in flight with it. With one, the
 hybrid policy fuses it in chunks (a chunk's activations are bounded by the chunk); another policy

@@ -2,12 +2,8 @@
 
 The policy rates a new partition's prefill by T_P: the batch's GPU time on the prefill SMs of the
 partition it starts on. Served, a batch then runs as the partitions after it allow: where the
-decode batch grows, decode takes SMs and the prefill runs on fewer. On an H100 the capped
-conversation's layer-wise batches took 1.7-2.0x their planned T_P from formation to the end,
-summed over batches (formation to the first timeline row without prefill), though each chunk's
-GPU time matched its estimate (1.006 mean) and the prefill stream idled 0.2 s of 71 s between
-chunks: the partitions shrank (bench/results/capped_tbt50_h100_2026-11-27/). Rated by T_P alone,
-the hybrid chose partitions where fused chunks were the faster way, and ran the dispatcher's plans.
+decode batch grows, decode takes SMs and the prefill runs on fewer, so a batch's wall time can be a
+multiple of its T_P though each chunk's GPU time matches its estimate (docs/measurements.md).
 
 ``factor`` = Σ wall / Σ planned over the last ``window`` finished batches (long batches weigh as
 they cost), within [1, ``MAX_FACTOR``]; 1 until ``min_batches`` are seen. Not thread-safe (the

@@ -14,7 +14,7 @@ in ``budget`` (SGLang's PrefillAdder does: no prompt token runs while the rows f
 (captured up to ``budget``) pads it (docs/sim.md compares it with served points). Without mixing a
 chunk runs alone and the decode batch waits for it. An iteration without prompt tokens is a decode
 step (the table's decode model). ``host_ms`` is added to every iteration (default 0, the GPU
-alone): 0 reproduces budget 512's served verdicts and 2 budget 1024's (docs/sim.md). A request's
+alone; docs/sim.md says which value reproduces served points). A request's
 first token comes at the end of the iteration that ran its last piece; it decodes from the next
 iteration on. No KV-capacity limit, as in ``sim``. It prints ``sim``'s table (the columns are
 explained below it) or, with ``--json``, the settings and the summary. Bad arguments or a malformed

@@ -12,8 +12,8 @@ behind. Startup values that must agree (the prompt-length limit) take the minimu
 
 SGLang 0.5.16 creates the TP group (``Scheduler.tp_group``) after ``init_pdmux``, where the loop is
 built: the loop starts with `PendingTp` (its role from ``Scheduler.ps``) and joins the group when
-its event loop starts (`TpConsensus.of`). Built from a missing group, every rank led itself, and
-the ranks' plans parted (a TP-2 server hung, bench/results/h200x2_s39_2026-11-27/).
+its event loop starts (`TpConsensus.of`): built from a missing group, every rank would lead itself
+and the ranks' plans would part (the server hangs).
 """
 
 from __future__ import annotations

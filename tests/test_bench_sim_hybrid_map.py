@@ -109,7 +109,7 @@ def test_the_mux_is_told_a_length_aware_cells_ttft_rule(tmp_path, monkeypatch, n
     monkeypatch.setattr(M.sim, "run_policies", run_policies)
     w = dict(M.WORKLOADS[name], span=20)
     with pytest.raises(Stop):
-        M.run_point("est", "jit", "host", 1.0, w, 50.0, "hybrid", w["rates"][0], tmp_path)
+        M.run_point("est", [1.0], ([1.0], [1.0]), 1.0, w, 50.0, "hybrid", w["rates"][0], tmp_path)
     assert seen["slo"].ttft_ms_per_token == (k or 0.0) and seen["slo"].ttft_ms == w["ttft"][1] * 1e3
     # and the longest prompt its served server's memory holds in one layer-wise prefill
     assert seen.get("layerwise_max_tokens") == (None if name == "code" else M.LAYERWISE_MAX_8B_H100)

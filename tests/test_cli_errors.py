@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sglang_mux.estimator.command import main as estimator_main
 from sglang_mux import cli, dispatch, estimator, mux_args, sim, sim_chunked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,14 +103,14 @@ def test_dispatch_plan_layers_beyond_the_model(capsys):
 
 
 def test_estimator_check_missing_dir(elsewhere, capsys):
-    fails(estimator.main, ["check", str(elsewhere / "no_such_table")], capsys, "no such table directory",
+    fails(estimator_main, ["check", str(elsewhere / "no_such_table")], capsys, "no such table directory",
           "shipped tables:", TABLE)
 
 
 def test_estimator_predict_bad_numbers(capsys):
     base = ["predict", TABLE, "--prefill-new", "1024", "--decode-bs", "8"]
-    fails(estimator.main, [*base, "--decode-sms", "0"], capsys, "--decode-sms", "must be > 0")
-    fails(estimator.main, [*base, "--decode-sms", "64", "--prefill-reused", "-1"], capsys, "--prefill-reused")
+    fails(estimator_main, [*base, "--decode-sms", "0"], capsys, "--decode-sms", "must be > 0")
+    fails(estimator_main, [*base, "--decode-sms", "64", "--prefill-reused", "-1"], capsys, "--prefill-reused")
 
 
 def test_mux_args_cli_bad_flag(capsys):
@@ -119,7 +120,7 @@ def test_mux_args_cli_bad_flag(capsys):
 def test_launch_server_bad_mux_args_without_sglang(capsys):
     from sglang_mux import launch_server
 
-    fails(launch_server._run, ["--mux-tbt-slo-ms", "-5"], capsys, "--mux-tbt-slo-ms must be > 0")
+    fails(launch_server._run, ["--mux-tbt-slo-ms", "-5"], capsys, "--mux-tbt-slo-ms must be a finite number of ms > 0")
     fails(launch_server._run, ["--mux-tbt-slo-ms", "x"], capsys, "--mux-tbt-slo-ms", "invalid float value")
     fails(launch_server._run, ["--mux-policy", "magic"], capsys, "--mux-policy", "invalid choice")
 
@@ -144,7 +145,7 @@ def test_table_by_name_from_another_cwd(capsys):
         cli.run(dispatch.main, [*PLAN, "--policy", "dispatcher"])
     assert e.value.code == 0 and json.loads(capsys.readouterr().out)["decode_sms"] in range(16, 113, 16)
     with pytest.raises(SystemExit) as e:
-        cli.run(estimator.main, ["predict", TABLE, "--prefill-new", "1024", "--decode-bs", "8",
+        cli.run(estimator_main, ["predict", TABLE, "--prefill-new", "1024", "--decode-bs", "8",
                                  "--decode-sms", "64"])
     assert e.value.code == 0 and json.loads(capsys.readouterr().out)["prefill_sms"] == 68
 

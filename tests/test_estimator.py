@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synth_tables import LLAMA_8B, TABLE_NAME as NAME, write_small_synthetic_table, write_synthetic_table  # noqa: E402
 
 from sglang_mux.estimator import (COLD_START_GUARD, Estimator, PrefillReq, TableError,  # noqa: E402
-                                  check_table, fit_table, main)
+                                  check_table, fit_table)
+from sglang_mux.estimator.command import main  # noqa: E402
 from sglang_mux.roofline import (DEFAULT_H100_PROBE, RooflineModel, batch_cost, decode_ops,  # noqa: E402
                                  prefill_ops, probe_at, roofline_ms)
 from sglang_mux.latency_model import key_waves  # noqa: E402

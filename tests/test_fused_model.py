@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from sglang_mux import cli
-from sglang_mux.estimator import Estimator, PrefillReq, TableError, _check_fused, check_table, main
+from sglang_mux.estimator import Estimator, PrefillReq, TableError, check_table
+from sglang_mux.estimator.command import main
+from sglang_mux.estimator.table_check import _check_fused
 from sglang_mux.fused_price import DECODE_ROW_MS, sglang_graph_tokens
 from sglang_mux.latency_model import fused
 from sglang_mux.tables import FUSED_ROWS, read_table

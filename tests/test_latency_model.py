@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from sglang_mux.latency_model import fit as lm_fit
+from sglang_mux.latency_model.fit import fit_solo
 from sglang_mux.latency_model import (DecodeHyper, PrefillHyper, PrefillReq, SoloLatencyModel,
                                       UnprofiledPartition, decode_kernel, fit_decode_frame, fit_nonneg,
                                       fit_prefill_frame, heldout_errors, key_waves, l2_knee_tokens,
@@ -51,7 +52,7 @@ def _decode_frame(thetas, rows=40, seed=1):
 
 def test_recovers_known_thetas_on_noiseless_data():
     # Plain Eq. 1/2 data (random, non-uniform batches): every extension stays off.
-    m = SoloLatencyModel.fit(_prefill_frame(TH_P), _decode_frame(TH_D), l2_knee=12800)
+    m = fit_solo(_prefill_frame(TH_P), _decode_frame(TH_D), l2_knee=12800)
     assert m.prefill_hyper == PrefillHyper(0, 128, 0, min_batch_tokens=128)
     for s, th in TH_P.items():
         np.testing.assert_allclose(m.prefill_theta(s), th + (0.0,) * 6, rtol=1e-6, atol=1e-12)
@@ -63,7 +64,7 @@ def test_recovers_the_extended_model_from_uniform_batches():
     """A noiseless table of the extended model (waves, L2 spill, launch floor, decode
     occupancy floor; synth_tables.MUX_TRUTH) is recovered exactly, pooled terms included."""
     sp, sd = st.mux_solo_frames()
-    m = SoloLatencyModel.fit(sp, sd, l2_knee=st.MUX_TRUTH["l2_knee_tokens"], device_sms=st.TOTAL_SMS, heads=32)
+    m = fit_solo(sp, sd, l2_knee=st.MUX_TRUTH["l2_knee_tokens"], device_sms=st.TOTAL_SMS, heads=32)
     assert m.prefill_hyper == PrefillHyper(4, 128, 12800, 132, 512, 16384, 1024, 4096, 128, 32)
     for s in st.PREFILL_SMS + [st.TOTAL_SMS]:
         np.testing.assert_allclose(m.prefill_theta(s), st.mux_true_prefill_theta(s), rtol=1e-6)
@@ -134,7 +135,7 @@ def test_causal_pairs_are_tied_where_the_longest_prompt_is_missing():
 def test_plain_equations_cannot_fit_the_extended_model():
     """What the extensions buy: the paper's equations alone on the same noiseless table."""
     sp, sd = st.mux_solo_frames()
-    m = SoloLatencyModel.fit(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS, heads=32)
+    m = fit_solo(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS, heads=32)
     plain = SoloLatencyModel({s: fit_nonneg(np.column_stack([g.sum_new_sq, g.sum_new_reused, g.sum_new,
                                                               np.ones(len(g))]), g.latency_ms)
                               for s, g in sp.groupby("prefill_sms")},
@@ -373,7 +374,7 @@ def test_unprofiled_partition_policy():
 
 
 def test_serialization_roundtrip_and_rejects_bad_theta():
-    m = SoloLatencyModel.fit(_prefill_frame(TH_P, rows=12), _decode_frame(TH_D, rows=12))
+    m = fit_solo(_prefill_frame(TH_P, rows=12), _decode_frame(TH_D, rows=12))
     m2 = SoloLatencyModel.from_dict(json.loads(json.dumps(m.to_dict())))
     assert m2.prefill_theta(20) == m.prefill_theta(20) and m2.decode_theta(112) == m.decode_theta(112)
     m = st.mux_truth_model()
@@ -577,7 +578,7 @@ def test_recovers_the_gemm_curve_model():
 
     sp, sd = st.mux_solo_frames(curve=True)
     curve = GemmCurves.from_frame(st.mux_curve_frame())
-    m = SoloLatencyModel.fit(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS, launch_floor=False, gemm_curve=curve,
+    m = fit_solo(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS, launch_floor=False, gemm_curve=curve,
                              heads=32)
     hp = m.prefill_hyper  # min_batch_tokens 0: all rows fitted (a knee may be picked with θ8 = 0: a tie)
     assert (hp.wave_tokens_per_sm, hp.l2_knee_tokens, hp.gemm_waves, hp.min_batch_tokens, hp.cold_head_blocks) == (
@@ -592,7 +593,7 @@ def test_recovers_the_gemm_curve_model():
                           gemm_curve=curve, heads=32)
     assert max(e.max() for e in errs.values()) < 0.01
     # The same rows without the curve: the slow token counts are far off (in sample).
-    plain = SoloLatencyModel.fit(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS, launch_floor=False, heads=32)
+    plain = fit_solo(sp, sd, l2_knee=12800, device_sms=st.TOTAL_SMS, launch_floor=False, heads=32)
     slow = sp[sp.sum_new == 448]
     assert np.abs(plain.predict_prefill_frame(slow) / slow.latency_ms.to_numpy() - 1).max() > 0.1
 

@@ -181,7 +181,7 @@ def test_a_contention_table_is_a_shipped_name_or_a_directory(good):
 
 
 def test_the_hybrid_gets_sglangs_prefill_graph_unless_the_user_chose():
-    from sglang_mux.dispatch import CHUNK_SIZES
+    from sglang_mux.policy import CHUNK_SIZES
 
     """The flags added before SGLang parses: the mux's own, and for the hybrid the prefill CUDA
     graph its fused chunks run through; a flag the user gave is theirs, --disable-mux adds none."""

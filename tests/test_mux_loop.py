@@ -14,7 +14,8 @@ from types import SimpleNamespace as NS
 import pytest
 
 from sglang_mux import scheduler_loop
-from sglang_mux.dispatch import Plan
+from sglang_mux.partitions import PartitionConfig
+from sglang_mux.policy import DecodePlan, FusedPlan, SpatialPlan
 from sglang_mux.estimator import PrefillReq
 from sglang_mux.partitions import full_modes, partition_configs
 
@@ -298,6 +299,9 @@ class Scheduler:
 class Script:
     """The policy: hands out the given plans in turn; the last one also asks the scheduler to exit."""
 
+    fuses_long_prompts = False  # as the dispatcher: prompts one prefill cannot hold are refused
+    layerwise_max_tokens = None
+
     def __init__(self, sched, plans):
         self.sched, self.plans, self.snaps = sched, list(plans), []
 
@@ -309,8 +313,11 @@ class Script:
 
 
 def plan(d, p, layers, rids=(), reason="test", preempt=False):
-    return Plan(decode_sms=d, prefill_sms=p, t_decode_worst_ms=10.0, t_prefill_ms=20.0, prefill_layers=layers,
-                new_prefill_rids=tuple(rids), preempt=preempt, reason=reason)
+    """A decode plan where nothing launches prefill on prefill SMs, else a spatial one."""
+    if p == 0 and layers == 0 and not rids:
+        return DecodePlan(partition=PartitionConfig(d, p), t_decode_worst_ms=10.0, reason=reason)
+    return SpatialPlan(partition=PartitionConfig(d, p), t_decode_worst_ms=10.0, t_prefill_ms=20.0,
+                       prefill_layers=layers, new_prefill_rids=tuple(rids), preempt=preempt, reason=reason)
 
 
 def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), mux_flags=(), slow=(),
@@ -349,7 +356,8 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
     if consensus is not None:
         c = sched.untracked("_mux").consensus = consensus(sched)
         if not c.leader:
-            sched.untracked("_mux").policy = NS(plan=lambda snap: pytest.fail("a TP follower never plans"))
+            sched.untracked("_mux").policy = NS(plan=lambda snap: pytest.fail("a TP follower never plans"),
+                                                wants_decode_contexts=False, fuses_long_prompts=False)
     w("--- loop")
     scheduler_loop.mux_event_loop(sched)
     from sglang_mux.mux_metrics import replica_path
@@ -452,7 +460,7 @@ def test_a_deferred_prefill_start_follows_the_decode_launch(monkeypatch, tmp_pat
     assert log == DEFERRED
     assert log.index("run_batch decode 2") < log.index("get_new_batch_prefill ['p1']")
     assert len(rows) == 1 and "prefill_start" in rows[0]["host_ms"]
-    assert sched.untracked("_mux").active.batch.split_index == 16
+    assert sched.untracked("_mux").layerwise.active.batch.split_index == 16
 
 
 # Nothing to run: SGLang's on_idle. Then a prompt arrives and prefills alone on the full GPU (the
@@ -535,7 +543,7 @@ def test_a_preempted_prefill_resumes_where_it_stopped(monkeypatch, tmp_path, goo
     assert log == PREEMPT_RESUME
     assert log.index("event_synchronize ev7") < log.index("get_new_batch_prefill ['short']")
     assert log.index("merge_batch decode prefill2") < log.index("init_forward_metadata forward_batch:prefill1")
-    assert sched.untracked("_mux").paused is None and sched.untracked("_mux").active.batch.name == "prefill1"
+    assert sched.untracked("_mux").layerwise.paused is None and sched.untracked("_mux").layerwise.active.batch.name == "prefill1"
     assert [r["prefill_new"] for r in rows] == [4000, 50, 4000]
     assert len(sched.untracked("_mux").estimator.prefill_wall._obs) == 1  # the preemptor's; the paused one runs on
 
@@ -579,7 +587,7 @@ FUSED = [
 
 
 def fused(chunk):
-    return Plan(132, 0, 5.0, 5.0, 0, (), False, "fused", chunk=tuple(chunk))
+    return FusedPlan(chunk=tuple(chunk), t_ms=5.0, total_sms=132)
 
 
 def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_path, good):
@@ -597,7 +605,7 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     # overlap mode only during the streak: off again, nothing left in flight, its buffers made
     assert sched.untracked("enable_overlap") is False and sched.untracked("batch_result_processor").enable_overlap is False
     assert not sched.untracked("result_queue") and sched.untracked("batch_record_buf") == [None, None]
-    assert sched.untracked("_mux").pending is None
+    assert sched.untracked("_mux").fused.pending is None
     # SGLang's settings are restored after each fused batch is formed (spatial prefills stay whole)
     assert sched.untracked("chunked_prefill_size") is None and sched.untracked("is_mixed_chunk") is False
     assert sched.untracked("chunked_req") is None
@@ -624,10 +632,11 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     # a fused iteration's host time is budgeted apart from a decode's (the first of each loop has
     # no gap before it): the second fused one went to the fused budget, the decode to its own
     mux = sched.untracked("_mux")
-    assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 1)
-    assert mux.fused_start_host_time is None  # --mux-fused-start-budget is off by default
+    budgets = mux.gaps.budgets
+    assert (budgets.fused._seen, budgets.decode._seen) == (1, 1)
+    assert budgets.fused_start is None  # --mux-fused-start-budget is off by default
     # one fused overrun is too few (fewer than 3): the policy is told none and budgets the decode's
-    assert not mux.fused_host_time.ready and [s.fused_host_ms for s in script.snaps] == [None] * 4
+    assert not budgets.fused.ready and [s.fused_host_ms for s in script.snaps] == [None] * 4
     # while a fused batch is in flight the decode batch is its rows (SGLang mixed the running batch
     # into it), less the chunked request: the plan made before the drain saw the three as after it
     assert [(s.decode_bs, s.decode_contexts) for s in script.snaps] == [
@@ -731,7 +740,7 @@ def test_a_tp_follower_makes_the_leaders_sglang_calls_waiting_on_its_own_events(
     if behind:
         assert f"event_synchronize {behind}" in flog and f"event_synchronize {behind}" not in log
     else:
-        assert "process_batch_result prefill2 result:prefill2" in flog and fsched.untracked("_mux").pending is None
+        assert "process_batch_result prefill2 result:prefill2" in flog and fsched.untracked("_mux").fused.pending is None
     if scenario == "preempt_resume":  # the leader waited for ev7 before its preemption; so did the follower
         assert "event_synchronize ev7" in log and "event_synchronize ev7" in flog
         assert decisions[2].retired == 1 and not decisions[0].retired
@@ -850,7 +859,7 @@ def test_a_formation_that_gives_nothing_ends_the_streak_without_merging_twice(mo
     assert log[i + 1:i + 3] == ["filter_batch prefill1", "process_batch_result prefill1 result:prefill1"]
     assert "merge_batch" not in " ".join(log) and log.count("filter_batch prefill1") == 1
     assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p1", "d1"]
-    assert sched.untracked("enable_overlap") is False and sched.untracked("_mux").pending is None
+    assert sched.untracked("enable_overlap") is False and sched.untracked("_mux").fused.pending is None
     assert "update_running_batch prefill1 2" in log  # the decode plan ran on them
 
 
@@ -894,6 +903,6 @@ def test_a_decode_alone_goes_on_with_the_fused_streak_in_overlap_mode(monkeypatc
         ("fused", 2, 402), ("decode-only", 3, 0), ("decode-only", 3, 0), ("fused", 3, 203)]
     # the chunk after the decodes is a streak's, booked to the fused budget; no synchronous decode ran
     mux = sched.untracked("_mux")
-    assert (mux.fused_host_time._seen, mux.host_time._seen) == (1, 0)
+    assert (mux.gaps.budgets.fused._seen, mux.gaps.budgets.decode._seen) == (1, 0)
     assert sched.untracked("enable_overlap") is False and not sched.untracked("result_queue")
     assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p2", "p1", "d1", "d2"]

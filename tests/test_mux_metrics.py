@@ -5,12 +5,16 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from sglang_mux.dispatch import Plan
 from sglang_mux.mux_metrics import MuxMetrics, TimelineWriter, load_timeline
 
 
+from sglang_mux.partitions import PartitionConfig
+from sglang_mux.policy import SpatialPlan
+
+
 def _plan(reason="best-fit", d=48, preempt=False, t_d=40.0):
-    return Plan(d, 132 - d, t_d, 900.0, 2, ("a", "b") if preempt else (), preempt, reason)
+    return SpatialPlan(partition=PartitionConfig(d, 132 - d), t_decode_worst_ms=t_d, t_prefill_ms=900.0,
+                       prefill_layers=2, new_prefill_rids=("a", "b") if preempt else (), preempt=preempt, reason=reason)
 
 
 def _val(reg, name, labels=None):

@@ -7,11 +7,12 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from sglang_mux import loop_layerwise
 from sglang_mux import scheduler_loop as sl
-from sglang_mux.loop_state import PrefillRun, decode_shape, fused_rows, guard_record
-from sglang_mux.dispatch import Plan
 from sglang_mux.estimator import PrefillReq
-from sglang_mux.partitions import full_modes, partition_configs
+from sglang_mux.loop_state import PrefillRun, decode_shape, fused_rows, guard_record
+from sglang_mux.partitions import PartitionConfig, full_modes, partition_configs
+from sglang_mux.policy import DecodeHostTime, DecodePlan, FusedPlan, HostBudgets, SpatialPlan
 
 
 class FakeBatch:
@@ -36,14 +37,18 @@ def mux_state(sched=None):
     fp, fd = full_modes(132)
     allc = [fp, *sorted(cfgs, key=lambda c: -c.prefill_sms), fd]
     parts = NS(configs=cfgs, full_prefill=fp, full_decode=fd)
-    m = sl.MuxLoop(sched, args=None, parts=parts, cfgs=allc, policy=None, estimator=None)
+    policy = NS(wants_decode_contexts=False, fuses_long_prompts=False)  # what the loop reads of a dispatcher
+    m = sl.MuxLoop(sched, args=None, parts=parts, cfgs=allc, policy=policy, estimator=None)
     assert m.cfg_index == {c: i for i, c in enumerate(allc)}
     return m
 
 
 def plan(d, p, layers=2):
-    return Plan(decode_sms=d, prefill_sms=p, t_decode_worst_ms=1.0, t_prefill_ms=1.0, prefill_layers=layers,
-                new_prefill_rids=(), preempt=False, reason="test")
+    return SpatialPlan(partition=PartitionConfig(d, p), t_decode_worst_ms=1.0, t_prefill_ms=1.0, prefill_layers=layers,
+                       reason="test")
+
+
+FUSED = FusedPlan(chunk=(("a", 480),), t_ms=25.0, total_sms=132)
 
 
 def test_decode_shape_counts_kv_before_the_decoded_token():
@@ -94,7 +99,7 @@ def test_aborted_waiting_requests_are_forgotten():
     m = mux_state()
     m.arrival = {f"gone{i}": 1.0 for i in range(1000)}
     m.arrival["live"] = 2.0
-    m.active = PrefillRun(batch=NS(split_index=3), state=NS(rids=["act"], reqs=[PrefillReq(5, 0)]))
+    m.layerwise.active = PrefillRun(batch=NS(split_index=3), state=NS(rids=["act"], reqs=[PrefillReq(5, 0)]))
     m.arrival["act"] = 3.0
     m.sched = NS(running_batch=None, waiting_queue=[NS(rid="live", origin_input_ids=[1])])
     m.snapshot(now=10.0)
@@ -130,9 +135,9 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     run = PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(4096)]),
                          inflight=[(FakeEvent(0), FakeEvent(10), 8, 84), (FakeEvent(12), FakeEvent(22), 8, 84),
                                    (FakeEvent(22), FakeEvent(32, done=False), 8, 84)])
-    m.active = run
+    m.layerwise.active = run
     m.sched = NS(model_config=NS(num_hidden_layers=32))
-    m.poll_prefill(now=0.0)
+    m.layerwise.poll(now=0.0)
     assert seen == [(84, 40.0), (84, 40.0)]           # 10 ms for 8 of 32 layers -> 40 ms model
     assert len(run.inflight) == 1 and run.last_end.t == 22
     v = lambda name: reg.get_sample_value(name)  # noqa: E731
@@ -144,7 +149,7 @@ def test_poll_prefill_counts_chunk_time_bubbles_and_estimate_error():
     # a resumed batch's pause is not a bubble
     run.last_end = None
     run.inflight[0][1].done = True
-    m.poll_prefill(now=0.0)
+    m.layerwise.poll(now=0.0)
     assert v("sglang_mux:prefill_idle_seconds_total") == pytest.approx(0.002)
 
 
@@ -162,10 +167,10 @@ def test_a_finished_batch_books_its_wall_time_against_its_planned_time_unless_it
         run = PrefillRun(batch=batch, state=NS(reqs=[PrefillReq(64)], preempted_by_other=preempted),
                          inflight=[(FakeEvent(0), FakeEvent(10), 8, 84), (FakeEvent(12), FakeEvent(22), 8, 84)],
                          started_s=10.0, planned_ms=45.0)
-        m.active, m.paused = run, None
+        m.layerwise.active, m.layerwise.paused = run, None
         m.sched = NS(model_config=NS(num_hidden_layers=32), process_batch_result=lambda b, r: None)
-        m.poll_prefill(now=10.09)
-        assert m.active is None and list(wall._obs) == [pytest.approx(b) for b in booked]
+        m.layerwise.poll(now=10.09)
+        assert m.layerwise.active is None and list(wall._obs) == [pytest.approx(b) for b in booked]
 
 
 def test_unmeasurable_idle_time_never_stops_serving():
@@ -186,10 +191,10 @@ def test_unmeasurable_idle_time_never_stops_serving():
     run = PrefillRun(batch=NS(split_prefill_finished=False), state=NS(reqs=[PrefillReq(64)]),
                          inflight=[(Incomparable(0), Incomparable(10), 8, 84), (Incomparable(12), Incomparable(22), 8, 84),
                                    (Incomparable(23), Incomparable(33), 8, 84)])
-    m.active = run
+    m.layerwise.active = run
     m.sched = NS(model_config=NS(num_hidden_layers=32))
-    m.poll_prefill(now=0.0)
-    assert not run.inflight and m.idle_unmeasurable          # all chunks retired, idle given up
+    m.layerwise.poll(now=0.0)
+    assert not run.inflight and m.layerwise.idle_unmeasurable          # all chunks retired, idle given up
     assert reg.get_sample_value("sglang_mux:prefill_busy_seconds_total") == pytest.approx(0.030)
     assert reg.get_sample_value("sglang_mux:prefill_idle_seconds_total") == 0.0
 
@@ -210,12 +215,13 @@ def test_guard_record_shows_what_online_refinement_added(good):
 def test_a_plain_prefill_start_can_wait_for_the_decode_launch(monkeypatch):
     started = []
     m = mux_state()
-    monkeypatch.setattr(m, "start_prefill", lambda now, p: started.append(p.new_prefill_rids) or True)
+    lw = m.layerwise
+    monkeypatch.setattr(lw, "start", lambda now, p: started.append(p.new_prefill_rids) or True)
     new = dataclasses.replace(plan(48, 84), new_prefill_rids=("a", "b"))
-    assert m.apply_plan(new, 0.0, defer_start=True) is True and started == []  # the caller starts it
-    assert m.apply_plan(new, 0.0) is False and started == [("a", "b")]  # formed at once
-    m.active = object()  # a batch already running: nothing to start, nothing deferred
-    assert m.apply_plan(new, 0.0, defer_start=True) is False and started == [("a", "b")]
+    assert lw.apply(new, 0.0, defer_start=True) is True and started == []  # the caller starts it
+    assert lw.apply(new, 0.0) is False and started == [("a", "b")]  # formed at once
+    lw.active = object()  # a batch already running: nothing to start, nothing deferred
+    assert lw.apply(new, 0.0, defer_start=True) is False and started == [("a", "b")]
 
 
 def test_deferring_needs_the_flag_a_decode_and_no_failed_start():
@@ -223,11 +229,11 @@ def test_deferring_needs_the_flag_a_decode_and_no_failed_start():
 
     m = mux_state()
     m.args = split_argv([])[0]
-    assert m.args.defer_prefill_start is False and not m.may_defer_start(decoding=True)
+    assert m.args.defer_prefill_start is False and not m.layerwise.may_defer_start(decoding=True)
     m.args = split_argv(["--mux-defer-prefill-start"])[0]
-    assert m.may_defer_start(decoding=True) and not m.may_defer_start(decoding=False)
-    m.defer_failed = True  # no KV for the last deferred batch: form the next one first again
-    assert not m.may_defer_start(decoding=True)
+    assert m.layerwise.may_defer_start(decoding=True) and not m.layerwise.may_defer_start(decoding=False)
+    m.layerwise.defer_failed = True  # no KV for the last deferred batch: form the next one first again
+    assert not m.layerwise.may_defer_start(decoding=True)
 
 
 def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
@@ -246,7 +252,7 @@ def test_the_hybrid_fuses_prompts_one_prefill_cannot_hold_instead_of_refusing_th
     sched = NS(server_args=NS(model_path="launch/models/llama-3.1-8b", mem_fraction_static=0.85),
                max_req_input_len=131071, max_prefill_tokens=16384)
     m = mux_state(sched)
-    m.policy = NS(layerwise_max_tokens=None)  # what the loop reads of HybridPolicy
+    m.policy = NS(fuses_long_prompts=True, layerwise_max_tokens=None)  # what the loop reads of HybridPolicy
     with caplog.at_level("INFO", logger="sglang_mux.scheduler_loop"):
         m.limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 131071 and m.policy.layerwise_max_tokens == 50374
@@ -254,71 +260,78 @@ def test_the_hybrid_fuses_prompts_one_prefill_cannot_hold_instead_of_refusing_th
 
 
 def test_a_launch_note_says_whether_the_host_waited_and_what_the_allocator_did(monkeypatch):
-    later = sl.launch_note(3, 4.567, first=False, waited=False, allocs_before=None)
+    later = loop_layerwise.launch_note(3, 4.567, first=False, waited=False, allocs_before=None)
     assert later == {"layers": 3, "host_ms": 4.57, "first": False, "waited": False}
-    monkeypatch.setattr(sl, "_device_allocs", lambda: (12, 5))
-    first = sl.launch_note(1, 31.0, first=True, waited=True, allocs_before=(10, 5))
+    monkeypatch.setattr(loop_layerwise, "_device_allocs", lambda: (12, 5))
+    first = loop_layerwise.launch_note(1, 31.0, first=True, waited=True, allocs_before=(10, 5))
     assert first == {"layers": 1, "host_ms": 31.0, "first": True, "waited": True, "cuda_malloc": 2, "cuda_free": 0}
 
 
 def test_an_iterations_launch_note_goes_into_one_timeline_row_only():
-    m = mux_state()
-    assert m.take_launch_note() == {}
-    m.launch_note = {"layers": 2}
-    assert m.take_launch_note() == {"launch": {"layers": 2}}
-    assert m.take_launch_note() == {}
+    lw = mux_state().layerwise
+    assert lw.take_launch_note() == {}
+    lw.launch_note = {"layers": 2}
+    assert lw.take_launch_note() == {"launch": {"layers": 2}}
+    assert lw.take_launch_note() == {}
 
 
 def test_an_iteration_that_starts_a_batch_books_its_host_time_twice():
-    from sglang_mux.dispatch import DecodeHostTime
-
     m = mux_state()
-    m.host_time, m.start_host_time = DecodeHostTime(refresh=1), DecodeHostTime(refresh=1)
-    plain = Plan(64, 68, 20.0, 50.0, 2, (), False, "best-fit")
+    gaps = m.gaps
+    b = gaps.budgets = HostBudgets(decode=DecodeHostTime(refresh=1), start=DecodeHostTime(refresh=1))
+    plain = SpatialPlan(partition=PartitionConfig(64, 68), t_decode_worst_ms=20.0, t_prefill_ms=50.0, prefill_layers=2)
     start = dataclasses.replace(plain, new_prefill_rids=("a",))
-    m.book_host(plain, 1.000, 20.0)  # the first result: no gap before it
-    assert m.host_time.value_ms == 0.0 and m.last_decode_done == 1.000
-    m.book_host(plain, 1.024, 20.0)  # 24 ms wall, 20 on the GPU
-    m.book_host(start, 1.060, 22.0)  # 36 ms wall: formation and first launch in the gap
-    assert m.host_time._gaps == pytest.approx([4.0, 14.0])
-    assert m.start_host_time._gaps == pytest.approx([14.0])
-    m.last_decode_done = None  # an iteration without a decode broke the gap
-    m.book_host(start, 2.0, 20.0)
-    assert len(m.start_host_time._gaps) == 1 and m.last_decode_done == 2.0
+    gaps.book(plain, 1.000, 20.0)  # the first result: no gap before it
+    assert b.decode.value_ms == 0.0 and gaps.last_done == 1.000
+    gaps.book(plain, 1.024, 20.0)  # 24 ms wall, 20 on the GPU
+    gaps.book(start, 1.060, 22.0)  # 36 ms wall: formation and first launch in the gap
+    assert b.decode._gaps == pytest.approx([4.0, 14.0])
+    assert b.start._gaps == pytest.approx([14.0])
+    gaps.break_gap()  # an iteration without a decode broke the gap
+    gaps.book(start, 2.0, 20.0)
+    assert len(b.start._gaps) == 1 and gaps.last_done == 2.0
 
 
 def test_a_fused_iteration_books_its_gap_against_its_price_to_its_own_budget():
-    from sglang_mux.dispatch import DecodeHostTime
-
     m = mux_state()
-    m.host_time, m.fused_host_time = DecodeHostTime(refresh=1), DecodeHostTime(refresh=1)
-    fused = Plan(132, 0, 25.0, 25.0, 0, (), False, "fused", chunk=(("a", 480),))
-    m.book_host(fused, 1.000, 24.0, fused=True)
-    m.book_host(fused, 1.031, 24.0, fused=True)  # 31 ms: 6 past its 25-ms price, 7 past its GPU time
-    assert m.fused_host_time._gaps == pytest.approx([6.0]) and m.host_time._gaps == []
-    m.book_host(fused, 1.050, 18.0)  # a synchronous decode: the decode's budget, against its GPU time
-    assert m.host_time._gaps == pytest.approx([1.0])
-    m.fused_host_time = None  # no fused budget: the decode's, against GPU time
-    m.book_host(fused, 1.080, 26.0, fused=True)
-    assert m.host_time._gaps == pytest.approx([1.0, 4.0])
+    gaps = m.gaps
+    b = gaps.budgets = HostBudgets(decode=DecodeHostTime(refresh=1), fused=DecodeHostTime(refresh=1))
+    gaps.book(FUSED, 1.000, 24.0, fused=True)
+    gaps.book(FUSED, 1.031, 24.0, fused=True)  # 31 ms: 6 past its 25-ms price, 7 past its GPU time
+    assert b.fused._gaps == pytest.approx([6.0]) and b.decode._gaps == []
+    gaps.book(FUSED, 1.050, 18.0)  # a synchronous decode: the decode's budget, against its GPU time
+    assert b.decode._gaps == pytest.approx([1.0])
+    b.fused = None  # no fused budget: the decode's, against GPU time
+    gaps.book(FUSED, 1.080, 26.0, fused=True)
+    assert b.decode._gaps == pytest.approx([1.0, 4.0])
 
 
 def test_the_first_fused_iteration_of_a_streak_books_to_its_own_budget():
     """SGLang's set-up of the first mixed batch after another kind of iteration lands in that
     token's gap: booked apart, so that the streak's budget is not its tail (and without a start
     budget, to the streak's as before)."""
-    from sglang_mux.dispatch import DecodeHostTime
-
     m = mux_state()
-    m.fused_host_time, m.fused_start_host_time = DecodeHostTime(refresh=1), DecodeHostTime(refresh=1)
-    fused = Plan(132, 0, 25.0, 25.0, 0, (), False, "fused", chunk=(("a", 480),))
-    m.book_host(fused, 1.000, 20.0)  # a decode alone
-    m.book_host(fused, 1.040, 24.0, fused=True, starts_streak=True)  # 40 ms: 15 past its price
-    m.book_host(fused, 1.066, 24.0, fused=True)  # 26 ms: 1 past
-    assert m.fused_start_host_time._gaps == pytest.approx([15.0]) and m.fused_host_time._gaps == pytest.approx([1.0])
-    m.fused_start_host_time = None
-    m.book_host(fused, 1.106, 24.0, fused=True, starts_streak=True)
-    assert m.fused_host_time._gaps == pytest.approx([1.0, 15.0])
+    gaps = m.gaps
+    b = gaps.budgets = HostBudgets(fused=DecodeHostTime(refresh=1), fused_start=DecodeHostTime(refresh=1))
+    gaps.book(FUSED, 1.000, 20.0)  # a decode alone
+    gaps.book(FUSED, 1.040, 24.0, fused=True, starts_streak=True)  # 40 ms: 15 past its price
+    gaps.book(FUSED, 1.066, 24.0, fused=True)  # 26 ms: 1 past
+    assert b.fused_start._gaps == pytest.approx([15.0]) and b.fused._gaps == pytest.approx([1.0])
+    b.fused_start = None
+    gaps.book(FUSED, 1.106, 24.0, fused=True, starts_streak=True)
+    assert b.fused._gaps == pytest.approx([1.0, 15.0])
+
+
+def test_the_snapshots_host_fields_are_the_budgets_view():
+    m = mux_state()
+    m.sched = NS(running_batch=None, waiting_queue=[])
+    m.gaps.budgets = HostBudgets.measured(25.0)
+    for wall in (1.000, 1.030, 1.070, 1.105):
+        m.gaps.book(FUSED, wall, 20.0, fused=True)
+    snap = m.snapshot(now=1.0)
+    # overruns of 5, 15 and 10 ms: three are too few for a P99, so the rank below the two largest
+    assert (snap.fused_host_ms, snap.fused_rate_host_ms) == pytest.approx((5.0, 10.0)) and not snap.fused_streak
+    assert (snap.decode_host_ms, snap.start_host_ms, snap.fused_start_host_ms) == (0.0, 0.0, None)
 
 
 def test_fused_rows_split_prompt_pieces_from_one_token_rows():
@@ -346,24 +359,24 @@ def test_a_decode_alone_in_overlap_mode_teaches_a_tables_fixed_cost_and_nothing_
     m.estimator = est
     snap = NS(decode_bs=16, decode_sum_reused=16 * 2048, decode_max_reused=2048, fused_streak=True,
               decode_host_ms=0.0, fused_host_ms=None, fused_start_host_ms=None)
-    alone = NS(plan=Plan(132, 0, 10.0, 0.0, 0, (), False, "decode-only"), snap=snap,
+    alone = NS(plan=DecodePlan(partition=PartitionConfig(132, 0), t_decode_worst_ms=10.0), snap=snap,
                cfg=NS(decode_sms=132, prefill_sms=0), now=0.0)
     solo = est.decode_solo_ms(132, 16, 16 * 2048, 2048)
     for _ in range(50):
-        m.observe_fused(alone, None, solo + 1.0)
+        m.fused.observe(alone, None, solo + 1.0)
     assert 0.9 < est.decode_offset_ms < 1.0  # most of the way to the 1-ms excess
     assert est.decode_worst_ms(132, 16, 16 * 2048, 0, 0, 2048) == pytest.approx(solo + est.decode_offset_ms)
     learned = est.decode_offset_ms
-    fused = NS(plan=Plan(132, 0, 25.0, 25.0, 0, (), False, "fused", chunk=(("a", 480),)), snap=snap,
+    fused = NS(plan=FUSED, snap=snap,
                cfg=alone.cfg, now=0.0)
     rows = fused_rows(NS(extend_lens=[480] + [1] * 16, prefix_lens=[0] + [2048] * 16))
-    m.observe_fused(fused, rows, solo + 20.0)
+    m.fused.observe(fused, rows, solo + 20.0)
     assert est.decode_offset_ms == learned  # a fused iteration prices its own way
     cold = Estimator.cold_start(ModelShape.coerce(root / "launch/models/llama-3.1-8b/config.json"),
                                 DEFAULT_H100_PROBE, 132, 16, warn=False)
     m.estimator = cold
     before = cold.decode_solo_ms(32, 16, 16 * 2048, 2048)
     for _ in range(50):
-        m.observe_fused(alone, None, 0.5 * cold.decode_solo_ms(132, 16, 16 * 2048, 2048))
+        m.fused.observe(alone, None, 0.5 * cold.decode_solo_ms(132, 16, 16 * 2048, 2048))
     # a cold start's partitions keep their price: a whole-GPU decode sets no unseen partition's
     assert cold.decode_offset_ms == 0.0 and cold.decode_solo_ms(32, 16, 16 * 2048, 2048) == before

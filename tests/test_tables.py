@@ -224,7 +224,7 @@ def test_a_ranks_config_is_its_share_with_the_head_size_kept():
 
 def test_a_tp_tables_kernels_are_a_ranks(good, tmp_path):
     """The fit reads heads and KV heads (FA3's grid, the decode kernel) from the rank's slice."""
-    from sglang_mux.estimator import table_decode_kernel, table_fa3
+    from sglang_mux.estimator.table_fit import table_decode_kernel, table_fa3
 
     t = read_table(good)
     meta = {**t.meta, "tp_size": 2, "attention_backend": "fa3"}

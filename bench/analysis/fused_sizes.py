@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from bench.timeline_profile import point_timeline
-    from sglang_mux.estimator import table_gemm_curve
+    from sglang_mux.estimator.table_fit import table_gemm_curve
     from sglang_mux.tables import read_table
 
     rates = _cli_io.number_list(a.rates, "--rates", example="3.45,3.9")

@@ -250,8 +250,8 @@ class Estimator:
 
     def decode_rows(self, decode_contexts: Sequence[int]) -> DecodeRows:
         """A fused iteration's one-token decode rows on their contexts, summed once for every
-        chunk a plan prices beside them (`fused_ms`): a walk over 300 rows for each of a plan's
-        dozen prices took its decision to 2.5 ms, served at sharegpt's 60 req/s."""
+        chunk a plan prices beside them (`fused_ms`): a walk over hundreds of rows for each of a
+        plan's dozen prices would cost a decision milliseconds."""
         return self._solo.decode_rows(decode_contexts)
 
     def fused_ms(self, pieces: Sequence[PrefillReq], decode_contexts: Sequence[int] | DecodeRows) -> float:

@@ -17,7 +17,8 @@ from sglang_mux.estimator.table_fit import (fused_batches, table_decode_kernel, 
 from sglang_mux.fused_price import DECODE_ROW_MS
 from sglang_mux.latency_model import GemmCurves, PrefillReq, SoloLatencyModel, min_batch_tokens
 from sglang_mux.latency_model import fused
-from sglang_mux.latency_model.fit import heldout_errors, prefill_domain
+from sglang_mux.latency_model.design import prefill_domain
+from sglang_mux.latency_model.fit import heldout_errors
 from sglang_mux.tables import FUSED_ROWS, read_table, resolve_table
 
 MAX_REL_ERR = 0.10

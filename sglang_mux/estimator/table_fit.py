@@ -16,10 +16,11 @@ from typing import Mapping, Sequence
 
 from sglang_mux import cli
 from sglang_mux.contention_guard import OUTSIDE_MARGIN, ContentionGuard
-from sglang_mux.latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, SoloLatencyModel, decode_kernel,
+from sglang_mux.latency_model import (DecodeHyper, Fa3Grid, GemmCurves, PrefillReq, decode_kernel,
                                       l2_knee_tokens)
 from sglang_mux.latency_model import fused
 from sglang_mux.latency_model.fa3_kernels import MAX_SPLITS
+from sglang_mux.latency_model.fit import fit_solo
 from sglang_mux.tables import (FIT, GEMM_CURVE, GUARD, append_fused_rows, fused_row, read_table, slug, write_json)
 
 logger = logging.getLogger(__name__)
@@ -75,11 +76,10 @@ def fit_table(path: str | Path, outside_margin: float | None = None) -> tuple[di
     """
     t = read_table(path, require_fit=False)
     kernel = table_decode_kernel(t)
-    solo = SoloLatencyModel.fit(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
-                                decode_kernel=kernel, device_sms=t.sm_count,
-                                launch_floor=table_launch_floor(t), gemm_curve=table_gemm_curve(t),
-                                heads=t.rank_shape.num_heads, padded_query_blocks=table_triton_extend(t),
-                                fa3=table_fa3(t))
+    solo = fit_solo(t.solo_prefill, t.solo_decode, l2_knee=table_l2_knee(t),
+                    decode_kernel=kernel, device_sms=t.sm_count, launch_floor=table_launch_floor(t),
+                    gemm_curve=table_gemm_curve(t), heads=t.rank_shape.num_heads,
+                    padded_query_blocks=table_triton_extend(t), fa3=table_fa3(t))
     if t.gemm_curve is None:
         logger.warning("%s has no %s: the prefill fit models the projections as a bent line, which misses "
                        "cuBLAS's slow token counts by up to ~40%%; measure it: python -m profiling.gemm_curve "

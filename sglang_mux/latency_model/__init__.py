@@ -10,11 +10,14 @@ occupancy floor) are named in ``PrefillTheta`` / ``DecodeTheta``; docs/latency_m
 why each exists and what it was measured on.
 
 Modules: ``terms`` (named coefficients, hyper-parameters, features), ``model`` (the prediction
-path and fit.json; no numpy), ``fit`` (NNLS, hyper-parameter search, held-out errors; numpy,
+path and fit.json; no numpy), ``design`` (the rows' feature columns and whole-frame predictions),
+``fit`` (NNLS, hyper-parameter search, held-out errors; numpy,
 scipy), ``fa3_kernels`` / ``triton_kernels`` (the attention kernels' grids), ``gemm_curve`` (the
 measured projection times), ``fused`` (a fused iteration's time, fitted on a table's fused rows). Importing this package does not import numpy: the fitting names
 below are loaded on first use.
 """
+
+import importlib
 
 from .fa3_kernels import Fa3Grid
 from .gemm_curve import GemmCurves, UnprofiledCurve
@@ -23,19 +26,20 @@ from .terms import (BLOCK_TOKENS, DECODE_FEATURES, MIN_BATCH_TOKENS, PREFILL_FEA
                     PrefillHyper, PrefillReq, PrefillTheta, UnprofiledPartition, cold_waves, decode_kernel,
                     gemm_excess, gemm_share, key_waves, l2_knee_tokens, min_batch_tokens, prefill_features)
 
-_FIT_NAMES = frozenset({"fit_nonneg", "fit_prefill_frame", "fit_decode_frame", "heldout_errors", "prefill_domain",
-                        "fit_model", "predict_prefill_frame"})
+# numpy/scipy only when fitting is asked for: these load on first use
+_LAZY = {"fit_nonneg": "fit", "fit_prefill_frame": "fit", "fit_decode_frame": "fit", "heldout_errors": "fit",
+         "fit_solo": "fit", "prefill_domain": "design", "predict_prefill_frame": "design",
+         "predict_decode_frame": "design"}
 
 __all__ = ["BLOCK_TOKENS", "DECODE_FEATURES", "FORMAT", "MIN_BATCH_TOKENS", "PREFILL_FEATURES", "DecodeHyper",
            "DecodeRows", "DecodeTheta", "Fa3Grid", "GemmCurves", "PrefillHyper", "PrefillReq", "PrefillTheta",
            "SoloLatencyModel", "UnprofiledCurve", "UnprofiledPartition", "cold_waves", "decode_kernel",
            "gemm_excess", "gemm_share", "key_waves", "l2_knee_tokens", "min_batch_tokens", "prefill_features",
-           *sorted(_FIT_NAMES)]
+           *sorted(_LAZY)]
 
 
 def __getattr__(name: str):
-    if name in _FIT_NAMES:  # numpy/scipy only when fitting is asked for
-        from . import fit
-
-        return getattr(fit, name)
+    if name in _LAZY:
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,11 +7,9 @@ the estimator adds ``2 x layers x AllReduceCost.ms(tokens)``, fitted on ``profil
 timings of SGLang's own all-reduce on the server's partitions (``allreduce.json`` beside the
 table's fit).
 
-At TP 2 on 2 x H200 (NVLink), hidden 8192 (bench/results/h200x2_s39_2026-11-27/allreduce/): up to
-512 tokens a latency floor (0.055-0.13 ms, median 0.085), from 1,024 tokens linear in the bytes
-(0.28-0.31 ms at 4,096, 0.50-0.55 at 8,192). The lane's SM count matters only for the smallest
-lanes (16 and 20 SMs: 1.3-1.9x at >= 4,096 tokens), which the fit leaves out: a decode lane that
-small never all-reduces thousands of tokens, and the policy rarely gives prefill 20 SMs.
+Timed, a small all-reduce costs a latency floor and a large one grows linearly in its bytes; the
+lane's SM count matters only for the smallest lanes, which the fit leaves out (a decode lane that
+small never all-reduces thousands of tokens). docs/measurements.md gives the timings.
 """
 
 from __future__ import annotations

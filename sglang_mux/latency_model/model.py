@@ -18,7 +18,7 @@ fit.json (``to_dict`` / ``from_dict``): format 11 (written: the decode compute r
 FA3's grid, a 4-value decode θ); the missing decode terms read as 0. Any other format raises
 ValueError naming the refit command ``python -m sglang_mux.estimator fit DIR``; so does a θ of
 the wrong width or sign.
-Fitting (numpy/scipy) lives in fit.py and is imported only by ``fit`` and the ``*_frame`` methods.
+Fitting (numpy/scipy) lives in fit.py (`fit.fit_solo`); the ``*_frame`` methods import design.py.
 """
 
 from __future__ import annotations
@@ -327,17 +327,16 @@ class SoloLatencyModel:
     # -- frames (uniform-batch CSV rows), vectorized; equal to the hot path on those batches
 
     def predict_prefill_frame(self, df):
-        """Prefill latency of each solo_prefill.csv row (numpy array, ms)."""
-        from .fit import predict_prefill_frame
+        """Prefill latency of each solo_prefill.csv row (numpy array, ms; `design`)."""
+        from .design import predict_prefill_frame
 
         return predict_prefill_frame(self, df)
 
     def predict_decode_frame(self, df):
         """Decode latency of each solo_decode.csv row (numpy array, ms): the hot path row by row."""
-        import numpy as np
+        from .design import predict_decode_frame
 
-        return np.array([self.decode_ms(int(s), int(b), float(r)) for s, b, r in
-                         zip(df["decode_sms"], df["bs"], df["sum_reused"])], dtype=float)
+        return predict_decode_frame(self, df)
 
     def pooled_terms(self) -> dict:
         """The extension terms shared by all partitions, as fitted (fit.json ``pooled``; for
@@ -359,17 +358,6 @@ class SoloLatencyModel:
                 "gemm_curve_scale": [round(min(scales, default=0.0), 4), round(max(scales, default=0.0), 4)]}
 
     # -- fitting / (de)serialization
-
-    @classmethod
-    def fit(cls, solo_prefill, solo_decode, l2_knee: int = 0,
-            decode_kernel: DecodeHyper | None = None, device_sms: int = 0,
-            launch_floor: bool = True, gemm_curve: GemmCurves | None = None,
-            heads: int = 0, padded_query_blocks: bool = False, fa3=None) -> "SoloLatencyModel":
-        """Fit from the two solo CSV frames (``fit.fit_model``, which documents the arguments)."""
-        from .fit import fit_model
-
-        return fit_model(cls, solo_prefill, solo_decode, l2_knee, decode_kernel, device_sms, launch_floor,
-                         gemm_curve, heads, padded_query_blocks, fa3)
 
     def to_dict(self) -> dict:
         """fit.json's core: {"format": 11, "prefill_hyper": {...}, "decode_hyper": {...},

@@ -1,4 +1,5 @@
 from sglang_mux import cli
 from sglang_mux.sim.command import main
 
-cli.run(main)
+if __name__ == "__main__":
+    cli.run(main)
