@@ -194,3 +194,20 @@ def test_check_fails_with_a_diff_on_a_stale_page_and_passes_once_regenerated(tmp
     assert "-| 1 | H100 | 50 |" in printed and "+| 1 | H100 | 50 |" in printed and "is stale" in printed
     assert page.main(args) == 0 and page.main(args + ["--check"]) == 0
     assert png.read_bytes() == first  # the picture is the same bytes each time
+
+
+def test_the_readme_is_short_leads_with_the_two_commands_and_cites_kept_runs():
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert len(readme.read_bytes()) <= 12_000
+    head = text.splitlines()[:40]
+    assert "    bash launch/serve.sh llama-3.1-8b" in head
+    assert "    python3 -m pip install -e '.[test]' && python3 -m pytest -q" in head
+    for doc in (readme, *sorted((ROOT / "docs").glob("*.md"))):
+        assert re.search(r"session \d", doc.read_text(encoding="utf-8"), re.IGNORECASE) is None, doc.name
+    results = text.split("## Results", 1)[1].split("\n## ", 1)[0]
+    cited = re.findall(r"`([\w.-]+_\d{4}-\d{2}-\d{2})/", results)
+    page_text = (ROOT / "docs/results.md").read_text()
+    assert len(cited) >= 6
+    for name in cited:
+        assert (ROOT / "bench/results" / name / "summary.json").exists() and f"`{name}/`" in page_text, name
