@@ -301,7 +301,10 @@ def load(results: Path) -> Results:
             if not isinstance(d, dict) or not (d.get("device") or d.get("machine")):
                 raise PageError(f"{p.name}: no 'device' (a loose probe record names its device or machine)")
             _need(d, ("date", "command"), p.name)
-            probes.append({"name": p.name, "device": d.get("device") or d["machine"], "date": str(d["date"]),
+            dev = d.get("device") or d["machine"]
+            if isinstance(dev, dict):  # a CPU-only probe names its machine
+                dev = f"CPU, {dev.get('cpu_count', '?')} cores ({dev.get('platform', '?')})"
+            probes.append({"name": p.name, "device": dev, "date": str(d["date"]),
                            "command": d["command"]})
         elif p.name != "README.md":
             raise PageError(f"{p.name}: a loose file in {results} (a run is a folder with README.md and summary.json)")
@@ -372,8 +375,9 @@ def _cells_order(c: Cell):
 def _sim_table(f: Folder) -> list[str]:
     lines = []
     for gpu, m in sorted(f.sim_maps.items()):
-        lines += [f"**{gpu}** (table `{m.get('table', '?')}`; fused iterations drawn from "
-                  f"`{m.get('fused_jitter') or 'none'}`; host times from `{m.get('timeline', '?')}`):", "",
+        fused = f"drawn from `{m['fused_jitter']}`" if m.get("fused_jitter") else "at their price"
+        lines += [f"**{gpu}** (table `{Path(str(m.get('table', '?'))).name}`; fused iterations {fused}; host times "
+                  f"and decode jitter from `{m.get('timeline', '?')}`):", "",
                   "| TBT (ms) | workload | hybrid | dispatcher | chunked 512 + mixed | chunked 1024 + mixed | hybrid / best chunked |",
                   "|---|---|---|---|---|---|---|"]
         for c in m["cells"]:
