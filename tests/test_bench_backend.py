@@ -11,7 +11,7 @@ from bench import report, run, systems
 
 SGLANG_KINDS = ["mux", "mux-fixed-48", "mux-nopreempt", "mux-off", "sglang", "sglang-chunked-512",
                 "sglang-chunked-2048-nomix", "sglang-pdmux"]
-RUN = Path(__file__).resolve().parents[1] / "bench/results/conv8k_fa3_h100"
+RUN = Path(__file__).resolve().parents[1] / "tests/data/conv8k_fa3_h100"
 
 
 @pytest.mark.parametrize("system", SGLANG_KINDS)

@@ -8,7 +8,7 @@ import pytest
 from bench import metrics, slo_map
 from sglang_mux import cli
 
-RUN = Path(__file__).resolve().parents[1] / "bench/results/conv8k_fa3_h100"
+RUN = Path(__file__).resolve().parents[1] / "tests/data/conv8k_fa3_h100"
 
 
 def _cell(m, tbt, ttft):

@@ -5,7 +5,7 @@
 # 640 requests, prompts up to 118K tokens; the same rows as --session-sample 20 on
 # ../shared/traces/mooncake_conversation.jsonl). A KV pool of ~317K tokens (Llama-3.1-8B
 # shape on an H100; the servers had 423K, the mux 359K) keeps 28 % of its prompt tokens reusable
-# in trace order; the whole trace in order keeps 4 % (bench/results/ttft_floor_conversation.json).
+# in trace order; the whole trace in order keeps 4 % (bench/results/ttft_floor_conversation.json (commit 2c1fbe7)).
 # SLOs: P99 TBT <= 50 ms, the length-aware P99 of TTFT - 0.2 ms x prompt tokens <= 2 s (TTFT_SLO;
 # bench/README.md), no drift. Each prompt alone on the whole H100 puts the slice's flat P99 TTFT
 # at 3.76 s before any queueing (-0.17 s length-aware); python -m bench.slo_map OUT --tbt 50
@@ -16,7 +16,7 @@
 # Poisson arrivals (SEED, default 0). SYSTEMS, RATES change what runs.
 # 90 s of arrivals per rate (60 s drain): with 45 s a point at 0.5 req/s has 22 requests, its P99
 # TTFT is its slowest prompt and the drift test compares medians of 3 and 11 requests
-# (bench/results/sim_uncapped_conv_s21/). Points this long leave no room for a +-5 % bisection in
+# (bench/results/sim_uncapped_conv_s21/ (commit ac79c3c)). Points this long leave no room for a +-5 % bisection in
 # one 30-minute machine, so each system climbs RATES and stops at its first failure; goodput is
 # the interval [last pass, first failure). SEARCH=LO,HI bisects instead.
 #   bash bench/plans/conv_uncapped_sweep.sh OUT [seconds available, default 540]

@@ -18,7 +18,7 @@
 #   (setsid nohup bash -c 'bash bench/plans/fa3_conv8k_sweep.sh /tmp/sweep 4,4.5 2700; echo $? > /tmp/sweep_done' \
 #       > /tmp/sweep/driver.log 2>&1 < /dev/null &)      then: until [ -f /tmp/sweep_done ]; do sleep 10; done
 # SYSTEMS="mux mux-hostq99 sglang-chunked-512" runs those instead of the ten (a mux variant
-# against the best chunked baseline on one host, as in bench/results/tbt_tail_ab_h100_s19/).
+# against the best chunked baseline on one host, as in bench/results/tbt_tail_ab_h100_s19/ (commit 7d1edf5)).
 # SEED=1 draws the arrivals from Poisson seed 1 (issue 17 wants each claim on two seeds); its draws are
 # denser than nominal (3 offers 3.41), so start lower. H100, session 29 (bench/results/h100_seed1_hostscale_s29/):
 #   SEED=1 SYSTEMS="mux sglang-chunked-1024 sglang-chunked-512" bash bench/plans/fa3_conv8k_sweep.sh /tmp/s 2,2.5,3,3.5 1500
@@ -29,7 +29,7 @@
 # column of issue 17's SLO map (python -m bench.slo_map OUT --tbt 30 --ttft 2000,5000), e.g.
 #   TBT_SLO_MS=30 SYSTEMS="mux sglang-chunked-256 sglang-chunked-512 sglang-chunked-1024" \
 #       bash bench/plans/fa3_conv8k_sweep.sh /tmp/slo30 2,2.5,3,3.5,4 1500
-# At 30 ms: mux 3, chunked 512 + mixed >= 4 (bench/results/slo30_fa3_h100_s20/); on another host,
+# At 30 ms: mux 3, chunked 512 + mixed >= 4 (bench/results/slo30_fa3_h100_s20/ (commit 7d1edf5)); on another host,
 # seeds 0 and 1, mux 3 / 2.5, chunked 512 + mixed 4 / < 3 (bench/results/guard_ab_tbt30_h100_s21/).
 # Next, a new prefill batch formed after the decode launch (the calibrated simulator: 3 -> 4 on seed 0,
 # bench/results/sim_calibration_s21/), on one host (~17 minutes):

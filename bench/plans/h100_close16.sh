@@ -1,7 +1,7 @@
 #!/bin/bash
 # What issue 16 still lacks, on ONE H100 (bench/results/fa3_h200_all10_s24/README.md has the rest):
 #  1. --disable-mux within 2 % of plain SGLang: one pair of runs cannot show it, because two plain
-#     SGLang runs on one H100 were 2.1 % apart (bench/results/mux_off_tput_fa3_h100_aba/). PAIRS
+#     SGLang runs on one H100 were 2.1 % apart (bench/results/mux_off_tput_fa3_h100_aba/ (commit 7d1edf5)). PAIRS
 #     (default 3) pairs of ShareGPT-like points at 100 req/s, the order alternating; the median
 #     mux-off / SGLang output tok/s ratio goes to OUT/muxoff/ratios.json.
 #  2. Greedy outputs: 76/79 identical on FA3, the 3 others at near-ties. The same check with a
@@ -11,7 +11,7 @@
 #     conversation at 4, 4.5 and bench.timeline_profile per point (OUT/serving/profile_mux_*.json).
 # PARTS (default "muxoff correctness serving") picks some of them: PARTS=serving on an H200 is the
 # in-serving check there. Ran in session 25 on an H100: bench/results/h100_close16_s25/; its
-# serving part in session 26 on an H200 (bench/results/h200_close16_s26/) and an H100 (h100_offset_s26/),
+# serving part in session 26 on an H200 (bench/results/h200_close16_s26/ (commit 22880a0)) and an H100 (h100_offset_s26/),
 # in session 27 on an H100 with the guard's host scale (h100_hostscale_s27/), in session 31 on an
 # H200 with it (h200_hostscale_s31/).
 # About 25 minutes; in the background after the install, polled, as the sweep plans say:

@@ -15,7 +15,7 @@
 #       conv_uncapped_sweep.sh) and the capped conversation with seed 1 (session 47's host failed
 #       every system at 4 req/s). Sharegpt again because session 47's host had the hybrid miss it
 #       (< 50 against 50) as served, where SGLang's front end was the limit on session 49's H200. Session 44 ran the TBT-30 column
-#       (bench/results/x4_s44_2026-11-27/job.sh). Four cells on one host slow SGLang's launches
+#       (bench/results/x4_s44_2026-11-27/job.sh (in commit f634912)). Four cells on one host slow SGLang's launches
 #       (session 45: 38 % at the median against a lone H100); every system of a cell meets the same.
 # H200: sharegpt at TBT 50 (session 41: 60 against 66 on a 10 % grid) and 30 (not bracketed) and
 #       chat-1k at TBT 50; the H200's other cells are bracketed (the README's map), so GPU 3 is free.

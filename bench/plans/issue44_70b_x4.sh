@@ -37,7 +37,7 @@
 #   almost every system on every seed (bench/results/sim_hybrid_s53_2026-11-28/uncapped_70b.md).
 # 4 x H100: TP 4 (the TP-4 table), the four GPUs one server; rates from the work bound
 #   (bench/results/x4_s43_2026-11-27/work_bound_tp4.md) and the simulator
-#   (bench/results/sim_70b_tp4_2026-11-27/): capped hybrid 2, chunked 1024 1.5; uncapped 0.2-0.4.
+#   (bench/results/sim_70b_tp4_2026-11-27/ (commit a5336a9)): capped hybrid 2, chunked 1024 1.5; uncapped 0.2-0.4.
 #   A TP-4 server's start is a guess (STARTUP_S=240). Six systems do not fit one lease: the first
 #   three decide the ratio, the rest run while time is left, and a rerun with the same OUT on the same
 #   host resumes (host.txt refuses another host).

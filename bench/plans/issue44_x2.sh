@@ -11,7 +11,7 @@
 #   ~1,700 s of budget left when the last install call starts (TP-2 server start 193 s, the last
 #   piece's tail and the SIGTERM ~110 s). Session 55 had ~1,590 (a refused call cost 120 s) and
 #   set END by the held clock, which does not bind (a machine past 30 minutes held goes back when
-#   the call in flight ends): 15.2 minutes (bench/results/h200x2_s55_2026-11-28/). Session 56 had
+#   the call in flight ends): 15.2 minutes (bench/results/h200x2_s55_2026-11-28/ (commit 4224a3b)). Session 56 had
 #   1,720 and got 20.0 minutes (bench/results/h200x2_s56_2026-11-28/). The 70B's
 #   capped cell, which this branch served before, is measured (1.0x, bench/results/h200x4_s53_2026-11-28/).
 # On 4 GPUs: issue44_70b_x4.sh (the 70B's cells) and issue44_x4.sh (the 20-minute TP run beside the

@@ -23,13 +23,13 @@
 #                -> OUT/dp/ (summary per system; /metrics carries a dp_rank label per replica)
 # The serving and dp parts' points are DURATION_S seconds of arrivals (default 30; session 49's DP
 # ratio, 2.38 served against the simulator's 1.89-2.1, turned on 30-s points' drift edges).
-# Session 38 (2 x H200, bench/results/tp2_smoke_h200x2_2026-11-27/): the mux's TP-2 tiny server took
+# Session 38 (2 x H200, bench/results/tp2_smoke_h200x2_2026-11-27/ (commit 31ede93)): the mux's TP-2 tiny server took
 # 2.5 minutes to start (its first decode graph capture alone 83 s) and served the whole check;
 # plain SGLang's was cut by the 276 s left to the part, so give correctness a call of its own.
 # Session 39 (bench/results/h200x2_s39_2026-11-27/): with 480 s the mux's server hung after 8 s of
 # serving (every rank planned alone then; fixed since), and the check waited out the budget. A request
 # unanswered for 120 s now ends the check. Two TP-2 servers start in ~4 minutes: give it 570 s.
-# On a 4-GPU host (session 40, bench/results/h200x4_s40_2026-11-27/job.sh) the TP parts ran on two
+# On a 4-GPU host (session 40, bench/results/h200x4_s40_2026-11-27/job.sh (in commit f634912)) the TP parts ran on two
 # GPUs beside one-GPU cells on the other two:
 #   CUDA_VISIBLE_DEVICES=0,1 taskset -c 0-31 env PARTS=correctness bash bench/plans/multi_gpu.sh /tmp/mg 570
 #   and per_gpu.sh 2 / per_gpu.sh 3 for the cells (their ports 32000 and 33000; correctness uses 31000)

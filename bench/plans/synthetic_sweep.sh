@@ -18,7 +18,7 @@
 # 500 whose points first prefill the history they reuse (7-14 prompts, 0.21-0.31M tokens; then
 # 24-30 % of the window's prompt tokens can hit, synthetic_h200_s23/reuse_windows.md). The pools
 # hold it on an H200 (mux 0.73M, chunked 0.85M); an H100's mux pool (0.36M) barely. Simulated
-# (bench/results/sim_synthetic_warm_s24/): no mux lead, and the drift test flags every system at
+# (bench/results/sim_synthetic_warm_s24/ (commit ac79c3c)): no mux lead, and the drift test flags every system at
 # 1 req/s there, so serve it only once the drift rule is settled:
 #   OFFSET=500 WARM_HISTORY=1 TRACE_PATH=bench/data/synthetic_first1200.jsonl bash bench/plans/synthetic_sweep.sh OUT 1500
 WORKLOAD=mooncake-synthetic TRACE_PATH=${TRACE_PATH:-bench/data/synthetic_first500.jsonl} INPUT_CAP=100000 \
