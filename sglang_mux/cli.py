@@ -116,8 +116,8 @@ def seed(text: str) -> int:
 def run(main: Callable[..., int | None], argv: Sequence[str] | None = None) -> NoReturn:
     """Run a tool's ``main`` and exit with its status; user errors become the one ``error:`` line.
 
-    UsageError, a missing or unreadable file and malformed JSON are the user's; anything else is
-    a bug and keeps its traceback."""
+    UsageError, a missing or unreadable file, malformed JSON and a missing or malformed contention
+    table (``tables.TableError``) are the user's; anything else is a bug and keeps its traceback."""
     try:
         rc = main(argv) if argv is not None else main()
     except UsageError as e:
@@ -135,6 +135,11 @@ def run(main: Callable[..., int | None], argv: Sequence[str] | None = None) -> N
         raise SystemExit(0)
     except KeyboardInterrupt:
         raise SystemExit(130)
+    except ValueError as e:
+        tables = sys.modules.get("sglang_mux.tables")  # loaded if it raised one; not imported here (pandas)
+        if tables is not None and isinstance(e, tables.TableError):
+            fail(f"{e} (give a contention table directory, or a shipped table's name)")
+        raise
     try:
         sys.stdout.flush()
     except BrokenPipeError:

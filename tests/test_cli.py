@@ -140,3 +140,24 @@ def test_fraction_and_share(check, good, bad):
     for text in bad:
         with pytest.raises(argparse.ArgumentTypeError, match=r"within [\[(]0, 1\]"):
             f(text)
+
+
+def test_a_bad_contention_table_is_the_users_mistake(capsys):
+    from sglang_mux.tables import TableError
+
+    def main(argv=None):
+        raise TableError("/no/table", "missing table directory")
+
+    with pytest.raises(SystemExit) as e:
+        cli.run(main, [])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("error: /no/table: missing table directory (give a contention table directory")
+
+
+def test_another_value_error_is_a_bug_and_keeps_its_traceback():
+    def main(argv=None):
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        cli.run(main, [])
