@@ -97,6 +97,8 @@ _MUX_NAN = _x(MUX, "MuxArgs.validate() refuses nan ('nan < 0' is False; write 'n
 _CKPT = _x("sglang_mux/testing/checkpoint.py", "cli.ArgumentParser and cli.run (one error line, exit 2); "
            "--std cli.positive(float), --seed cli.seed")
 _SIM_SEED = _x("sglang_mux/sim.py", "--seed type=cli.seed (numpy refuses a negative seed, blamed on --trace)")
+_SIM_PRICE = _x("sglang_mux/sim.py", "--fused-price: refuse a FIXED_MS or SLOPE that is not finite "
+               "(math.isfinite; 'fixed < 0 or slope <= 0' lets nan and inf through)")
 _TTFT_PARTS = _x("bench/analysis/ttft_parts.py", "--bin-s type=cli.positive(float); __main__ cli.run(main)")
 _TBT_TAIL = _x("bench/analysis/tbt_tail.py", "--from/--to type=cli.positive(float, allow_zero=True) "
                "(a server time, s)")
@@ -116,6 +118,11 @@ ROWS: list[Row] = [
     Row("sglang_mux.sim", "--seed", ("--table", TABLE, "--limit", "5", "--rate", "1", "--arrival", "poisson",
                                      "--seed={v}"),
         accepts={"0": "the default seed"}, xfail={"negative": _SIM_SEED}),
+    Row("sglang_mux.sim", "--prefill-slowdown", ("--table", TABLE, "--limit", "5", "--prefill-slowdown={v}"),
+        xfail={"inf": _x("sglang_mux/sim.py", "--prefill-slowdown: refuse inf ('not x >= 1' lets it through)")}),
+    Row("sglang_mux.sim", "--fused-price", ("--table", TABLE, "--limit", "5", "--rate", "1", "--policy", "hybrid",
+                                            "--fused-price=15,{v}"), note="its SLOPE",
+        xfail={"nan": _SIM_PRICE, "inf": _SIM_PRICE}),
     Row("sglang_mux.sim", None, missing=("--table", "{missing}", "--limit", "5"), note="a missing --table"),
     Row("sglang_mux.sim_chunked", "--rate", ("--table", TABLE, "--limit", "5", "--rate={v}"),
         missing=("--table", TABLE, "--limit", "5", "--trace", "{missing}")),
@@ -130,6 +137,8 @@ ROWS: list[Row] = [
         missing=("predict", "{missing}", "--prefill-new", "1024", "--decode-bs", "8", "--decode-sms", "64")),
     Row("sglang_mux.estimator check", None, missing=("check", "{missing}"), note="no numeric flag"),
     Row("sglang_mux.estimator fit", None, missing=("fit", "{missing}"), note="no numeric flag"),
+    Row("sglang_mux.estimator add-fused", None, missing=("add-fused", "{missing}", "{missing}.json"),
+        note="no numeric flag"),
     # launch_server as on a machine without SGLang: what passes our checks meets the install hint
     # (an error line that names no --mux flag, so the case fails).
     Row("sglang_mux.launch_server", "--mux-tbt-slo-ms", ("--mux-tbt-slo-ms={v}",), main="_run:no_sglang",
