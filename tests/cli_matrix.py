@@ -317,7 +317,13 @@ def _main(row: Row):
 
     mod = importlib.import_module(row.module)
     name, _, how = row.main.partition(":")
-    fn = getattr(mod, name)
+    fn = getattr(mod, name, None)
+    if fn is None and hasattr(mod, "__path__"):  # a package: the main its __main__.py runs, as python -m does
+        src = (Path(mod.__path__[0]) / "__main__.py").read_text()
+        m = re.search(r"^from ([\w.]+) import (?:.*\b)?main\b", src, re.M)
+        fn = getattr(importlib.import_module(m.group(1)), name) if m else None
+    if fn is None:
+        raise AttributeError(f"{row.module} has no {name} (nor a package __main__.py that imports one)")
     if how == "no_sglang":
         fn = functools.partial(fn, have_sglang=False)
     return fn
