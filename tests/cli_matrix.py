@@ -403,7 +403,7 @@ def cell_text(row: Row, column: str, o: Outcome, tmp: Path) -> str:
     if o.status is None:
         return f"no answer in {row.timeout_s:g} s" + (" — **known bug**" if column in row.xfail else " — **FAILS**")
     first = o.lines[0] if o.lines else (o.exception or "(nothing on stderr)")
-    first = re.sub(r" \(see python -m [\w. ]+ --help\)$", "", first.replace(str(tmp), "…"))
+    first = re.sub(r" \(see [\w. -]+ --help\)$", "", first.replace(str(tmp), "…"))
     first = first.removeprefix("error: argument ").removeprefix("error: ")
     if len(first) > 60:
         first = first[:59] + "…"
