@@ -72,7 +72,7 @@ def cell_cpus(n_cells: int, cell: int, sysfs: str | Path = SYSFS) -> list[int]:
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.cpu_split", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", type=cli.positive(int), required=True, help="cells sharing the host (its GPUs)")
-    ap.add_argument("--cell", type=int, required=True, help="this cell, 0-based (its GPU)")
+    ap.add_argument("--cell", type=cli.positive(int, allow_zero=True), required=True, help="this cell, 0-based (its GPU)")
     ap.add_argument("--sysfs", default=SYSFS, help=f"the CPU topology's root (default {SYSFS})")
     a = ap.parse_args(argv)
     try:

@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--valid-every", type=cli.positive(int, allow_zero=True), default=10,
                    help="a valid request after every this many malformed ones (0: none)")
     p.add_argument("--workers", type=pos_i, default=8, help="requests in flight at once")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=cli.seed, default=0, help="a whole number >= 0")
     p.add_argument("--timeout-s", type=pos, default=120.0, help="per request")
     p.add_argument("--context-len", type=pos_i, default=131072, help="the server's context length")
     p.add_argument("--vocab", type=pos_i, default=128256, help="the model's vocabulary size")

@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the measured rows here (JSON)")
     ap.add_argument("--partitions", default="20,52,84,116", help="prefill partitions (SMs), comma list")
     ap.add_argument("--batches", type=cli.positive(int), default=30, help="random batches per partition")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0, help="a whole number >= 0")
     ap.add_argument("--attention-backend", default="triton", help="SGLang attention backend")
     ap.add_argument("--fused-grid", action="store_true",
                     help="with --fused: the grid of fused_grid() (chunk x decode rows x context) instead of "

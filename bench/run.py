@@ -522,6 +522,14 @@ def build_summary(out: Path, a: argparse.Namespace, notes: dict) -> dict:
 
 # ------------------------------------------------------------------------ main
 
+def _search_range(text: str) -> tuple[float, float]:
+    """``--search LO,HI``: two finite rates, 0 < LO < HI."""
+    xs = _cli_io.number_list(text, example="2,8")
+    if len(xs) != 2 or not xs[0] < xs[1]:
+        raise cli.UsageError(f"takes LO,HI with 0 < LO < HI, e.g. 2,8; got {text!r}")
+    return xs[0], xs[1]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pos, pos_i = cli.positive(float), cli.positive(int)
     nonneg, nonneg_i = cli.positive(float, allow_zero=True), cli.positive(int, allow_zero=True)
@@ -530,7 +538,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workload", default="conversation", choices=workloads.WORKLOADS, help="what the clients send")
     p.add_argument("--rates", default=None, type=_cli_io.numbers(example="2,4"),
                    help="comma list, requests/s (chat: sessions/s)")
-    p.add_argument("--search", default=None, metavar="LO,HI",
+    p.add_argument("--search", default=None, metavar="LO,HI", type=_cli_io.arg_type(_search_range, "LO,HI"),
                    help="instead of --rates: bisect each system's goodput between LO and HI "
                         "(bench/search.py), one server per system, resumable")
     p.add_argument("--search-tol", type=pos, default=0.05,
@@ -594,7 +602,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--input-cap", type=pos_i, default=None, help="keep the first T prompt tokens")
     g.add_argument("--output-cap", type=pos_i, default=None, help="keep at most this many output tokens")
     g.add_argument("--arrival", choices=("trace", "poisson"), default="trace", help="the trace's own arrivals or Poisson")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=cli.seed, default=0, help="a whole number >= 0")
     g.add_argument("--turns", type=pos_i, nargs=2, default=(2, 6), metavar=("MIN", "MAX"), help="chat: turns per session")
     g.add_argument("--think-s", type=nonneg, default=3.0, help="chat: a user's pause between turns")
     a = p.parse_args(argv)
@@ -611,14 +619,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not Path(a.trace_path).stat().st_size:
             p.error(f"--trace-path: {a.trace_path} is empty, expected a JSONL trace")
     if a.search:
-        try:
-            lo, hi = (float(x) for x in a.search.split(","))
-            search.next_rate({}, lo, hi, a.search_tol)
-        except ValueError as e:
-            p.error(f"--search takes LO,HI with 0 < LO < HI ({e})")
         if a.rates:
             p.error("give --rates or --search, not both")
-        a.search = (lo, hi)
     elif not a.rates:
         p.error("give --rates (a comma list) or --search LO,HI")
     try:
@@ -642,6 +644,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.context_len = int(ctx) if ctx is not None else workloads.model_context_len(a.model_path)
     except ValueError:
         p.error(f"--context-length {ctx!r} in --server-args is not a whole number")
+    if a.context_len <= 0:
+        p.error(f"--context-length {a.context_len} in --server-args: give the model's context, a whole number > 0")
     a.vocab = workloads.token_range(a.vocab_size or workloads.model_vocab_size(a.model_path))
     if a.tokenizer_path:
         a.tokenizer_path = str(Path(a.tokenizer_path).resolve())

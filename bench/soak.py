@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-pid", type=cli.positive(int), default=None, help="the server's main process (RSS, fds)")
     ap.add_argument("--timeline", type=Path, default=None, help="the server's --mux-timeline file")
     ap.add_argument("--rate", type=pos, default=3.0, help="requests + sessions per second")
-    ap.add_argument("--chat-share", type=float, default=0.5, help="share of the rate that is chat sessions, [0, 1]")
+    ap.add_argument("--chat-share", type=_cli_io.share, default=0.5, help="share of the rate that is chat sessions, [0, 1]")
     ap.add_argument("--piece-s", type=pos, default=480.0, help="arrival span of this piece")
     ap.add_argument("--drain-s", type=cli.positive(float, allow_zero=True), default=60.0, help="wait for answers after the last arrival")
     ap.add_argument("--piece", type=cli.positive(int, allow_zero=True), default=None,
@@ -251,8 +251,6 @@ def main(argv: list[str] | None = None) -> int:
         if not (a.out / SAMPLES).is_file():
             raise cli.UsageError(f"{a.out} holds no {SAMPLES}: give the --out of a soak that ran a piece")
     else:
-        if not 0 <= a.chat_share <= 1:
-            ap.error(f"--chat-share is a share within [0, 1], got {a.chat_share:g}")
         try:
             piece_workloads(a.rate, a.piece_s, a.chat_share, 0, workloads.token_range(a.vocab_size))
         except ValueError as e:

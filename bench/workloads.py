@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=pos, required=True, help="requests/s (Poisson arrivals)")
     ap.add_argument("--duration-s", type=pos, default=120.0, help="round(rate x duration) requests")
     ap.add_argument("--num-requests", type=cli.positive(int), default=None, help="override round(rate x duration)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0, help="a whole number >= 0")
     ap.add_argument("--input-cap", type=cli.positive(int), default=None, help="keep the first T prompt tokens")
     ap.add_argument("--output-cap", type=cli.positive(int), default=None, help="keep at most this many output tokens")
     ap.add_argument("--out", type=Path, required=True, help="the JSONL file to write")

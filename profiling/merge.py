@@ -6,8 +6,6 @@ one kind per GPU, each into its own directory); this adds each FROM's cells that
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -16,7 +14,7 @@ from sglang_mux import cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m profiling.merge", description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(prog="python -m profiling.merge", description=__doc__.splitlines()[0])
     ap.add_argument("into", help="the table directory that receives the cells")
     ap.add_argument("sources", nargs="+", metavar="from", help="table directories measured apart")
     args = ap.parse_args(argv)
@@ -34,4 +32,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

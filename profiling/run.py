@@ -308,7 +308,7 @@ def _parse(argv):
                     help="only measure again the table's cells whose spread exceeded PCT %% (host jitter "
                          "catches launch-bound cells); the steadier measurement stays in the CSV. Use the "
                          "machine that made the table: launch-bound cells time its host")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0, help="a whole number >= 0")
     ap.add_argument("--log-level", default="info", type=str.lower,
                     choices=("debug", "info", "warning", "error"), help="logging level")
     g = ap.add_argument_group("planning assumptions (--plan-only; a GPU run uses the real values)")

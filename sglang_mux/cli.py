@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Callable, NoReturn, Sequence
@@ -64,26 +65,59 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def positive(kind: Callable[[str], float] = float, allow_zero: bool = False) -> Callable[[str], float]:
-    """An argparse ``type`` that accepts numbers > 0 (or >= 0 with ``allow_zero``)."""
+    """An argparse ``type`` that accepts finite numbers > 0 (or >= 0 with ``allow_zero``).
+
+    ``nan``, ``inf`` and ``-inf`` parse as floats but are never a count, a rate or a time: they are
+    refused, saying what to give (``nan`` passes every ``<`` test, so a check written as
+    ``v < 0`` lets it through). No flag of the project takes ``inf`` for "no limit": where there
+    is none, the flag is left out."""
+
+    whole = kind is int
+    bound = ">= 0" if allow_zero else "> 0"
 
     def parse(text: str):
         try:
             v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number; "
+                                             f"give one {bound}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text}")
         if v < 0 or (v == 0 and not allow_zero):
-            raise argparse.ArgumentTypeError(f"must be {'>= 0' if allow_zero else '> 0'}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
         return v
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
 
 
+def finite(kind: Callable[[str], float] = float) -> Callable[[str], float]:
+    """An argparse ``type`` for a number of any sign that must be finite (a time on a clock, an
+    offset): ``nan``, ``inf`` and ``-inf`` are refused."""
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        return v
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def seed(text: str) -> int:
+    """An argparse ``type`` for a random seed: a whole number >= 0 (numpy refuses a negative one)."""
+    return positive(int, allow_zero=True)(text)
+
+
 def run(main: Callable[..., int | None], argv: Sequence[str] | None = None) -> NoReturn:
     """Run a tool's ``main`` and exit with its status; user errors become the one ``error:`` line.
 
-    UsageError, a missing or unreadable file and malformed JSON are the user's; anything else is
-    a bug and keeps its traceback."""
+    UsageError, a missing or unreadable file, malformed JSON and a missing or malformed contention
+    table (``tables.TableError``) are the user's; anything else is a bug and keeps its traceback."""
     try:
         rc = main(argv) if argv is not None else main()
     except UsageError as e:
@@ -101,6 +135,11 @@ def run(main: Callable[..., int | None], argv: Sequence[str] | None = None) -> N
         raise SystemExit(0)
     except KeyboardInterrupt:
         raise SystemExit(130)
+    except ValueError as e:
+        tables = sys.modules.get("sglang_mux.tables")  # loaded if it raised one; not imported here (pandas)
+        if tables is not None and isinstance(e, tables.TableError):
+            fail(f"{e} (give a contention table directory, or a shipped table's name)")
+        raise
     try:
         sys.stdout.flush()
     except BrokenPipeError:

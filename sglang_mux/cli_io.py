@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -130,9 +131,12 @@ def number_list(text: str, flag: str = "", kind: Callable[[str], float] = float,
                          f"e.g. {example}; got {text!r}") from None
     if not xs:
         raise UsageError(f"{head}needs at least one value, e.g. {example}")
-    bad = [x for x in xs if x < 0 or (x == 0 and not allow_zero)]
-    if bad:
-        raise UsageError(f"{head}takes values {'>= 0' if allow_zero else '> 0'}, got {bad[0]:g}")
+    bound = ">= 0" if allow_zero else "> 0"
+    for x in xs:
+        if not math.isfinite(x):  # float("nan") parses, and passes every < test below
+            raise UsageError(f"{head}takes finite values {bound}, e.g. {example}; got {x:g}")
+        if x < 0 or (x == 0 and not allow_zero):
+            raise UsageError(f"{head}takes values {bound}, got {x:g}")
     return xs
 
 
@@ -180,9 +184,23 @@ def port(text: str) -> int:
 
 def fraction(text: str) -> float:
     """An argparse ``type``: a share in (0, 1]."""
-    v = cli.positive(float)(text)
-    if v > 1:
-        raise argparse.ArgumentTypeError(f"a fraction within (0, 1], got {text}")
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction within (0, 1], e.g. 0.85") from None
+    if not 0 < v <= 1:  # nan fails this too
+        raise argparse.ArgumentTypeError(f"a fraction within (0, 1], e.g. 0.85; got {text}")
+    return v
+
+
+def share(text: str) -> float:
+    """An argparse ``type``: a share in [0, 1] (0 and 1 allowed: none or all of something)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share within [0, 1], e.g. 0.5") from None
+    if not 0 <= v <= 1:  # nan fails this too
+        raise argparse.ArgumentTypeError(f"a share within [0, 1], e.g. 0.5; got {text}")
     return v
 
 

@@ -4,7 +4,8 @@ Takes every `sglang.launch_server` argument plus the `--mux-*` ones (mux_args.py
 (/generate, OpenAI /v1/*, radix prefix cache) is SGLang's own; only the scheduler loop differs.
 A bad `--mux-*` argument, or an SGLang one that cannot combine with multiplexing, is one
 ``error:`` line on stderr and exit status 2 (checked before SGLang is needed where it can be);
-without SGLang installed, ``--help`` lists our flags and a start says how to install it (exit 1).
+without SGLang installed, ``--help`` lists our flags and a start says how to install it (one
+``error:`` line, exit status 2, as every other tool of the project answers a setup it cannot run).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def build_server_args(argv: list[str]):
 
 
 INSTALL_HINT = ("SGLang is not installed: the server needs the serving extra, pinned to sglang==0.5.16 and "
-                "torch==2.11.0: pip install 'sglang_mux[serve]' (in a checkout: pip install -e '.[serve]')")
+                "torch==2.11.0: pip install 'sglang_mux[serve]' (in a checkout: pip install -e '.[serve]'; without a "
+                "package index, the offline wheel bundle of those pins)")
 
 
 def mux_help() -> str:
@@ -75,10 +77,13 @@ def mux_help() -> str:
     return parser.format_help()
 
 
-def _run(argv: list[str] | None = None) -> None:
+def _run(argv: list[str] | None = None, have_sglang: bool | None = None) -> None:
+    """The server's start; ``have_sglang`` (default: whether it is installed) lets the tests take
+    the path of a machine without it."""
     logging.basicConfig(level=logging.INFO, format="[sglang_mux] %(message)s")
     argv = sys.argv[1:] if argv is None else list(argv)
-    have_sglang = importlib.util.find_spec("sglang") is not None
+    if have_sglang is None:
+        have_sglang = importlib.util.find_spec("sglang") is not None
     if "-h" in argv or "--help" in argv:
         print(mux_help())  # ours first: SGLang's own help follows and exits
         if not have_sglang:
@@ -90,7 +95,7 @@ def _run(argv: list[str] | None = None) -> None:
         except MuxArgError as e:
             raise cli.UsageError(str(e)) from None
         if not have_sglang:
-            sys.exit(f"sglang_mux: error: {INSTALL_HINT}")
+            raise cli.UsageError(INSTALL_HINT)
     try:
         mux, server_args, notes = build_server_args(argv)
     except MuxArgError as e:

@@ -61,3 +61,103 @@ def test_closed_pipe_is_quiet():
                        timeout=60)
     assert p.stdout.splitlines() == ["line 0", "line 1", "line 2"]
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr
+
+
+# ---- the numeric argparse types: finite numbers only ----------------------------------------
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999"])
+@pytest.mark.parametrize("allow_zero", [False, True])
+def test_positive_refuses_non_finite(text, allow_zero):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a finite number " + (">= 0" if allow_zero else "> 0")):
+        cli.positive(float, allow_zero=allow_zero)(text)
+
+
+@pytest.mark.parametrize("kind, allow_zero, text, ok", [
+    (float, False, "0.5", 0.5), (float, True, "0", 0.0), (int, True, "0", 0), (int, False, "7", 7),
+])
+def test_positive_keeps_its_bounds(kind, allow_zero, text, ok):
+    import argparse
+
+    assert cli.positive(kind, allow_zero=allow_zero)(text) == ok
+    with pytest.raises(argparse.ArgumentTypeError, match=">= 0" if allow_zero else "> 0"):
+        cli.positive(kind, allow_zero=allow_zero)("-1")
+    if not allow_zero:
+        with pytest.raises(argparse.ArgumentTypeError, match="must be > 0, got 0"):
+            cli.positive(kind)("0")
+
+
+def test_positive_int_says_whole_number():
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="'nan' is not a whole number; give one > 0"):
+        cli.positive(int)("nan")
+    with pytest.raises(argparse.ArgumentTypeError, match="'1.5' is not a whole number"):
+        cli.positive(int)("1.5")
+
+
+def test_finite_and_seed():
+    import argparse
+
+    assert cli.finite(float)("-2.5") == -2.5
+    for bad in ("nan", "inf", "-inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match="must be a finite number"):
+            cli.finite(float)(bad)
+    assert cli.seed("0") == 0 and cli.seed("12") == 12
+    for bad in ("-1", "nan", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.seed(bad)
+
+
+@pytest.mark.parametrize("text, want", [
+    ("1,nan", "--rates takes finite values > 0, e.g. 1,2; got nan"),
+    ("inf", "--rates takes finite values > 0, e.g. 1,2; got inf"),
+    ("2,-inf", "--rates takes finite values > 0, e.g. 1,2; got -inf"),
+    ("2,0", "--rates takes values > 0, got 0"),
+])
+def test_number_list_refuses_non_finite(text, want):
+    from sglang_mux import cli_io
+
+    with pytest.raises(cli.UsageError) as e:
+        cli_io.number_list(text, "--rates")
+    assert str(e.value) == want
+    assert cli_io.number_list("0,2", "--x", allow_zero=True) == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("check, good, bad", [
+    ("fraction", ["1", "0.85", "1e-3"], ["0", "-0.1", "1.01", "nan", "inf", "x"]),
+    ("share", ["0", "1", "0.5"], ["-0.1", "1.01", "nan", "inf", "-inf", "x"]),
+])
+def test_fraction_and_share(check, good, bad):
+    import argparse
+
+    from sglang_mux import cli_io
+
+    f = getattr(cli_io, check)
+    for text in good:
+        assert f(text) == float(text)
+    for text in bad:
+        with pytest.raises(argparse.ArgumentTypeError, match=r"within [\[(]0, 1\]"):
+            f(text)
+
+
+def test_a_bad_contention_table_is_the_users_mistake(capsys):
+    from sglang_mux.tables import TableError
+
+    def main(argv=None):
+        raise TableError("/no/table", "missing table directory")
+
+    with pytest.raises(SystemExit) as e:
+        cli.run(main, [])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("error: /no/table: missing table directory (give a contention table directory")
+
+
+def test_another_value_error_is_a_bug_and_keeps_its_traceback():
+    def main(argv=None):
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        cli.run(main, [])

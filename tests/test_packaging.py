@@ -36,8 +36,9 @@ def test_help_without_sglang_lists_mux_flags_and_how_to_install():
 @no_sglang
 def test_start_without_sglang_fails_in_one_line():
     r = _launch("--model-path", "launch/models/llama-3.1-8b")
-    assert r.returncode == 1
-    assert r.stderr.startswith("sglang_mux: error: SGLang is not installed") and "[serve]" in r.stderr
+    assert r.returncode == 2  # a setup the user can fix: the status of every other tool's error line
+    assert r.stderr.startswith("error: SGLang is not installed") and r.stderr.count("\n") == 1
+    assert "pip install -e '.[serve]'" in r.stderr and "offline wheel bundle" in r.stderr
     assert "Traceback" not in r.stderr
 
 
