@@ -5,13 +5,11 @@ Each row is one tool and one numeric flag of it (the flag's value is ``{v}`` in 
 line). Every cell must be the project's answer to a user's mistake: exit status 2, exactly one
 stderr line ``error: ...`` that names the flag (or the missing path), no traceback, and within a
 time limit, so that a tool that hangs on ``nan`` fails its case instead of the suite. A cell in
-``accepts`` is a value that is right for that flag; it must run to exit status 0. A cell in
-``xfail`` is a known bug whose fix lies in a file outside this worktree's part (the reason says
-which file and what fix); ``tests/test_cli_bad_numbers.py`` marks it ``xfail(strict=True)``.
+``accepts`` is a value that is right for that flag; it must run to exit status 0. 
 
 Run as a script, it prints the table of what each cell answers now (markdown): the exit status
 and the first 60 characters of the error line (less ``error: argument`` and the ``--help``
-pointer), "accepted: <why>", or "— **known bug**" where an xfail'd cell still fails::
+pointer), or "accepted: <why>" (a cell that fails says **FAILS**)::
 
     python tests/cli_matrix.py
 
@@ -64,7 +62,6 @@ class Row:
     missing: tuple | None = None
     accepts: dict = field(default_factory=dict)  # column -> why that value is right for the flag
     unrun: dict = field(default_factory=dict)  # column -> a right value whose run is too long to make here
-    xfail: dict = field(default_factory=dict)  # column -> "needs <file>: <fix>"
     note: str = ""  # a row without a flag: why
     main: str = "main"  # the function cli.run calls (module attribute; "a:b" for a partial)
     subprocess: bool = False  # its __main__ is not cli.run(main): run python -m
@@ -85,29 +82,6 @@ class Row:
         return out + [MISSING] if self.missing is not None else out
 
 
-def _x(file: str, fix: str) -> str:
-    return f"needs {file}: {fix}"
-
-
-# ---- the fixes that lie outside this worktree (the package's and bench/analysis's files) ------
-
-MUX = "sglang_mux/mux_args.py"
-_MUX_INF = _x(MUX, "MuxArgs.validate() checks math.isfinite (inf passes 'not > 0')")
-_MUX_NAN = _x(MUX, "MuxArgs.validate() refuses nan ('nan < 0' is False; write 'not v >= 0')")
-_CKPT = _x("sglang_mux/testing/checkpoint.py", "cli.ArgumentParser and cli.run (one error line, exit 2); "
-           "--std cli.positive(float), --seed cli.seed")
-_SIM_SEED = _x("sglang_mux/sim.py", "--seed type=cli.seed (numpy refuses a negative seed, blamed on --trace)")
-_SIM_PRICE = _x("sglang_mux/sim.py", "--fused-price: refuse a FIXED_MS or SLOPE that is not finite "
-               "(math.isfinite; 'fixed < 0 or slope <= 0' lets nan and inf through)")
-_TTFT_PARTS = _x("bench/analysis/ttft_parts.py", "--bin-s type=cli.positive(float); __main__ cli.run(main)")
-_TBT_TAIL = _x("bench/analysis/tbt_tail.py", "--from/--to type=cli.positive(float, allow_zero=True) "
-               "(a server time, s)")
-_REPLAY = _x("bench/analysis/replay_estimator.py", "rates type=cli_io.numbers() (finite, > 0)")
-_SCC = _x("bench/analysis/sim_chunked_check.py", "--host-ms type=cli_io.numbers(allow_zero=True) "
-          "(nan passes 'min(hosts) < 0'; it then runs every served point)")
-_MAP_SEED = _x("bench/analysis/sim_hybrid_map.py", "--seed type=cli.seed")
-
-
 ROWS: list[Row] = [
     # ---- sglang_mux: the simulators, the dispatcher, the estimator, the server -----------------
     Row("sglang_mux.sim", "--rate", ("--table", TABLE, "--limit", "5", "--rate={v}"),
@@ -117,12 +91,10 @@ ROWS: list[Row] = [
     Row("sglang_mux.sim", "--session-sample", ("--table", TABLE, "--limit", "5", "--session-sample={v}")),
     Row("sglang_mux.sim", "--seed", ("--table", TABLE, "--limit", "5", "--rate", "1", "--arrival", "poisson",
                                      "--seed={v}"),
-        accepts={"0": "the default seed"}, xfail={"negative": _SIM_SEED}),
-    Row("sglang_mux.sim", "--prefill-slowdown", ("--table", TABLE, "--limit", "5", "--prefill-slowdown={v}"),
-        xfail={"inf": _x("sglang_mux/sim.py", "--prefill-slowdown: refuse inf ('not x >= 1' lets it through)")}),
+        accepts={"0": "the default seed"}),
+    Row("sglang_mux.sim", "--prefill-slowdown", ("--table", TABLE, "--limit", "5", "--prefill-slowdown={v}")),
     Row("sglang_mux.sim", "--fused-price", ("--table", TABLE, "--limit", "5", "--rate", "1", "--policy", "hybrid",
-                                            "--fused-price=15,{v}"), note="its SLOPE",
-        xfail={"nan": _SIM_PRICE, "inf": _SIM_PRICE}),
+                                            "--fused-price=15,{v}"), note="its SLOPE"),
     Row("sglang_mux.sim", None, missing=("--table", "{missing}", "--limit", "5"), note="a missing --table"),
     Row("sglang_mux.sim_chunked", "--rate", ("--table", TABLE, "--limit", "5", "--rate={v}"),
         missing=("--table", TABLE, "--limit", "5", "--trace", "{missing}")),
@@ -142,22 +114,18 @@ ROWS: list[Row] = [
     # launch_server as on a machine without SGLang: what passes our checks meets the install hint
     # (an error line that names no --mux flag, so the case fails).
     Row("sglang_mux.launch_server", "--mux-tbt-slo-ms", ("--mux-tbt-slo-ms={v}",), main="_run:no_sglang",
-        missing=("--mux-contention-table", "{missing}"), xfail={"inf": _MUX_INF}),
-    Row("sglang_mux.launch_server", "--mux-ttft-slo-ms", ("--mux-ttft-slo-ms={v}",), main="_run:no_sglang",
-        xfail={"inf": _MUX_INF}),
-    Row("sglang_mux.launch_server", "--mux-timeline-max-mb", ("--mux-timeline-max-mb={v}",), main="_run:no_sglang",
-        xfail={"inf": _MUX_INF}),
+        missing=("--mux-contention-table", "{missing}")),
+    Row("sglang_mux.launch_server", "--mux-ttft-slo-ms", ("--mux-ttft-slo-ms={v}",), main="_run:no_sglang"),
+    Row("sglang_mux.launch_server", "--mux-timeline-max-mb", ("--mux-timeline-max-mb={v}",), main="_run:no_sglang"),
     Row("sglang_mux.launch_server", "--mux-fused-host-quantile", ("--mux-fused-host-quantile={v}",),
         main="_run:no_sglang"),
     Row("sglang_mux.launch_server", "--mux-ttft-ms-per-token", ("--mux-ttft-ms-per-token={v}",),
-        main="_run:no_sglang", accepts={"0": "a flat TTFT SLO, the default"},
-        xfail={"nan": _MUX_NAN, "inf": _MUX_INF}),
+        main="_run:no_sglang", accepts={"0": "a flat TTFT SLO, the default"}),
     Row("sglang_mux.launch_server", "--mux-sm-granularity", ("--mux-sm-granularity={v}",), main="_run:no_sglang"),
     Row("sglang_mux.mux_args", None, note="no numeric flag, no input file: it prints the --mux-* flags, whose "
         "values the launch_server rows check"),
     Row("sglang_mux.testing.checkpoint", "--std", ("--config", TINY, "--out", "{tmp}/ckpt", "--std={v}"),
-        missing=("--config", "{missing}", "--out", "{tmp}/ckpt"), subprocess=True,
-        xfail={c: _CKPT for c in COLUMNS}),
+        missing=("--config", "{missing}", "--out", "{tmp}/ckpt"), subprocess=True),
     Row("sglang_mux.testing.tokenizer_fixture", None, note="no flags: its one argument is an output directory"),
 
     # ---- bench ----------------------------------------------------------------------------------
@@ -200,6 +168,8 @@ ROWS: list[Row] = [
     Row("bench.plots", None, missing=("--timeline", "{missing}"), note="no numeric flag"),
     Row("bench.stub_server", "--chunk-tokens", ("--port", "0", "--chunk-tokens={v}"), note="no input file"),
     Row("bench.claims", "--factor", ("{tmp}", "--factor={v}"), missing=("{missing}",)),
+    Row("bench.results_page", None, ("--check",), missing=("--results", "{missing}", "--check"),
+        note="no numeric flag"),
     Row("bench.workloads", "--rate", ("--out", "{tmp}/w.jsonl", "code", "--rate={v}"), note="no input file"),
     Row("bench.workloads", "--seed", ("--out", "{tmp}/w.jsonl", "code", "--rate", "1", "--num-requests", "2",
                                       "--seed={v}"),
@@ -207,6 +177,9 @@ ROWS: list[Row] = [
 
     # ---- bench.analysis -------------------------------------------------------------------------
     Row("bench.analysis.fused_price_fit", None, missing=("{missing}",), note="no numeric flag"),
+    Row("bench.analysis.kv_bound", "--n", ("--n={v}",)),
+    Row("bench.analysis.kv_bound", "--seed", ("--n=1", "--gaps=15", "--pools=1000", "--seed={v}"),
+        accepts={"0": "the default seed"}),
     Row("bench.analysis.fused_price_replay", None, missing=("{missing}",), note="no numeric flag"),
     Row("bench.analysis.fused_sizes", "--over", ("{tmp}", "--rates", "2", "--over={v}"),
         missing=("{missing}", "--rates", "2")),
@@ -219,23 +192,19 @@ ROWS: list[Row] = [
     Row("bench.analysis.prefill_wall", None, missing=("{missing}",), note="no numeric flag"),
     Row("bench.analysis.profile_summary", "--top", ("{tmp}/t.json", "--top={v}"), missing=("{missing}",)),
     Row("bench.analysis.replay_estimator", "rates", (str(ROOT / "contention_tables" / TABLE), "{tmp}", "{v}"),
-        missing=("{missing}", "{tmp}", "2"), xfail={c: _REPLAY for c in VALUES}),
+        missing=("{missing}", "{tmp}", "2")),
     Row("bench.analysis.sim_chunked_check", "--host-ms", ("--host-ms={v}",), timeout_s=2.0, from_root=True,
-        unrun={"0": "no host time, the first of its defaults 0,1,2 (it replays every served point)"},
-        xfail={"nan": _SCC, "inf": _SCC}),
+        unrun={"0": "no host time, the first of its defaults 0,1,2 (it replays every served point)"}),
     Row("bench.analysis.sim_hybrid_map", "--tbt", ("--tbt={v}",)),
     Row("bench.analysis.sim_hybrid_map", "--span", ("--span={v}",)),
     Row("bench.analysis.sim_hybrid_map", "--seed", ("--fused-jitter", "{missing}", "--seed={v}"),
-        missing=("--fused-jitter", "{missing}"), accepts={"0": "the default seed"},
-        xfail={"negative": _MAP_SEED}),
+        missing=("--fused-jitter", "{missing}"), accepts={"0": "the default seed"}),
     Row("bench.analysis.tbt_tail", "--tbt", ("{tmp}/t.jsonl", "--tbt={v}"), missing=("{missing}", "--tbt", "30")),
     Row("bench.analysis.tbt_tail", "--from", ("{tmp}/t.jsonl", "--tbt", "30", "--from={v}"),
-        accepts={"0": "from the server's start"},
-        xfail={"nan": _TBT_TAIL, "inf": _TBT_TAIL, "negative": _TBT_TAIL}),
+        accepts={"0": "from the server's start"}),
     Row("bench.analysis.trace_reuse_windows", None, missing=("--trace", "{missing}"), note="no numeric flag"),
     Row("bench.analysis.ttft_parts", "--bin-s", ("{tmp}", "--rate", "2", "--bin-s={v}"),
-        missing=("{missing}", "--rate", "2"), subprocess=True,
-        xfail={c: _TTFT_PARTS for c in VALUES}),
+        missing=("{missing}", "--rate", "2"), subprocess=True),
     Row("bench.analysis.whatif_fused_tail", "--span", ("--overruns-from", "{missing}", "--span={v}"),
         missing=("--overruns-from", "{missing}")),
     Row("bench.analysis.whatif_fused_tail", "--quantiles", ("--overruns-from", "{missing}", "--quantiles={v}")),
@@ -401,14 +370,14 @@ def cell_text(row: Row, column: str, o: Outcome, tmp: Path) -> str:
     if column in row.accepts and not problems(row, column, o, tmp):
         return f"accepted: {row.accepts[column]}"
     if o.status is None:
-        return f"no answer in {row.timeout_s:g} s" + (" — **known bug**" if column in row.xfail else " — **FAILS**")
+        return f"no answer in {row.timeout_s:g} s — **FAILS**"
     first = o.lines[0] if o.lines else (o.exception or "(nothing on stderr)")
     first = re.sub(r" \(see [\w. -]+ --help\)$", "", first.replace(str(tmp), "…"))
     first = first.removeprefix("error: argument ").removeprefix("error: ")
     if len(first) > 60:
         first = first[:59] + "…"
     bad = problems(row, column, o, tmp)
-    mark = "" if not bad else (" — **known bug**" if column in row.xfail else " — **FAILS**")
+    mark = " — **FAILS**" if bad else ""
     if o.status == 2 and len(o.lines) == 1 and not bad:
         return f"2 `{first}`".replace("|", "\\|")
     return (f"{o.status} `{first}`{mark}" + (f" ({len(o.lines)} lines)" if len(o.lines) > 1 else "")

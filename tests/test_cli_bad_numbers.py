@@ -1,8 +1,7 @@
 """Every command-line tool of the project refuses ``nan``, ``inf``, ``0`` and a negative value
 where they make no sense, and a missing input file: exit status 2, one ``error:`` line naming
 the flag or the file, no traceback, no hang. The cases (and the table of what each answers:
-``python tests/cli_matrix.py``) live in tests/cli_matrix.py; a cell whose fix lies in a file of
-another part of the project is ``xfail(strict=True)`` with that file and fix as its reason."""
+``python tests/cli_matrix.py``) live in tests/cli_matrix.py."""
 
 from pathlib import Path
 
@@ -14,10 +13,7 @@ from cli_matrix import ROWS, problems, run_case
 def _cases():
     for row in ROWS:
         for column in row.cells():
-            # a known bug runs on with its nonsense value: numpy's warnings about it are expected
-            marks = [pytest.mark.xfail(strict=True, reason=row.xfail[column]),
-                     pytest.mark.filterwarnings("ignore::RuntimeWarning")] if column in row.xfail else []
-            yield pytest.param(row, column, id=f"{row.id}-{column.replace(' ', '_')}", marks=marks)
+            yield pytest.param(row, column, id=f"{row.id}-{column.replace(' ', '_')}")
 
 
 @pytest.mark.parametrize("row, column", list(_cases()))

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.kv_bound", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default="openthoughts", choices=workloads.WORKLOADS, help="a bench.workloads generator or trace")
     ap.add_argument("--n", type=cli.positive(int), default=2000, help="requests drawn")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0)
     ap.add_argument("--gaps", default="15,20,30", type=cli_io.numbers(example="15,20,30"), help="token gaps (ms), comma list")
     ap.add_argument("--pools", default="358800,423494", type=cli_io.numbers(example="358800"),
                     help="KV pools (tokens), comma list")

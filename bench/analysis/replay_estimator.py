@@ -19,7 +19,6 @@ seconds per point.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ import pandas as pd
 
 import sglang_mux.estimator as E
 from bench.timeline_profile import point_timeline
-from sglang_mux import cli
+from sglang_mux import cli, cli_io
 
 AXES = ("prefill_new", "prefill_reused", "decode_bs", "decode_reused_per_req")
 
@@ -81,19 +80,12 @@ def corun_slowdowns(tab, run, rates):
         print(x.groupby("decode_sms").median().round(3).to_string())
 
 
-def _rates(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of req/s") from None
-
-
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.replay_estimator",
                             description=__doc__.split("\n\n")[0])
     ap.add_argument("table", type=Path, help="contention table directory")
     ap.add_argument("run", type=Path, help="bench.run output directory with the mux's timeline")
-    ap.add_argument("rates", type=_rates, help="mux points to replay, comma-separated req/s (e.g. 4.5,5)")
+    ap.add_argument("rates", type=cli_io.numbers(example="4.5,5"), help="mux points to replay, comma-separated req/s")
     a = ap.parse_args(argv)
     if not (a.table / "contention.csv").is_file():
         raise cli.UsageError(f"{a.table}: not a contention table directory (no contention.csv)")

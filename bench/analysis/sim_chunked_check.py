@@ -23,7 +23,7 @@ from pathlib import Path
 from bench import metrics
 from bench.analysis import sim_hybrid_map as M
 from sglang_mux.policy import SLO
-from sglang_mux import cli
+from sglang_mux import cli, cli_io
 from sglang_mux.sim_chunked import simulate_chunked
 
 # results directory -> sim_hybrid_map workload; each run on a lone H100 (16 cores), seed 0, 45-s points
@@ -76,14 +76,10 @@ def cell(p: dict) -> str:
 
 def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.sim_chunked_check", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--host-ms", default="0,1,2", help="host ms per iteration to try, comma list (default 0,1,2)")
+    ap.add_argument("--host-ms", type=cli_io.numbers(allow_zero=True, example="0,1,2"), default=[0.0, 1.0, 2.0],
+                    help="host ms per iteration to try, comma list (default 0,1,2)")
     a = ap.parse_args(argv)
-    try:
-        hosts = [float(x) for x in a.host_ms.split(",")]
-    except ValueError:
-        ap.error(f"--host-ms: numbers separated by commas, got {a.host_ms!r}")
-    if not hosts or min(hosts) < 0:
-        ap.error("--host-ms: at least one number, none negative")
+    hosts = a.host_ms
     est, *_ = M.simulator_inputs()
     agree = {h: 0 for h in hosts}
     per_budget: dict[int, dict[float, list[int]]] = {}  # budget -> host -> [reproduced, points]

@@ -359,7 +359,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default=None,
                     help="comma list of workloads (default all): " + ", ".join(WORKLOADS))
     ap.add_argument("--tbt", default="50,30", type=_cli_io.numbers(example="50,30"), help="TBT SLOs, ms, comma list")
-    ap.add_argument("--seed", type=int, default=0, help="the workloads' seed (bench.run's --seed)")
+    ap.add_argument("--seed", type=cli.seed, default=0, help="the workloads' seed (bench.run's --seed)")
     ap.add_argument("--span", type=cli.positive(float), default=None, metavar="SECONDS",
                     help="seconds of arrivals per point for every chosen workload, in place of its own "
                          "(e.g. 300 for the uncapped conversation: in 90 s its sessions' long later turns "

@@ -106,8 +106,10 @@ def main(argv=None) -> int:
     ap = cli.ArgumentParser(prog="python -m bench.analysis.tbt_tail", description=__doc__.split("\n\n")[0])
     ap.add_argument("timeline", help="a served --mux-timeline (.jsonl or .xz)")
     ap.add_argument("--tbt", type=cli.positive(float), required=True, help="the TBT SLO (ms)")
-    ap.add_argument("--from", dest="lo", type=float, default=None, help="only rows from this server time (s)")
-    ap.add_argument("--to", dest="hi", type=float, default=None, help="only rows up to this server time (s)")
+    ap.add_argument("--from", dest="lo", type=cli.positive(float, allow_zero=True), default=None,
+                    help="only rows from this server time (s)")
+    ap.add_argument("--to", dest="hi", type=cli.positive(float, allow_zero=True), default=None,
+                    help="only rows up to this server time (s)")
     a = ap.parse_args(argv)
     try:
         g = gaps(load_timeline(a.timeline), a.lo, a.hi)

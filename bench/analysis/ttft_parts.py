@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     p.add_argument("run_dir", type=Path)
     p.add_argument("--system", default="mux-hybrid")
     p.add_argument("--rate", required=True, help="the point's rate as in its file name, e.g. 50 or 3.45")
-    p.add_argument("--bin-s", type=float, default=5.0)
+    p.add_argument("--bin-s", type=cli.positive(float), default=5.0, help="seconds of send time per bin")
     a = p.parse_args(argv)
     path = a.run_dir / f"{a.system}__{a.rate}.jsonl"
     try:
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     df = stamp_parts(recs, client_t0(a.run_dir / f"{a.system}__{a.rate}.meta.json"))
     if df.empty:
         return cli.print_error(f"{path}: no finished request has the server's receipt stamp (SGLang gives "
-                               "it with --enable-metrics; records from before session 47's client have none)")
+                               "it with --enable-metrics; records of clients that did not keep it have none)")
     print(f"{len(df)} of {len(recs)} requests with server stamps")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(overall(df).to_string())
@@ -85,4 +85,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main)

@@ -51,7 +51,7 @@ def add_trace_args(ap: argparse.ArgumentParser) -> None:
                     help="keep one session in K, every turn of it (as bench.run --session-sample)")
     ap.add_argument("--input-cap", type=pos(int), help="truncate prompts to this many tokens")
     ap.add_argument("--cache-tokens", type=pos(int), help="prefix cache capacity in tokens (LRU); default unbounded")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0, help="the arrivals' and the draws' seed")
     ap.add_argument("--tbt-slo-ms", type=pos(float), default=50.0, help="time-between-tokens SLO (ms)")
     ap.add_argument("--ttft-slo-ms", type=pos(float), default=5000.0, help="time-to-first-token SLO (ms)")
     ap.add_argument("--ttft-ms-per-token", type=nonneg(float), default=0.0,
@@ -162,8 +162,8 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
             fixed, slope = (float(x) for x in a.fused_price.split(","))
         except ValueError:
             ap.error(f"--fused-price takes FIXED_MS,SLOPE (e.g. 15.1,0.85), got {a.fused_price!r}")
-        if fixed < 0 or slope <= 0:
-            ap.error(f"--fused-price: FIXED_MS >= 0 and SLOPE > 0, got {a.fused_price!r}")
+        if not (0 <= fixed < math.inf and 0 < slope < math.inf):
+            ap.error(f"--fused-price: FIXED_MS >= 0 and SLOPE > 0, both finite, got {a.fused_price!r}")
         estimator.fused_price.fixed, estimator.fused_price.slope = fixed, slope
     try:
         policy_names(a.policy, estimator)

@@ -14,7 +14,6 @@ CLI: ``python -m sglang_mux.testing.checkpoint --config launch/models/tiny-llama
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -239,20 +238,25 @@ def _parse_size(s: str) -> int:
     return int(s)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None) -> int:
+    from sglang_mux import cli
+
+    ap = cli.ArgumentParser(prog="python -m sglang_mux.testing.checkpoint", description=__doc__.split("\n")[0])
     ap.add_argument("--config", required=True, help="HF config.json (llama or qwen3)")
     ap.add_argument("--out", required=True, help="output checkpoint dir")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0)
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(_DTYPES))
-    ap.add_argument("--std", type=float, default=None, help="weight std (default: 1/sqrt(fan_in))")
+    ap.add_argument("--std", type=cli.positive(float), default=None, help="weight std (default: 1/sqrt(fan_in))")
     ap.add_argument("--max-shard-size", default="4GB", help="e.g. 4GB, 500MB, or bytes")
     ap.add_argument("--tokenizer", default=None, help="tokenizer dir (default: packaged)")
     a = ap.parse_args(argv)
     out = write_random_checkpoint(a.out, a.config, seed=a.seed, dtype=a.dtype, std=a.std,
                                   max_shard_bytes=_parse_size(a.max_shard_size), tokenizer=a.tokenizer)
     print(out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    from sglang_mux import cli
+
+    cli.run(main)
