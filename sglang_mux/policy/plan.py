@@ -53,8 +53,22 @@ class _View:
                 "chunk": [list(c) for c in self.chunk]}
 
 
+class _OnPartition(_View):
+    """A plan whose ``partition`` says both phases' SMs."""
+
+    partition: PartitionConfig
+
+    @property
+    def decode_sms(self) -> int:
+        return self.partition.decode_sms
+
+    @property
+    def prefill_sms(self) -> int:
+        return self.partition.prefill_sms
+
+
 @dataclass(frozen=True, kw_only=True)
-class DecodePlan(_View):
+class DecodePlan(_OnPartition):
     """Decode alone, or nothing to run. ``partition``: the whole GPU for decode, or a fixed split
     whose prefill side stays idle (`FixedPolicy`); ``t_decode_worst_ms``: 0 with no decode."""
 
@@ -69,17 +83,9 @@ class DecodePlan(_View):
     preempt: ClassVar[bool] = False
     chunk: ClassVar[tuple] = ()
 
-    @property
-    def decode_sms(self) -> int:
-        return self.partition.decode_sms
-
-    @property
-    def prefill_sms(self) -> int:
-        return self.partition.prefill_sms
-
 
 @dataclass(frozen=True, kw_only=True)
-class SpatialPlan(_View):
+class SpatialPlan(_OnPartition):
     """Layer-wise prefill on ``partition.prefill_sms`` SMs, decode on the rest (none: prefill
     alone on every SM). ``t_decode_worst_ms``: decode's worst case there (0 with no decode);
     ``t_prefill_ms``: T_P, the whole batch's solo time on its SMs; ``prefill_layers``: N_PL to
@@ -97,14 +103,6 @@ class SpatialPlan(_View):
 
     kind: ClassVar[str] = KIND_SPATIAL
     chunk: ClassVar[tuple] = ()
-
-    @property
-    def decode_sms(self) -> int:
-        return self.partition.decode_sms
-
-    @property
-    def prefill_sms(self) -> int:
-        return self.partition.prefill_sms
 
 
 @dataclass(frozen=True, kw_only=True)
