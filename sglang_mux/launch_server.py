@@ -45,12 +45,11 @@ def explicit_flags(argv: list[str]) -> set[str]:
     return {a.split("=", 1)[0] for a in argv if a.startswith("--")}
 
 
-def build_server_args(argv: list[str]):
-    """Parse argv into (MuxArgs, SGLang ServerArgs, notes). Raises MuxArgError on bad input."""
+def build_server_args(mux, rest: list[str]):
+    """SGLang's ServerArgs from its arguments (``rest``) for validated MuxArgs ``mux`` ->
+    (ServerArgs, notes). Raises MuxArgError for an SGLang argument multiplexing cannot take."""
     from sglang.srt.server_args import prepare_server_args
 
-    mux, rest = split_argv(argv)
-    mux.validate()
     explicit = explicit_flags(rest)
     notes: list[str] = []
     forced = forced_flags(mux, explicit)
@@ -62,7 +61,7 @@ def build_server_args(argv: list[str]):
         if HYBRID_PREFILL_GRAPH in forced:
             notes.append(f"set {HYBRID_PREFILL_GRAPH[0]} {HYBRID_PREFILL_GRAPH[1][0]} (the hybrid's fused chunks run "
                          "through SGLang's prefill CUDA graph: ~1 minute more start-up, ~1 GB)")
-    return mux, server_args, notes
+    return server_args, notes
 
 
 INSTALL_HINT = ("SGLang is not installed: the server needs the serving extra, pinned to sglang==0.5.16 and "
@@ -84,20 +83,21 @@ def _run(argv: list[str] | None = None, have_sglang: bool | None = None) -> None
     argv = sys.argv[1:] if argv is None else list(argv)
     if have_sglang is None:
         have_sglang = importlib.util.find_spec("sglang") is not None
+    mux, rest = split_argv(argv)
     if "-h" in argv or "--help" in argv:
         print(mux_help())  # ours first: SGLang's own help follows and exits
         if not have_sglang:
             print(INSTALL_HINT + "; then --help lists SGLang's own arguments too.")
             return
     else:
-        try:  # our own arguments are checked without SGLang
-            split_argv(argv)[0].validate()
+        try:  # our own arguments are checked without SGLang, once
+            mux.validate()
         except MuxArgError as e:
             raise cli.UsageError(str(e)) from None
         if not have_sglang:
             raise cli.UsageError(INSTALL_HINT)
     try:
-        mux, server_args, notes = build_server_args(argv)
+        server_args, notes = build_server_args(mux, rest)
     except MuxArgError as e:
         raise cli.UsageError(str(e)) from None
     for n in notes:
@@ -106,14 +106,14 @@ def _run(argv: list[str] | None = None, have_sglang: bool | None = None) -> None
     from sglang.srt.entrypoints.http_server import launch_server
     from sglang.srt.utils import kill_process_tree
 
+    from sglang_mux.patches import guard_http, run_guarded_scheduler_process, run_mux_scheduler_process
+
+    guard_http()  # hostile input is refused before SGLang sees it, multiplexing on or off
     try:
         if mux.disable_mux:
             logger.info("multiplexing off (--disable-mux): plain SGLang scheduling")
-            launch_server(server_args)
+            launch_server(server_args, run_scheduler_process_func=run_guarded_scheduler_process)
         else:
-            from sglang_mux.patches import check_sglang_version, run_mux_scheduler_process
-
-            check_sglang_version()
             os.environ[ENV_VAR] = mux.to_env()  # read by the spawned scheduler process
             launch_server(server_args, run_scheduler_process_func=run_mux_scheduler_process)
     finally:
