@@ -149,6 +149,8 @@ ROWS: list[Row] = [
     Row("bench.fuzz", "--rare-every", ("--rare-every={v}",), accepts={"0": "no rare case (it then needs a server)"}),
     Row("bench.fuzz", "--huge-mb", ("--huge-mb={v}",)),
     Row("bench.faults", "--repeat", ("--repeat={v}",)),
+    Row("bench.auth_probe", "--timeout-s", ("--api-key", "k", "--routes", "{tmp}/r.json", "--timeout-s={v}"),
+        missing=("--api-key", "k", "--routes", "{missing}")),
     Row("bench.client_capacity", "--point-s", ("--point-s={v}",)),
     Row("bench.cpu_split", "--cells", ("--cell", "0", "--cells={v}"),
         missing=("--cells", "2", "--cell", "0", "--sysfs", "{missing}")),
