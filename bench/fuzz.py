@@ -440,7 +440,8 @@ def fuzz(base: str, n: int = 1000, valid_every: int = 10, seed: int = 0, workers
 
     Result: ``malformed`` (planned, >= n), ``malformed_sent``, ``valid``, ``valid_sent``,
     ``unsent``, ``counts`` {outcome: n}, ``by_case`` {case: {outcome: n}}, ``five_xx`` (answers
-    of status >= 500), ``deaths`` (0 or 1), ``death`` (when, and the case that found it),
+    of status >= 500), ``deaths`` (0 or 1), ``death`` (when, and the case whose failed request found it: not
+    always the killer, which by_case shows by its ``conn``),
     ``all_malformed_right``, ``all_valid_ok``, ``server_alive_after``, ``not_right`` (the first
     200) and ``not_right_total``, ``skipped``."""
     bad = bad if bad is not None else cases(seed, context_len, vocab, big_mb, huge_mb)
@@ -465,7 +466,7 @@ def fuzz(base: str, n: int = 1000, valid_every: int = 10, seed: int = 0, workers
         if r.get("outcome") in ("conn", "timeout") and not stop.is_set() and not alive(base, api_key):
             with lock:
                 if not death:  # the first to find it; the others in flight went down with it
-                    death.update(case=c.name, outcome=r["outcome"], after_started=started[0],
+                    death.update(found_by=c.name, outcome=r["outcome"], after_started=started[0],
                                  s=round(time.monotonic() - t0, 1))
             stop.set()
         return r

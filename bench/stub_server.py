@@ -17,7 +17,8 @@ Fault injection (counted over all generation requests, 1-based): ``error_every=k
 every k-th request with HTTP ``error_status``; ``hang_every=k`` makes every k-th request
 stall before its first token (for client timeouts). ``die_on_bad_ids=V``: a /generate whose
 ``input_ids`` hold an id < 0 or >= V kills the stub, as such an id kills SGLang 0.5.16: every
-later connection is dropped unanswered (``bench.fuzz`` counts the death).
+later connection is dropped unanswered (``bench.fuzz`` counts the death); the command line's
+stub exits then.
 
 Auth as SGLang's ``--api-key`` (``sglang/srt/utils/auth.py``): with ``api_key`` set, a request
 without ``Authorization: Bearer <key>`` gets 401 ``{"error": "Unauthorized"}`` on every path
@@ -33,6 +34,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -59,6 +61,7 @@ class StubConfig:
     preempt_tokens: int = 0  # > 0: a shorter prompt arriving during a prompt this long's prefill counts a preemption
     long_queue_s: float = 0.0  # a prompt of >= preempt_tokens queues this long before its prefill starts
     die_on_bad_ids: int = 0  # > 0: the vocabulary; an input id outside [0, it) kills the stub
+    exit_on_death: bool = False  # the process exits then (the command line's stub, as SGLang's server does)
     api_key: str | None = None
     open_paths: tuple = ()  # served without the key even with api_key set (an auth hole)
 
@@ -151,6 +154,8 @@ class Stub:
         if v and isinstance(ids, list) and any(isinstance(i, int) and not 0 <= i < v for i in ids):
             self.dead = True  # SGLang's scheduler dies on the embedding lookup; its server with it
             request.transport.abort()
+            if self.cfg.exit_on_death:
+                os._exit(3)
             raise web.HTTPServiceUnavailable()
         if ids is None:
             ids = [zlib.crc32(w.encode()) % 50000 for w in str(body.get("text", "")).split()]
@@ -416,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     a, _unknown = p.parse_known_args(argv)
     cfg = StubConfig(ttft_s=a.ttft_ms / 1e3, tbt_s=a.tbt_ms / 1e3, chunk_tokens=a.chunk_tokens,
                      error_every=a.error_every, hang_every=a.hang_every, die_on_bad_ids=a.die_on_bad_ids,
-                     api_key=a.api_key)
+                     exit_on_death=True, api_key=a.api_key)
     if a.workers > 1:
         import multiprocessing as mp
         ctx = mp.get_context("fork")
