@@ -71,7 +71,9 @@ class Case:
     valid: bool = False
     method: str = "POST"
     content_type: str | None = JSON  # None: no Content-Type header
-    expect: str = "4xx"  # "4xx": a 4xx with a message; "below_500": any answer below 500
+    # what is right: "4xx" a 4xx with a message; "below_500" any answer below 500; "stream" the
+    # valid streamed request served, then cut short as ``action`` says
+    expect: str = "4xx"
     action: str = "send"  # or a stream cut short: "disconnect", "disconnect_early", "abort"
     rare: bool = False  # sent once every ``rare_every`` malformed requests only (a 32 MiB body)
 
