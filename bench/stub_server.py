@@ -1,7 +1,7 @@
 """An aiohttp stand-in for an SGLang server: tests and the client's own capacity.
 
 Routes: ``/generate`` (SGLang native, streaming and not; ``/abort_request`` ends a stream with
-finish_reason abort), ``/v1/chat/completions``
+finish_reason abort), ``/v1/completions`` (streaming and not), ``/v1/chat/completions``
 (streaming and not; a body that is not a JSON object gets SGLang's 400 with a message), ``/health``, ``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/metrics``.
 Each request waits ``ttft`` then emits ``max_new_tokens`` tokens, ``chunk_tokens`` per SSE
 chunk, one chunk every ``chunk_tokens * tbt`` (on an absolute schedule, so sleeps do not
@@ -15,7 +15,16 @@ word granularity), so prefix reuse is observable.
 
 Fault injection (counted over all generation requests, 1-based): ``error_every=k`` answers
 every k-th request with HTTP ``error_status``; ``hang_every=k`` makes every k-th request
-stall before its first token (for client timeouts).
+stall before its first token (for client timeouts). ``die_on_bad_ids=V``: a /generate whose
+``input_ids`` hold an id < 0 or >= V kills the stub, as such an id kills SGLang 0.5.16: every
+later connection is dropped unanswered (``bench.fuzz`` counts the death); the command line's
+stub exits then.
+
+Auth as SGLang's ``--api-key`` (``sglang/srt/utils/auth.py``): with ``api_key`` set, a request
+without ``Authorization: Bearer <key>`` gets 401 ``{"error": "Unauthorized"}`` on every path
+(unknown ones too) except those starting ``/health`` or ``/metrics`` and OPTIONS;
+``open_paths`` are served without the key all the same (an auth hole, for ``bench.auth_probe``'s
+tests).
 
     python -m bench.stub_server --port 30000 --ttft-ms 50 --tbt-ms 20
 """
@@ -25,6 +34,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -50,6 +60,10 @@ class StubConfig:
     cache_block: int = 16
     preempt_tokens: int = 0  # > 0: a shorter prompt arriving during a prompt this long's prefill counts a preemption
     long_queue_s: float = 0.0  # a prompt of >= preempt_tokens queues this long before its prefill starts
+    die_on_bad_ids: int = 0  # > 0: the vocabulary; an input id outside [0, it) kills the stub
+    exit_on_death: bool = False  # the process exits then (the command line's stub, as SGLang's server does)
+    api_key: str | None = None
+    open_paths: tuple = ()  # served without the key even with api_key set (an auth hole)
 
 
 class PrefixCache:
@@ -79,6 +93,19 @@ class Stub:
         self.aborted: set = set()
         self.long_prefills, self.preemptions = 0, 0
         self.long_open, self.long_open_max = 0, 0  # long prompts being served at once (and the most)
+        self.dead = False
+
+    @web.middleware
+    async def gate(self, request: web.Request, handler):
+        """A dead stub drops every connection unanswered; with ``api_key``, SGLang's 401."""
+        if self.dead:
+            request.transport.abort()
+            raise web.HTTPServiceUnavailable()  # never sent: the connection is gone
+        key, path = self.cfg.api_key, request.path
+        if key and request.method != "OPTIONS" and not path.startswith(("/health", "/metrics")) \
+                and path not in self.cfg.open_paths and request.headers.get("Authorization") != f"Bearer {key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
 
     def _fault(self) -> str | None:
         self.count += 1
@@ -110,7 +137,7 @@ class Stub:
         """The JSON object of a request, or the 400 SGLang answers a body that is not one."""
         try:
             body = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested 10,000 deep
             return None, web.json_response({"error": {"message": f"invalid JSON body: {e}"}}, status=400)
         if not isinstance(body, dict):
             return None, web.json_response({"error": {"message": "the body must be a JSON object"}}, status=400)
@@ -123,6 +150,13 @@ class Stub:
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16))
         ids = body.get("input_ids")
+        v = self.cfg.die_on_bad_ids
+        if v and isinstance(ids, list) and any(isinstance(i, int) and not 0 <= i < v for i in ids):
+            self.dead = True  # SGLang's scheduler dies on the embedding lookup; its server with it
+            request.transport.abort()
+            if self.cfg.exit_on_death:
+                os._exit(3)
+            raise web.HTTPServiceUnavailable()
         if ids is None:
             ids = [zlib.crc32(w.encode()) % 50000 for w in str(body.get("text", "")).split()]
         rid = body.get("rid") or uuid.uuid4().hex
@@ -253,6 +287,26 @@ class Stub:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI text completions, the least the fuzz needs: ``max_tokens`` words, streamed
+        (``text_completion`` chunks, then [DONE]) or not; no cache, no faults."""
+        body, bad = await self._body(request)
+        if bad is not None:
+            return bad
+        n = int(body.get("max_tokens") or 16)
+        cid = "cmpl-" + uuid.uuid4().hex
+        choice = lambda text, fr: {"index": 0, "text": text, "finish_reason": fr}  # noqa: E731
+        if not body.get("stream"):
+            async for _ in self._tokens(n):
+                pass
+            return web.json_response({"id": cid, "object": "text_completion", "choices": [choice(" w" * n, "length")]})
+        resp = await self._sse(request)
+        async for done in self._tokens(n):
+            d = {"id": cid, "object": "text_completion", "choices": [choice(" w", "length" if done >= n else None)]}
+            await resp.write(b"data: " + json.dumps(d).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
     @staticmethod
     async def _sse(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
@@ -296,10 +350,12 @@ STUB_KEY = web.AppKey("stub", Stub)
 
 def make_app(cfg: StubConfig | None = None) -> web.Application:
     stub = Stub(cfg or StubConfig())
-    app = web.Application(client_max_size=1 << 28)   # prompts of 100k+ token ids
+    app = web.Application(client_max_size=1 << 28,   # prompts of 100k+ token ids
+                          middlewares=[stub.gate])
     app[STUB_KEY] = stub
     app.router.add_post("/generate", stub.generate)
     app.router.add_post("/v1/chat/completions", stub.chat)
+    app.router.add_post("/v1/completions", stub.completions)
     app.router.add_post("/abort_request", stub.abort)
     app.router.add_get("/health", stub.health)
     app.router.add_get("/metrics", stub.metrics)
@@ -356,12 +412,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-tokens", type=cli.positive(int), default=1, help="tokens per streamed chunk")
     p.add_argument("--error-every", type=every, default=0, help="answer every Nth request with an HTTP error (0: never)")
     p.add_argument("--hang-every", type=every, default=0, help="hang every Nth request (0: never)")
+    p.add_argument("--die-on-bad-ids", type=every, default=0,
+                   help="the vocabulary: a /generate input id outside [0, it) kills the stub (0: never)")
+    p.add_argument("--api-key", default=None, help="as SGLang's: 401 without 'Authorization: Bearer KEY'")
     p.add_argument("--workers", type=cli.positive(int), default=1,
                    help="processes sharing the port (SO_REUSEPORT); each has its own cache")
     # A fake 'system' in bench.run passes SGLang-style args too: ignore what is not ours.
     a, _unknown = p.parse_known_args(argv)
     cfg = StubConfig(ttft_s=a.ttft_ms / 1e3, tbt_s=a.tbt_ms / 1e3, chunk_tokens=a.chunk_tokens,
-                     error_every=a.error_every, hang_every=a.hang_every)
+                     error_every=a.error_every, hang_every=a.hang_every, die_on_bad_ids=a.die_on_bad_ids,
+                     exit_on_death=True, api_key=a.api_key)
     if a.workers > 1:
         import multiprocessing as mp
         ctx = mp.get_context("fork")
