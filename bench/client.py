@@ -124,8 +124,10 @@ async def _sse(resp: aiohttp.ClientResponse):
 class LoadClient:
     def __init__(self, base_url: str, *, request_timeout_s: float | None = None,
                  progress: bool = True, model: str | None = None, start_at: float | None = None,
-                 counter=None, server_clock: bool = False):
+                 counter=None, server_clock: bool = False, api_key: str | None = None):
         self.url = base_url.rstrip("/")
+        # a server started with --api-key answers 401 to a request without it
+        self.headers = {**_JSON, "Authorization": f"Bearer {api_key}"} if api_key else _JSON
         self.request_timeout_s = request_timeout_s
         self.start_at = start_at          # common perf_counter start of sharded workers
         self.counter = counter            # shared finished-request count (sharded progress)
@@ -179,7 +181,7 @@ class LoadClient:
                            "sampling_params": {"max_new_tokens": req.max_new_tokens,
                                                "temperature": 0, "ignore_eos": True}}).encode()
         rec["send"] = self.now()
-        async with http.post(self.url + "/generate", data=body, headers=_JSON,
+        async with http.post(self.url + "/generate", data=body, headers=self.headers,
                              timeout=self._timeout()) as resp:
             rec["status"] = resp.status
             if resp.status != 200:
@@ -230,7 +232,7 @@ class LoadClient:
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}).encode()
         rec["send"] = self.now()
         text: list[str] = []
-        async with http.post(self.url + "/v1/chat/completions", data=body, headers=_JSON,
+        async with http.post(self.url + "/v1/chat/completions", data=body, headers=self.headers,
                              timeout=self._timeout()) as resp:
             rec["status"] = resp.status
             if resp.status != 200:
@@ -318,7 +320,7 @@ class LoadClient:
         async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None),
                                          auto_decompress=False) as http:
             if wl.sessions and self.model is None:
-                self.model = await fetch_model_name(http, self.url)
+                self.model = await fetch_model_name(http, self.url, self.headers)
             self.pbar = tqdm(total=len(records), disable=not self.progress, mininterval=1.0,
                              desc=wl.name, unit="req")
             if self.start_at is not None:      # CLOCK_MONOTONIC: one clock for all processes
@@ -359,9 +361,9 @@ class LoadClient:
         return records, info
 
 
-async def fetch_model_name(http: aiohttp.ClientSession, url: str) -> str:
+async def fetch_model_name(http: aiohttp.ClientSession, url: str, headers: dict | None = None) -> str:
     try:
-        async with http.get(url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as r:
+        async with http.get(url + "/v1/models", headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as r:
             data = (await r.json()).get("data") or []
             return data[0]["id"] if data else "default"
     except Exception:  # noqa: BLE001 - fall back to SGLang's default name
@@ -370,7 +372,7 @@ async def fetch_model_name(http: aiohttp.ClientSession, url: str) -> str:
 
 def run_workload(base_url: str, wl: Workload, deadline_s: float, *,
                  request_timeout_s: float | None = None, progress: bool = True,
-                 procs: int = 1, server_clock: bool = False) -> tuple[list[dict], dict]:
+                 procs: int = 1, server_clock: bool = False, api_key: str | None = None) -> tuple[list[dict], dict]:
     """Replay ``wl`` -> (records in workload order, run info).
 
     ``procs > 1`` shards the workload round-robin (requests; chat: whole sessions) over that
@@ -380,20 +382,20 @@ def run_workload(base_url: str, wl: Workload, deadline_s: float, *,
     procs = max(1, min(procs, len(wl.requests) + len(wl.sessions)))
     if procs == 1:
         client = LoadClient(base_url, request_timeout_s=request_timeout_s, progress=progress,
-                            server_clock=server_clock)
+                            server_clock=server_clock, api_key=api_key)
         return asyncio.run(client.run(wl, deadline_s))
-    return _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, server_clock)
+    return _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, server_clock, api_key)
 
 
 def _worker(conn, base_url, wl, deadline_s, request_timeout_s, start_at, counter,
-            server_clock) -> None:
+            server_clock, api_key) -> None:
     client = LoadClient(base_url, request_timeout_s=request_timeout_s, progress=False,
-                        start_at=start_at, counter=counter, server_clock=server_clock)
+                        start_at=start_at, counter=counter, server_clock=server_clock, api_key=api_key)
     conn.send(asyncio.run(client.run(wl, deadline_s)))
     conn.close()
 
 
-def _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, server_clock):
+def _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, server_clock, api_key):
     import multiprocessing as mp
     from multiprocessing.connection import wait as mp_wait
     ctx = mp.get_context("fork")
@@ -405,7 +407,7 @@ def _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, s
     for sh in shards:
         r, w = ctx.Pipe(duplex=False)
         p = ctx.Process(target=_worker, daemon=True, args=(
-            w, base_url, sh, deadline_s, request_timeout_s, start_at, counter, server_clock))
+            w, base_url, sh, deadline_s, request_timeout_s, start_at, counter, server_clock, api_key))
         p.start()
         w.close()
         workers.append(p)

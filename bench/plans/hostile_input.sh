@@ -20,8 +20,6 @@
 # mux_fuzz.json, auth_probe.json, sglang_server.log, sglang_fuzz.json, steps.tsv, summary.json
 # (device, date, the command; per system: malformed sent, 5xx, deaths, valid sent and completed;
 # the auth probe's served-without-key).
-# The load goes through bench.client, which has no API-key option yet: the key is put in the
-# headers its requests share (client._JSON), a stopgap until it has one.
 # Overrides (tests/test_plan_hostile_input.py runs this on the CPU with stub servers): PORT,
 # HOSTILE_KEY, MUX_CMD and SGLANG_CMD (command lines run by bash -c; PORT and KEY are exported),
 # ROUTES (a JSON file instead of sglang), FUZZ_N, FUZZ_TIMEOUT_S, LOAD_RATE, LOAD_S.
@@ -89,10 +87,9 @@ load() {  # load NAME: the capped conversation at LOAD_RATE for LOAD_S, with the
 import collections, json, sys
 from bench import client, soak, workloads
 url, key, rate, secs, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-client._JSON["Authorization"] = f"Bearer {key}"  # stopgap: bench.client takes no key yet (see the plan's head)
 wl = workloads.build("conversation", rate=rate, duration_s=secs, arrival="poisson", seed=7, input_cap=8000,
                      salt="hostile")
-recs, info = client.run_workload(url, wl, wl.span_s + 120, progress=False)
+recs, info = client.run_workload(url, wl, wl.span_s + 120, progress=False, api_key=key)
 with open(out + ".jsonl", "w") as f:
     for r in recs:  # per-token times left out (a few MB); each request's worst gap kept
         gaps = [b - a for a, b in zip(r["tok_ms"], r["tok_ms"][1:])]
