@@ -201,6 +201,19 @@ def by_subset(df: pd.DataFrame) -> dict | None:
     return out
 
 
+SHORT_PROMPT_TOKENS = 2048  # a prompt under this is short: who waits behind long ones shows in its TTFT
+
+
+def ttft_by_length(df: pd.DataFrame) -> dict:
+    """TTFT percentiles of finished requests apart for short prompts (< SHORT_PROMPT_TOKENS) and
+    long ones: whether short prompts wait behind long ones."""
+    ok = df[df.ok & df.ttft_ms.notna() & df.prompt_tokens.notna()]
+    short = ok.prompt_tokens.astype(float) < SHORT_PROMPT_TOKENS
+    return {"split_tokens": SHORT_PROMPT_TOKENS,
+            "short": {"n": int(short.sum()), **_stats(ok.ttft_ms[short])},
+            "long": {"n": int((~short).sum()), **_stats(ok.ttft_ms[~short])}}
+
+
 def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
               ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS, ttft_slo_ms_per_token: float = 0.0) -> dict:
     """A point's summary. With ``ttft_slo_ms_per_token`` K > 0 it also has
@@ -225,6 +238,7 @@ def summarize(records: Sequence[dict], tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
     return {
         "n": n, "n_ok": int(len(ok)), "n_failed": int(n - len(ok)), "failures": failures,
         "ttft_ms": _stats(ok.ttft_ms.dropna()), **adjusted,
+        "ttft_by_length": ttft_by_length(df),
         "ttft_ms_per_token": _stats(ok.ttft_ms_per_token.dropna()),
         "by_subset": by_subset(df),
         "tbt_ms": _stats(tbt_gaps(records), with_max=True),

@@ -31,6 +31,7 @@ from __future__ import annotations
 from sglang_mux import cli
 
 from sglang_mux import cli_io as _cli_io
+from bench.metrics import SHORT_PROMPT_TOKENS
 
 
 def _f(x, fmt: str = "{:.0f}") -> str:
@@ -356,14 +357,15 @@ def render(s: dict) -> str:
         "| system | goodput | P99 TTFT (ms) | "
         + (f"P99 TTFT − {k:g}×prompt (ms) | " if k else "")
         + ("TTFT/token P50/P90/P99 (ms) | " if per_token else "")
+        + "P99 TTFT short / long prompts (ms) | "
         + "P99 TBT (ms) | output tok/s | SLO attainment | rates (✓ pass, ✗ fail) |",
-        "|---|---:|---:|" + ("---:|" if k else "") + ("---:|" if per_token else "") + "---:|---:|---:|---|",
+        "|---|---:|---:|" + ("---:|" if k else "") + ("---:|" if per_token else "") + "---:|---:|---:|---:|---|",
     ]
     for name, sysd in s["systems"].items():
         start = sysd.get("start") or {}
         pts = sysd["points"]
         if start.get("ok") is False and not pts:
-            lines.append(f"| {name} | start failed: {start.get('reason', '?')} | | | | | |"
+            lines.append(f"| {name} | start failed: {start.get('reason', '?')} | | | | | | |"
                          + (" |" if per_token else "") + (" |" if k else ""))
             continue
         at = next((p for p in pts if p["rate"] == sysd["goodput_rps"]), pts[0] if pts else None)
@@ -374,16 +376,19 @@ def render(s: dict) -> str:
         tpt_col = ("/".join(_f(tpt.get(q), "{:.3g}") for q in ("p50", "p90", "p99")) + " | "
                    if per_token else "")
         adj_col = f"{_f((m.get('ttft_length_adjusted_ms') or {}).get('p99'))} | " if k else ""
+        by_len = m.get("ttft_by_length") or {}  # absent from summaries written before it was kept
+        len_col = " / ".join(_f((by_len.get(c) or {}).get("p99")) for c in ("short", "long")) + " | "
         # no rate failed: the goodput is a lower bound (the climb never found its end)
         bound = "≥ " if pts and sysd["goodput_rps"] is not None and goodput_interval(sysd)[1] == float("inf") else ""
         lines.append(
             f"| {name} | {bound}{_f(sysd['goodput_rps'], '{:g}')}"
             f"{'' if sysd.get('monotone', True) else ' (non-monotone)'} | "
-            f"{_f(m.get('ttft_ms', {}).get('p99'))} | {adj_col}{tpt_col}"
+            f"{_f(m.get('ttft_ms', {}).get('p99'))} | {adj_col}{tpt_col}{len_col}"
             f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')} | {_f(m.get('output_tok_s'))} | "
             f"{_f(None if att is None else 100 * att, '{:.1f}%')} | {rates} |")
     lines.append("")
-    lines.append("Latency columns are at the goodput rate (else the lowest tested rate). "
+    lines.append(f"Latency columns are at the goodput rate (else the lowest tested rate); short prompts are "
+                 f"those under {SHORT_PROMPT_TOKENS} tokens. "
                  + ("Budget stopped the sweep; not run: " + ", ".join(s["not_run"])
                     if s.get("budget_stopped") else
                     ("Not run: " + ", ".join(s["not_run"]) if s.get("not_run") else "")))

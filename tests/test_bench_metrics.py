@@ -165,3 +165,13 @@ def test_ttft_split_needs_the_schedulers_stamps():
     for r in recs:  # --tokenizer-worker-num > 1: no scheduler stamps
         del r["server"]["prefill_finished_time"]
     assert M.summarize(recs)["ttft_split"] is None
+
+
+def test_short_and_long_prompts_ttft_apart():
+    """Whether short prompts wait behind long ones: their TTFT apart, split at 2,048 tokens."""
+    recs = [rec("s1", 0.0, [100, 110], prompt=500), rec("s2", 0.1, [900, 910], prompt=2047),
+            rec("l1", 0.2, [3000, 3010], prompt=2048), rec("x", 0.3, [50], ok=False, error="boom", prompt=10)]
+    by = M.summarize(recs)["ttft_by_length"]
+    assert by["split_tokens"] == 2048
+    assert (by["short"]["n"], by["short"]["p50"]) == (2, 500)  # the failed request is in neither
+    assert (by["long"]["n"], by["long"]["p99"]) == (1, 3000)
