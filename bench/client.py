@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import time
 from typing import Any
 
@@ -499,3 +500,35 @@ def flush_cache(url: str, tries: int = 10) -> bool:
             return True
         time.sleep(1.0)
     return False
+
+
+# ---- blocking helpers for tools that speak http.client (bench.faults, bench.fuzz) -------------
+
+def sse_events(resp, deadline: float | None = None):
+    """The parsed ``data:`` events of a server-sent-events response (an http.client response)
+    until [DONE] or its end; ``deadline`` (time.monotonic): TimeoutError past it, so that a
+    stream that never stops trickling tokens is caught too."""
+    for raw in resp:
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("the stream outlived its timeout")
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        try:
+            yield json.loads(data)
+        except ValueError:
+            continue
+
+
+def drop(conn) -> None:
+    """Close an http.client connection as a client that goes away does: the server sees the
+    socket end at once."""
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):
+        pass
+    conn.close()
+

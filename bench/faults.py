@@ -44,7 +44,6 @@ import os
 import random
 import re
 import signal
-import socket
 import sys
 import threading
 import time
@@ -100,29 +99,6 @@ class Server:
         return c, c.getresponse()
 
 
-def _events(resp):
-    """Parsed ``data:`` events of an SSE response until [DONE] or the end."""
-    for raw in resp:
-        line = raw.strip()
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            return
-        try:
-            yield json.loads(data)
-        except ValueError:
-            continue
-
-
-def _close(conn) -> None:
-    try:
-        conn.sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, AttributeError):
-        pass
-    conn.close()
-
-
 def _sp(n: int) -> dict:
     return {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}
 
@@ -130,28 +106,28 @@ def _sp(n: int) -> dict:
 def disconnect_prefill(s: Server, long_tokens: int, **_) -> str:
     c, r = s.stream({"input_ids": s.ids(long_tokens), "sampling_params": _sp(64)})
     if r.status != 200:
-        _close(c)
+        client.drop(c)
         return f"status-{r.status}"
     c.sock.settimeout(0.05)  # close well before a long prompt's first token
     try:
-        got = next(_events(r), None)
+        got = next(client.sse_events(r), None)
     except (TimeoutError, OSError):
         got = None
-    _close(c)
+    client.drop(c)
     return "closed-before-first-token" if got is None else "closed-after-first-token"
 
 
 def disconnect_decode(s: Server, **_) -> str:
     c, r = s.stream({"input_ids": s.ids(64), "sampling_params": _sp(256)})
     if r.status != 200:
-        _close(c)
+        client.drop(c)
         return f"status-{r.status}"
     n = 0
-    for _ev in _events(r):
+    for _ev in client.sse_events(r):
         n += 1
         if n >= 4:
             break
-    _close(c)
+    client.drop(c)
     return "closed-in-decode" if n >= 4 else "ended-early"
 
 
@@ -167,7 +143,7 @@ def disconnect_preempted(s: Server, preempt_tokens: int, preempt_wait_s: float, 
     before = _preemptions(s)
     c, r = s.stream({"input_ids": s.ids(preempt_tokens), "sampling_params": _sp(16)})
     if r.status != 200:
-        _close(c)
+        client.drop(c)
         return f"status-{r.status}"
     short = {"input_ids": s.ids(32), "sampling_params": _sp(4)}
     with cf.ThreadPoolExecutor(MAX_SHORTS_OUT) as ex:
@@ -182,7 +158,7 @@ def disconnect_preempted(s: Server, preempt_tokens: int, preempt_wait_s: float, 
                 seen = (_preemptions(s) or 0.0) > before
                 if not seen and sum(not f.done() for f in shorts) < MAX_SHORTS_OUT:
                     shorts.append(ex.submit(s.post, "/generate", short))
-        _close(c)
+        client.drop(c)
         ok = sum(1 for f in shorts if f.result()[0] == 200)
     how = {None: "closed (no preemption metric)", True: "closed after a preemption",
            False: "closed, no preemption seen"}[seen]
@@ -193,12 +169,12 @@ def abort_running(s: Server, **_) -> str:
     rid = "fault-" + uuid.uuid4().hex
     c, r = s.stream({"input_ids": s.ids(64), "sampling_params": _sp(2048), "rid": rid})
     if r.status != 200:
-        _close(c)
+        client.drop(c)
         return f"status-{r.status}"
-    ev = _events(r)
+    ev = client.sse_events(r)
     first = next(ev, None)
     if first is None:
-        _close(c)
+        client.drop(c)
         return "ended-before-first-token"
     st, _ = s.post("/abort_request", {"rid": rid})
     n, last = 0, first
@@ -207,9 +183,9 @@ def abort_running(s: Server, **_) -> str:
         for last in ev:
             n += 1
     except (OSError, http.client.HTTPException):
-        _close(c)
+        client.drop(c)
         return "stream-failed-after-abort"
-    _close(c)
+    client.drop(c)
     fin = ((last or {}).get("meta_info") or {}).get("finish_reason") or {}
     kind = fin.get("type") if isinstance(fin, dict) else str(fin)
     if st != 200:
@@ -365,9 +341,9 @@ def _end_under_load(base: str, pid: int, act, inflight: int, exit_bound_s: float
         try:
             c, r = s.stream({"input_ids": s.ids(256), "sampling_params": _sp(512)})
             last = None
-            for last in _events(r):
+            for last in client.sse_events(r):
                 pass
-            _close(c)
+            client.drop(c)
             fin = ((last or {}).get("meta_info") or {}).get("finish_reason")
             return "completed" if fin else "stream-ended-unfinished"
         except (OSError, http.client.HTTPException) as e:

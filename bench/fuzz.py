@@ -41,7 +41,6 @@ import datetime as dt
 import http.client
 import json
 import random
-import socket
 import sys
 import threading
 import time
@@ -304,7 +303,7 @@ def _cut(base: str, case: Case, timeout_s: float, api_key: str | None) -> dict:
             return {**res, "message": _message(data), "excerpt": data[:200].decode(errors="replace")}
         if case.action == "disconnect_early":
             return {**res, "outcome": "disconnected"}
-        events = _events(r, deadline)
+        events = client.sse_events(r, deadline)
         last = next(events, None)  # the first event (the last too, for a stream done at once)
         if case.action == "disconnect":
             return {**res, "outcome": "disconnected"}
@@ -326,34 +325,7 @@ def _cut(base: str, case: Case, timeout_s: float, api_key: str | None) -> dict:
     except (ConnectionError, http.client.HTTPException, OSError) as e:
         return {**res, "outcome": "conn", "error": repr(e)[:200]}
     finally:
-        _drop(c)
-
-
-def _events(resp, deadline: float):
-    """The parsed ``data:`` events of an SSE response until [DONE], its end or ``deadline``
-    (monotonic: TimeoutError; a stream that never stops trickling tokens is caught too)."""
-    for raw in resp:
-        if time.monotonic() > deadline:
-            raise TimeoutError("the stream outlived its timeout")
-        line = raw.strip()
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            return
-        try:
-            yield json.loads(data)
-        except ValueError:
-            continue
-
-
-def _drop(conn) -> None:
-    """Close as a client that goes away does: the server sees the socket end at once."""
-    try:
-        conn.sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, AttributeError):
-        pass
-    conn.close()
+        client.drop(c)
 
 
 def alive(base: str, api_key: str | None = None, timeout_s: float = 30.0, tries: int = 2) -> bool:

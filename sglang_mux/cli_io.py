@@ -182,26 +182,24 @@ def port(text: str) -> int:
     return v
 
 
-def fraction(text: str) -> float:
-    """An argparse ``type``: a share in (0, 1]."""
+def _in_unit_interval(text: str, what: str, example: str, zero_ok: bool) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction within (0, 1], e.g. 0.85") from None
-    if not 0 < v <= 1:  # nan fails this too
-        raise argparse.ArgumentTypeError(f"a fraction within (0, 1], e.g. 0.85; got {text}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give {what}, e.g. {example}") from None
+    if not (0 <= v <= 1 if zero_ok else 0 < v <= 1):  # nan fails this too
+        raise argparse.ArgumentTypeError(f"{what}, e.g. {example}; got {text}")
     return v
+
+
+def fraction(text: str) -> float:
+    """An argparse ``type``: a share in (0, 1]."""
+    return _in_unit_interval(text, "a fraction within (0, 1]", "0.85", zero_ok=False)
 
 
 def share(text: str) -> float:
     """An argparse ``type``: a share in [0, 1] (0 and 1 allowed: none or all of something)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share within [0, 1], e.g. 0.5") from None
-    if not 0 <= v <= 1:  # nan fails this too
-        raise argparse.ArgumentTypeError(f"a share within [0, 1], e.g. 0.5; got {text}")
-    return v
+    return _in_unit_interval(text, "a share within [0, 1]", "0.5", zero_ok=True)
 
 
 
