@@ -34,12 +34,17 @@ def _env(tmp_path: Path, **kw) -> dict:
             "FUZZ_TIMEOUT_S": "2", "LOAD_RATE": "2", "LOAD_S": "3", **kw}
 
 
+def _run_plan(tmp_path, out, *, budget_s, timeout):
+    """Run the plan with the stand-ins into `out` and return its summary.json."""
+    p = subprocess.run(["bash", str(PLAN), str(out), str(budget_s)], cwd=tmp_path, env=_env(tmp_path),
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text())
+
+
 def test_the_plan_serves_loads_fuzzes_probes_and_counts_plain_sglangs_death(tmp_path):
     out = tmp_path / "out"
-    p = subprocess.run(["bash", str(PLAN), str(out), "600"], cwd=tmp_path, env=_env(tmp_path),
-                       capture_output=True, text=True, timeout=180)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = _run_plan(tmp_path, out, budget_s=600, timeout=180)
     assert s["device"] == "NVIDIA H100 80GB HBM3, GPU-1" and s["command"].endswith(f"{out} 600")
     assert [x["step"] for x in s["steps"]] == ["mux_start", "mux_load_and_fuzz", "auth_probe", "mux_stop",
                                                "sglang_start", "sglang_fuzz", "sglang_stop"]
@@ -62,10 +67,7 @@ def test_the_plan_serves_loads_fuzzes_probes_and_counts_plain_sglangs_death(tmp_
 
 def test_a_step_that_no_longer_fits_the_budget_is_skipped_and_said(tmp_path):
     out = tmp_path / "out"
-    p = subprocess.run(["bash", str(PLAN), str(out), "100"], cwd=tmp_path, env=_env(tmp_path),
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = _run_plan(tmp_path, out, budget_s=100, timeout=60)
     notes = {x["step"]: x["note"] for x in s["steps"]}
     assert notes["mux_start"].startswith("skipped:") and notes["sglang_start"].startswith("skipped:")
     assert not s["systems"]["mux"]["ran"] and not any(s["must_show"].values())
