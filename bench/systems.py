@@ -29,6 +29,10 @@ name                     server
                          batch (measured: 33K prefill tok/s with no running request, 1.1K with
                          37; SGLang issue #2273); with FA3 (the default on Hopper) they work.
                          The best chunked baseline is the best of both: the sweep runs both
+``sglang-chunked-<B>-cap<T>`` ``python -m bench.capped_prefill ... --chunked-prefill-size B
+                         --enable-mixed-chunk --long-prefill-token-threshold T``: the peers' answer
+                         to a long prompt's head-of-line blocking (vLLM's long-prefill threshold,
+                         SGLang PR #34623), a baseline patched in ``bench/``, never the server
 ``sglang-pdmux``         ``... --enable-pdmux`` (upstream crashes at start in 0.5.16; the
                          runner records the failed start as the result)
 ``stub``                 ``python -m bench.stub_server`` (no GPU: smoke tests of the runner)
@@ -49,9 +53,9 @@ runs SGLang's default, FA3 on H100/H200), and the caller's extra arguments last
 back from its command line or, for SGLang's default, its log (``attention_backend_of``) and
 recorded in summary.json: a comparison is fair only on one backend. Mux systems (``kind`` "mux": ``mux``, ``mux-fixed-<D>``,
 ``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer``, ``mux-hybrid``) also get the benchmark's SLOs (``--mux-tbt-slo-ms``/``--mux-ttft-slo-ms``),
-``--mux-ttft-ms-per-token K`` when given (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
-prompt tokens`` that preemption decides on; the server's default 0 means preemption never
-fires) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
+``--mux-ttft-ms-per-token K`` (the length-aware TTFT SLO ``--mux-ttft-slo-ms + K x
+prompt tokens`` that preemption decides on; ``bench.run`` always passes it, by default the
+goodput check's own K) and ``--mux-timeline``. ``mux-off`` is kind "sglang": multiplexing is off, so it gets none of them.
 
 ``all`` is the main comparison (``ALL``: every chunked budget with and without mixing); the
 ablations ``mux-nopreempt``, ``mux-nohost``, ``mux-hostq<NN>``, ``mux-defer`` and ``mux-off`` are run by name.
@@ -98,13 +102,13 @@ def kind(system: str) -> str:
             re.fullmatch(r"mux-(fixed-\d+|hostq\d\d|hybrid-fq\d\d|hybrid-fs)", system):
         return "mux"
     if system in ("sglang", "sglang-pdmux", "mux-off") or \
-            re.fullmatch(r"sglang-chunked-\d+(-nomix)?", system):
+            re.fullmatch(r"sglang-chunked-\d+(-nomix|-cap\d+)?", system):
         return "sglang"
     if system == "stub":
         return "stub"
     raise ValueError(f"unknown system {system!r} (mux, mux-fixed-<D>, mux-nopreempt, mux-nohost, mux-hostq<NN>, mux-defer, "
                      "mux-hybrid, mux-hybrid-fq<NN>, mux-hybrid-fs, "
-                     "mux-off, sglang, sglang-chunked-<B>[-nomix], sglang-pdmux, stub)")
+                     "mux-off, sglang, sglang-chunked-<B>[-nomix|-cap<T>], sglang-pdmux, stub)")
 
 
 def common_args(model_path: str, port: int, mem_fraction: float, *,
@@ -201,6 +205,10 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
         if timeline:
             cmd += ["--mux-timeline", str(timeline)]
         return cmd + list(extra_args)
+    cap = re.fullmatch(r"sglang-chunked-(\d+)-cap(\d+)", system)
+    if cap:
+        return [python, "-m", "bench.capped_prefill", *common, "--chunked-prefill-size", cap.group(1),
+                "--enable-mixed-chunk", "--long-prefill-token-threshold", cap.group(2), *extra_args]
     cmd = [python, "-m", "sglang.launch_server", *common]
     m = re.fullmatch(r"sglang-chunked-(\d+)(-nomix)?", system)
     if m:
@@ -213,13 +221,17 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
 def mux_settings(cmd: Sequence[str] | None) -> dict | None:
     """What a server command line sets for multiplexing (None: not a mux launcher, or mux
     off): the length-aware TTFT SLO ``ttft_slo_ms`` + ``ttft_ms_per_token`` x prompt tokens
-    (server defaults 5000 and 0) and ``preemption`` (default on). Read from the command, so it
-    is right for points recorded by an earlier invocation too; the last occurrence wins, as in
-    argparse (``--server-args`` may repeat a flag)."""
+    (where the command does not say, the server's defaults, `MuxArgs`: commands recorded before
+    the length-aware default, 2026-12-06, without ``--mux-ttft-ms-per-token`` ran with 0) and
+    ``preemption`` (default on). The last occurrence wins, as in argparse (``--server-args`` may
+    repeat a flag)."""
     cmd = list(cmd or [])
     if "sglang_mux.launch_server" not in cmd or "--disable-mux" in cmd:
         return None
-    out = {"ttft_slo_ms": 5000.0, "ttft_ms_per_token": 0.0, "preemption": True}
+    from sglang_mux.mux_args import MuxArgs
+
+    d = MuxArgs()
+    out = {"ttft_slo_ms": d.ttft_slo_ms, "ttft_ms_per_token": d.ttft_ms_per_token, "preemption": d.preemption}
     flags = {"--mux-ttft-slo-ms": "ttft_slo_ms", "--mux-ttft-ms-per-token": "ttft_ms_per_token"}
     for i, x in enumerate(cmd):
         flag, eq, val = x.partition("=")

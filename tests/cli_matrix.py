@@ -152,6 +152,8 @@ ROWS: list[Row] = [
     Row("bench.auth_probe", "--timeout-s", ("--api-key", "k", "--routes", "{tmp}/r.json", "--timeout-s={v}"),
         missing=("--api-key", "k", "--routes", "{missing}")),
     Row("bench.client_capacity", "--point-s", ("--point-s={v}",)),
+    Row("bench.capped_prefill", "--long-prefill-token-threshold",
+        ("--chunked-prefill-size", "2048", "--long-prefill-token-threshold={v}"), note="no input file"),
     Row("bench.cpu_split", "--cells", ("--cell", "0", "--cells={v}"),
         missing=("--cells", "2", "--cell", "0", "--sysfs", "{missing}")),
     Row("bench.cpu_split", "--cell", ("--cells", "2", "--sysfs", "{tmp}", "--cell={v}"),
