@@ -292,11 +292,14 @@ def check_point(s: dict, tbt_slo_ms: float = DEFAULT_TBT_SLO_MS,
         ttft99 = s["ttft_ms"]["p99"]
         if ttft99 is not None and ttft99 > ttft_slo_ms:
             why.append(f"P99 TTFT {ttft99:.0f} ms > {ttft_slo_ms:g}")
-    d = s["ttft_drift"]
+    # Length-aware: the wait beyond a request's own prefill drifts, not TTFT, which a tail of
+    # long prompts doubles with no queue at all.
+    d = s.get("ttft_queue_drift") if k and s.get("ttft_queue_drift") else s["ttft_drift"]
     if s["n_ok"] and not d["ok"]:
         n = d.get("tail_requests")  # absent from summaries written before it was recorded
         tail = f"the last {n} requests' median" if n else "last 10% median"
-        why.append(f"TTFT drifting up ({tail} {d['tail_median_ms']:.0f} ms > {d['limit_ms']:.0f})")
+        what = "wait beyond its own prefill" if d is not s["ttft_drift"] else "TTFT"
+        why.append(f"{what} drifting up ({tail} {d['tail_median_ms']:.0f} ms > {d['limit_ms']:.0f})")
     return not why, why
 
 

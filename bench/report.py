@@ -399,7 +399,8 @@ def render(s: dict) -> str:
     split = queue_drift_disagrees(s)
     if split:
         lines.append("Where the drift tests disagree (TTFT / wait beyond its own prefill, "
-                     "`bench.metrics.queue_drift`; the rule uses the first): " + ", ".join(split) + ".")
+                     "`bench.metrics.queue_drift`; the rule uses the second where the TTFT SLO is length-aware, "
+                     "else the first): " + ", ".join(split) + ".")
     extra = render_goodput(goodput_comparison(s)) + \
         render_throughput(throughput_comparison(s)) + \
         render_preemption(preemption_comparison(s))

@@ -29,9 +29,9 @@ TTFT part when the P99 over requests of ``TTFT - K x prompt tokens`` is <= ``--t
 
 ``--mux-ttft-ms-per-token K`` gives every mux system (``mux``, ``mux-fixed-<D>``,
 ``mux-nopreempt``) the length-aware TTFT SLO ``S + K x prompt tokens`` that preemption decides
-on (the server's default K = 0 never preempts), where S is ``--mux-ttft-slo-ms`` (default:
-``--ttft-slo-ms``; set it apart to tighten the servers' SLO without changing the goodput
-check's). ``summary.json`` records both options (``mux_ttft_slo_ms``,
+on (default: the goodput check's K, so a server preempts for the SLO it is judged by; K = 0
+never preempts), where S is ``--mux-ttft-slo-ms`` (default: ``--ttft-slo-ms``; set it apart to
+tighten the servers' SLO without changing the goodput check's). ``summary.json`` records both options (``mux_ttft_slo_ms``,
 ``mux_ttft_ms_per_token``), each mux point's effective settings read from its server command
 (``mux``: ttft_slo_ms, ttft_ms_per_token, preemption) and the preemptions it fired
 (``preemptions``: ``"preempt":true`` decisions written to ``<system>.timeline.jsonl`` while the
@@ -315,9 +315,22 @@ class PromptTooLong(ValueError):
     pass
 
 
+# A length-aware point is judged on its queue's drift over the last tenth of its requests:
+# fewer than this and a few long prompts at the end decide it.
+LENGTH_AWARE_MIN_REQUESTS = 100
+
+
+def point_duration_s(a: argparse.Namespace, rate: float) -> float:
+    """The arrival span of a point: ``--duration-s``, stretched where the TTFT SLO is length-aware
+    so that the point has LENGTH_AWARE_MIN_REQUESTS requests (sessions for chat are not counted)."""
+    if per_token(a) > 0 and a.num_requests is None and a.workload != "chat":
+        return max(a.duration_s, LENGTH_AWARE_MIN_REQUESTS / rate)
+    return a.duration_s
+
+
 def build_workload(a: argparse.Namespace, rate: float) -> workloads.Workload:
     wl = workloads.build(
-        a.workload, rate=rate, duration_s=a.duration_s, n=a.num_requests, offset=a.offset,
+        a.workload, rate=rate, duration_s=point_duration_s(a, rate), n=a.num_requests, offset=a.offset,
         seed=a.seed, salt=f"rate={fmt_rate(rate)}", input_cap=a.input_cap,
         output_cap=a.output_cap, arrival=a.arrival, trace_path_=a.trace_path,
         turns=tuple(a.turns), think_s=a.think_s, vocab=a.vocab, session_sample=a.session_sample,
@@ -544,7 +557,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--search-tol", type=pos, default=0.05,
                    help="stop when the goodput interval's middle is within +- this fraction of its ends")
     p.add_argument("--duration-s", type=pos, default=120.0,
-                   help="arrival span per point: round(rate*duration) requests")
+                   help="arrival span per point: round(rate*duration) requests; with a length-aware TTFT SLO "
+                        f"at least {LENGTH_AWARE_MIN_REQUESTS} (the span stretched)")
     p.add_argument("--out", required=True, type=Path, help="the run's directory (created; a rerun resumes it)")
     p.add_argument("--model-path", default=str(ROOT / "launch/models/llama-3.1-8b"), help="the served model's directory")
     p.add_argument("--tokenizer-path", default=None,
@@ -564,8 +578,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "goodput check uses either way)")
     p.add_argument("--mux-ttft-ms-per-token", type=nonneg, default=None, metavar="K",
                    help="length-aware TTFT SLO of every mux server: S + K x prompt tokens, what "
-                        "preemption decides on (default: the server's 0, which never preempts); the goodput "
-                        "check's is --ttft-slo-ms-per-token")
+                        "preemption decides on (default: the goodput check's --ttft-slo-ms-per-token; 0 never "
+                        "preempts)")
     p.add_argument("--time-budget-s", type=pos, default=None, help="stop starting points past this wall time")
     p.add_argument("--server-url", default=None, help="measure a server already running (one --systems label)")
     p.add_argument("--port", type=_cli_io.port, default=30000, help="the port a started server listens on")
@@ -638,6 +652,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--server-url takes exactly one --systems label")
     if a.mux_ttft_slo_ms is None:
         a.mux_ttft_slo_ms = a.ttft_slo_ms
+    if a.mux_ttft_ms_per_token is None:
+        a.mux_ttft_ms_per_token = per_token(a)
     a.model_path = str(Path(a.model_path).resolve())
     ctx = systems.flag_value(shlex.split(a.server_args), "--context-length")
     try:

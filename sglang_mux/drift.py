@@ -35,7 +35,8 @@ def queue_drift(ttft_ms: Sequence[float], new_tokens: Sequence[float]) -> dict:
     QUEUE_MIN_NEW new tokens or more. Where prompt lengths change along a trace (multi-turn
     sessions with long contexts), drift() also judges which prompts fell in the tail: a tail of
     long turns doubles its TTFT with no queue, and a head of long ones raises the limit a
-    growing queue must pass. Reported beside drift(); the goodput rule does not use it."""
+    growing queue must pass. The goodput rule judges a length-aware point by it (a flat one by
+    drift()); both are reported."""
     a = np.asarray(ttft_ms, float)
     n = np.maximum(1.0, np.asarray(new_tokens, float))
     h = math.ceil(len(a) / 2)

@@ -54,9 +54,12 @@ def _flag(default, help: str, **kw):
 @dataclass
 class MuxArgs:
     tbt_slo_ms: float = _flag(50.0, "decode time-between-tokens SLO (ms)")
-    ttft_slo_ms: float = _flag(5000.0, "time-to-first-token SLO (ms; preemption checks it)")
+    # Length-aware by default: a flat SLO lets preemption help neither batch, so it never fires,
+    # and a long prompt's own prefill would eat a short one's budget (MuxWise §4.4.3).
+    ttft_slo_ms: float = _flag(2000.0, "time-to-first-token SLO intercept (ms): SLO + k * prompt tokens; "
+                                       "preemption checks it")
     ttft_ms_per_token: float = _flag(
-        0.0, "length-aware TTFT SLO for preemption: SLO + k * prompt tokens (0 = flat)",
+        0.2, "length-aware TTFT SLO for preemption: SLO + k * prompt tokens (0 = flat, which never preempts)",
         doc="length-aware TTFT SLO used by preemption: SLO + k × prompt tokens (with 0, preemption cannot help "
             "both batches and never fires)")
     sm_granularity: int = _flag(16, "SMs per partition step (Hopper: a multiple of 8)")

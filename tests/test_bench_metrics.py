@@ -175,3 +175,24 @@ def test_short_and_long_prompts_ttft_apart():
     assert by["split_tokens"] == 2048
     assert (by["short"]["n"], by["short"]["p50"]) == (2, 500)  # the failed request is in neither
     assert (by["long"]["n"], by["long"]["p99"]) == (1, 3000)
+
+
+def test_a_length_aware_point_is_judged_on_the_wait_beyond_its_own_prefill():
+    """Every other prompt 30,000 tokens, each TTFT its own prefill (0.1 ms a token) and no queue:
+    the last tenth holds three long prompts, so TTFT 'drifts' (3,100 ms against a 650-ms limit)
+    while the wait beyond each request's own prefill does not. The length-aware rule judges by
+    the second; the flat one still by TTFT."""
+    recs = []
+    for i in range(50):
+        n = 30_000 if i % 2 else 1000
+        recs.append(rec(f"r{i}", float(i), [100 + 0.1 * n + 20 * k for k in range(3)], prompt=n))
+    aware = M.summarize(recs, 50.0, 2000.0, 0.2)
+    assert not aware["ttft_drift"]["ok"] and aware["ttft_drift"]["tail_median_ms"] == 3100
+    assert aware["ttft_queue_drift"]["ok"]
+    assert M.check_point(aware, ttft_slo_ms=2000) == (True, [])
+    flat = M.summarize(recs, 50.0, 5000.0, 0.0)
+    assert M.check_point(flat, ttft_slo_ms=5000) == \
+        (False, ["TTFT drifting up (the last 5 requests' median 3100 ms > 650)"])
+    queued = [dict(r, tok_ms=[t + 60.0 * i for t in r["tok_ms"]]) for i, r in enumerate(recs)]  # a queue: +60 ms each
+    ok, why = M.check_point(M.summarize(queued, 50.0, 2000.0, 0.2), ttft_slo_ms=2000)
+    assert not ok and why[-1].startswith("wait beyond its own prefill drifting up")

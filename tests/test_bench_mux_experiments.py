@@ -103,14 +103,14 @@ def test_mux_nopreempt_and_ttft_per_token():
                                          "preemption": False}
     on = systems.server_command("mux", MODEL, 1, ttft_ms_per_token=0.25)
     assert split_argv(on[3:])[0].preemption and "--no-mux-preemption" not in on
-    assert systems.mux_settings(on) == {"ttft_slo_ms": 5000, "ttft_ms_per_token": 0.25,
+    assert systems.mux_settings(on) == {"ttft_slo_ms": 2000, "ttft_ms_per_token": 0.25,
                                         "preemption": True}
     fixed = systems.server_command("mux-fixed-48", MODEL, 1, ttft_ms_per_token=0.5)
     assert split_argv(fixed[3:])[0].ttft_ms_per_token == 0.5
-    # not given: the flag is absent and the server default (0) is what ran
+    # not given: the flag is absent and the server's length-aware default is what ran
     plain = systems.server_command("mux", MODEL, 1)
     assert "--mux-ttft-ms-per-token" not in plain
-    assert systems.mux_settings(plain) == {"ttft_slo_ms": 5000, "ttft_ms_per_token": 0.0,
+    assert systems.mux_settings(plain) == {"ttft_slo_ms": 2000, "ttft_ms_per_token": 0.2,
                                            "preemption": True}
     # --server-args may repeat a flag: the last wins, as in argparse
     assert systems.mux_settings(plain + ["--mux-ttft-ms-per-token=2", "--no-mux-preemption",
@@ -333,7 +333,7 @@ def test_runner_throughput_pair_with_stub(tmp_path, monkeypatch, capsys):
             "--server-args", "--ttft-ms 10 --tbt-ms 2", "--client-procs", "1"]
     assert run.main(argv) == 0
     s = json.loads((tmp_path / "summary.json").read_text())
-    assert s["mux_ttft_ms_per_token"] is None and s["mux_ttft_slo_ms"] == 5000
+    assert s["mux_ttft_ms_per_token"] == 0.0 and s["mux_ttft_slo_ms"] == 5000  # the flat check's K
     assert s["systems"]["mux-off"]["mux"] is None and s["systems"]["sglang"]["mux"] is None
     rows = report.throughput_comparison(s)
     assert [r["rate"] for r in rows] == [4.0] and rows[0]["output_tok_s_ratio"] > 0

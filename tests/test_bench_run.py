@@ -270,13 +270,18 @@ def test_a_length_aware_ttft_slo_judges_the_points_and_is_recorded(tmp_path, cap
     assert "P99 of (TTFT − 0.2 ms × prompt tokens) ≤ 250 ms (length-aware)" in out and "P99 TTFT − 0.2×prompt (ms)" in out
 
 
-def test_the_goodput_checks_per_token_flag_is_not_the_servers():
+def test_the_mux_servers_get_the_goodput_checks_ttft_slo_unless_told_otherwise():
+    """A server preempts for the SLO it is judged by: --mux-ttft-ms-per-token defaults to the
+    goodput check's K (and --mux-ttft-slo-ms to its S); given, it is the servers' alone."""
     a = run.parse_args(["--systems", "mux", "--rates", "1", "--out", "o", "--ttft-slo-ms", "2000",
                         "--ttft-slo-ms-per-token", "0.2"])
-    assert (a.ttft_slo_ms, a.ttft_slo_ms_per_token, a.mux_ttft_ms_per_token, a.mux_ttft_slo_ms) == (2000, 0.2, None, 2000)
+    assert (a.ttft_slo_ms, a.ttft_slo_ms_per_token, a.mux_ttft_ms_per_token, a.mux_ttft_slo_ms) == (2000, 0.2, 0.2, 2000)
     cmd = systems.server_command("mux", a.model_path, 30000, ttft_slo_ms=a.mux_ttft_slo_ms,
                                  ttft_ms_per_token=a.mux_ttft_ms_per_token)
-    assert systems.mux_settings(cmd)["ttft_ms_per_token"] == 0   # the server's own SLO stays flat
+    assert "--mux-ttft-ms-per-token" in cmd and systems.mux_settings(cmd)["ttft_ms_per_token"] == 0.2
+    flat = run.parse_args(["--systems", "mux", "--rates", "1", "--out", "o", "--ttft-slo-ms-per-token", "0.2",
+                           "--mux-ttft-ms-per-token", "0"])
+    assert (flat.ttft_slo_ms_per_token, flat.mux_ttft_ms_per_token) == (0.2, 0.0)
     assert run.parse_args(["--systems", "stub", "--rates", "1", "--out", "o"]).ttft_slo_ms_per_token == 0
 
 
@@ -364,3 +369,19 @@ def test_a_run_records_the_cpus_it_was_pinned_to():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "0"
+
+
+def test_a_length_aware_point_holds_at_least_100_requests():
+    """The queue-drift test reads the last tenth of a point: with a length-aware TTFT SLO the span
+    stretches to 100 requests (mixed at 0.5 req/s: 200 s, not 45); flat, or with --num-requests,
+    or in sessions, it is --duration-s as given."""
+    aware = run.parse_args(["--systems", "stub", "--workload", "mixed", "--rates", "0.5", "--out", "o",
+                            "--duration-s", "45", "--ttft-slo-ms-per-token", "0.2"])
+    assert run.point_duration_s(aware, 0.5) == 200.0 and run.point_duration_s(aware, 4.0) == 45.0
+    assert run.build_workload(aware, 0.5).n_requests == 100
+    flat = run.parse_args(["--systems", "stub", "--workload", "mixed", "--rates", "0.5", "--out", "o",
+                           "--duration-s", "45"])
+    assert run.point_duration_s(flat, 0.5) == 45.0
+    fixed = run.parse_args(["--systems", "stub", "--workload", "mixed", "--rates", "0.5", "--out", "o",
+                            "--duration-s", "45", "--ttft-slo-ms-per-token", "0.2", "--num-requests", "30"])
+    assert run.point_duration_s(fixed, 0.5) == 45.0

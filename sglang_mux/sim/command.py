@@ -2,7 +2,7 @@
 
     python -m sglang_mux.sim --table NAME|DIR [--trace conversation|synthetic|FILE]
         [--policy hybrid|dispatcher|batch-size|fixed:<decode SMs>|all|a,b,...] [--rate R | --time-scale S]
-        [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 5000] [--json] [--verbose] ...
+        [--limit N] [--input-cap T] [--tbt-slo-ms 50] [--ttft-slo-ms 2000] [--ttft-ms-per-token 0.2] [--json] [--verbose] ...
 
 Prints one row per policy (the columns are explained below the table; ``sim_chunked`` prints the
 same table for SGLang's chunked prefill), or with ``--json`` the settings and every summary.
@@ -53,9 +53,11 @@ def add_trace_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--cache-tokens", type=pos(int), help="prefix cache capacity in tokens (LRU); default unbounded")
     ap.add_argument("--seed", type=cli.seed, default=0, help="the arrivals' and the draws' seed")
     ap.add_argument("--tbt-slo-ms", type=pos(float), default=50.0, help="time-between-tokens SLO (ms)")
-    ap.add_argument("--ttft-slo-ms", type=pos(float), default=5000.0, help="time-to-first-token SLO (ms)")
-    ap.add_argument("--ttft-ms-per-token", type=nonneg(float), default=0.0,
-                    help="length-aware TTFT SLO: += this x prompt tokens (the mux's preemption needs it > 0)")
+    ap.add_argument("--ttft-slo-ms", type=pos(float), default=MuxArgs.ttft_slo_ms,
+                    help="time-to-first-token SLO intercept (ms; the server's default)")
+    ap.add_argument("--ttft-ms-per-token", type=nonneg(float), default=MuxArgs.ttft_ms_per_token,
+                    help="length-aware TTFT SLO: += this x prompt tokens (the server's default; 0: flat, which never "
+                         "preempts)")
     ap.add_argument("--verbose", action="store_true", help="print the replay's settings before the table")
     ap.add_argument("--table", help="a shipped table's name (e.g. llama-3.1-8b__nvidia-h100-80gb-hbm3__fa3) or a "
                     "contention_tables/<model>__<gpu>__<backend>/ dir; the estimator plays the GPU")
