@@ -9,11 +9,42 @@ where used, so that it is built and tested on the CPU with stand-ins.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from sglang_mux.loop_layerwise import only_waiting
 from sglang_mux.loop_state import FusedLaunch, Iteration, Loop, fused_rows
 from sglang_mux.policy import Plan, Snapshot
+
+
+@contextlib.contextmanager
+def chunked_sits_out(sched, on: bool):
+    """A yield (``on``): SGLang's new prefill batch is formed without its chunked request, which
+    keeps its KV, its cached prefix and its rest for a later chunk. Only ``get_new_batch_prefill``
+    runs without it: before that, ``get_next_batch_to_run`` caches its last chunk and keeps it out
+    of the running batch as usual. A prompt of the batch cut into a second chunked request would
+    break SGLang's one-at-a-time invariant (the caller's budget holds every prompt whole):
+    RuntimeError."""
+    if not on:
+        yield
+        return
+    held, form = sched.chunked_req, sched.get_new_batch_prefill
+
+    def without_chunked(running_batch):
+        sched.chunked_req = None
+        try:
+            out = form(running_batch)
+            if sched.chunked_req is not None:
+                raise RuntimeError(f"a yield cut {sched.chunked_req.rid} while {held.rid} is mid-prefill")
+            return out
+        finally:
+            sched.chunked_req = held
+
+    sched.get_new_batch_prefill = without_chunked  # this call only: the instance attribute goes after
+    try:
+        yield
+    finally:
+        del sched.get_new_batch_prefill
 
 
 class FusedStreak:
@@ -95,10 +126,13 @@ class FusedStreak:
         chunked = getattr(sched, "chunked_req", None)
         tokens = sum(t for _, t in plan.chunk)
         rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
+        yields = bool(getattr(plan, "yields", False)) and chunked is not None
+        if yields:  # whole prompts: a budget of their whole length, so SGLang cuts none of them
+            tokens = sum(len(r.origin_input_ids) for r in sched.waiting_queue if r.rid in set(rids))
         saved = sched.chunked_prefill_size, sched.is_mixed_chunk
         sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + decode_bs, True
         try:
-            with only_waiting(sched, rids):
+            with only_waiting(sched, rids), chunked_sits_out(sched, yields):
                 nxt = sched.get_next_batch_to_run(running, prev.live if prev is not None else None)
         finally:
             sched.chunked_prefill_size, sched.is_mixed_chunk = saved

@@ -269,7 +269,7 @@ def fused_rows(t):
     missing = sorted({"reason", "measured_decode_ms", "t_decode_worst_ms"} - set(t.columns))
     if missing:
         raise ValueError(f"the timeline lacks {', '.join(missing)} (not a server's --mux-timeline)")
-    f = t[(t["reason"] == "fused") & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
+    f = t[t["reason"].isin(("fused", "yield+fused")) & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
     try:
         base = [FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])]
     except KeyError as e:

@@ -884,6 +884,29 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
         pol.plan(replace(heavy, chunked=rest, active_prefill=PrefillBatchState(["x"], [PrefillReq(9, 0)], 0, 99.0)))
 
 
+def test_hybrid_chunked_request_yields_to_a_short_prompt_that_would_miss_behind_it():
+    """Rule 0's yield: a 60K-token prompt part-way through 252-token fused chunks (35 ms each: its
+    rest is 239 more, 8.4 s) sits out one iteration for a 300-token prompt whose deadline
+    (99.9 + 2 s + 0.2 ms x 300 = 101.96) it would miss behind that rest, while its own (95 + 2 s +
+    0.2 ms x 64,000 = 109.8) holds. It does not where the short prompt makes it waiting, where
+    the yield would make the long one miss, where the queue head is not whole-chunk short, or with
+    preemption off."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, SLO(50, 2000, 0.2))
+    s = replace(_hyb_snap(4, 1000, [WaitingReq("s", 99.9, 300, 0)]), chunked=WaitingReq("long", 95.0, 60000, 4000))
+    rest = pol.fused_candidate(s, force=True)[0]
+    assert rest.chunk == (("long", 252),) and rest.t_ms == pytest.approx(35.04)
+    p = pol.plan(s)
+    assert p.yields and p.reason == D.YIELD_FUSED == "yield+fused" and p.kind == D.KIND_FUSED
+    assert p.chunk == (("s", 300),) and p.t_ms == pytest.approx(17.28)
+    assert pol.plan(replace(s, chunked=WaitingReq("long", 95.0, 2000, 4000))).chunk == (("long", 252),)  # 0.28 s left
+    assert pol.plan(replace(s, chunked=WaitingReq("long", 90.0, 60000, 4000))).chunk == (("long", 252),)  # 104.8
+    big_first = replace(s, waiting=(WaitingReq("big", 99.8, 20000, 0), WaitingReq("s", 99.9, 300, 0)))
+    assert pol.plan(big_first).chunk == (("long", 252),)
+    assert D.HybridPolicy(est, SLO(50, 2000, 0.2), preemption=False).plan(s).chunk == (("long", 252),)
+    assert pol.plan(replace(s, chunked=WaitingReq("long", 95.0, 200, 63800))).chunk[0] == ("long", 200)  # its last
+
+
 def test_plan_kinds_of_the_existing_policies_and_hybrid_settings():
     est = FakeEstimator()
     disp = MuxDispatcher(est)

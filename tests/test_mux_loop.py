@@ -906,3 +906,35 @@ def test_a_decode_alone_goes_on_with_the_fused_streak_in_overlap_mode(monkeypatc
     assert (mux.gaps.budgets.fused._seen, mux.gaps.budgets.decode._seen) == (1, 0)
     assert sched.untracked("enable_overlap") is False and not sched.untracked("result_queue")
     assert [r.rid for r in sched.untracked("running_batch").reqs] == ["p2", "p1", "d1", "d2"]
+
+
+def test_a_yield_forms_the_batch_without_the_chunked_request_and_keeps_it():
+    """loop_fused.chunked_sits_out: SGLang's get_new_batch_prefill runs with no chunked request
+    (so the batch is the waiting prompts alone) and the chunked one is back after, for its next
+    chunk; a prompt cut into a second chunked request is an error, not a silent truncation."""
+    from types import SimpleNamespace
+
+    from sglang_mux.loop_fused import chunked_sits_out
+
+    class Sched:
+        def __init__(self):
+            self.chunked_req, self.seen, self.cut = SimpleNamespace(rid="long"), [], None
+
+        def get_new_batch_prefill(self, running):
+            self.seen.append(self.chunked_req)
+            if self.cut:
+                self.chunked_req = SimpleNamespace(rid=self.cut)
+            return running
+
+    s = Sched()
+    held = s.chunked_req
+    with chunked_sits_out(s, True):
+        assert s.get_new_batch_prefill("run") == "run"
+    assert s.seen == [None] and s.chunked_req is held and "get_new_batch_prefill" not in vars(s)
+    with chunked_sits_out(s, False):
+        s.get_new_batch_prefill("run")
+    assert s.seen == [None, held]
+    s.cut = "b"
+    with pytest.raises(RuntimeError, match="a yield cut b while long is mid-prefill"), chunked_sits_out(s, True):
+        s.get_new_batch_prefill("run")
+    assert s.chunked_req is held

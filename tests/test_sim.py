@@ -789,3 +789,24 @@ def test_batch_starts_draw_their_own_host_time_and_are_told_the_policy():
     pol = Seeing(make_policy("dispatcher", FakeEstimator(), SLO(50.0)))
     with pytest.raises(ValueError, match="start_host_ms"):
         sim.simulate(reqs, FakeEstimator(), pol, sim.Calibration(start_host_ms=[]))
+
+
+def test_a_yield_runs_whole_waiting_prompts_and_keeps_the_chunked_rest():
+    """The replay's side of rule 0's yield: a yielding plan's chunk runs the queue's head and
+    leaves the chunked rest as it was; a yield that cuts a prompt is refused (SGLang keeps one
+    request mid-prefill), and so is a plan that skips the chunked request without yielding."""
+    from collections import deque
+
+    from sglang_mux.policy import WaitingReq
+    from sglang_mux.sim.replay import _take_chunk
+
+    long = WaitingReq("long", 95.0, 60000, 4000)
+    waiting = deque([WaitingReq("s", 99.9, 300, 0), WaitingReq("t", 99.95, 500, 0)])
+    pieces, done, rest = _take_chunk((("s", 300),), long, waiting, yields=True)
+    assert pieces == [PrefillReq(300, 0)] and done == ["s"] and rest is long and [w.rid for w in waiting] == ["t"]
+    pieces, done, rest = _take_chunk((("long", 252),), long, waiting)  # it goes on where it stopped
+    assert done == [] and rest == WaitingReq("long", 95.0, 59748, 4252)
+    with pytest.raises(ValueError, match="cuts a prompt while long yields"):
+        _take_chunk((("t", 200),), long, waiting, yields=True)
+    with pytest.raises(ValueError, match="not a prefix"):
+        _take_chunk((("t", 500),), long, waiting)

@@ -6,7 +6,11 @@ Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
    waiting requests as rule 3's fused candidate takes them (the last one may be cut), the largest
    chunk that fits (none fits: its rest alone, up to the smallest size; it holds KV and must move
    on). A cut commits to fusing the prompt's rest, so rule 3 prices it as this rule runs it
-   (`HybridPolicy.commitment`).
+   (`HybridPolicy.commitment`). It yields, as a layer-wise prefill is preempted (the dispatcher's
+   rule 4, same test): with preemption on and more than this chunk left, the largest fused chunk
+   of whole waiting prompts from the head of the queue that meets the budget runs instead when
+   those prompts would miss their TTFT SLO behind its rest (priced at this chunk's price per
+   chunk) and would not make it miss its own (`HybridPolicy.yielding_plan`).
 1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill is
    finished where it started, never dropped or turned into chunks (preemption as its rule 4).
 2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -135,10 +139,11 @@ class HybridPolicy(MuxDispatcher):
         """Whether one layer-wise prefill cannot hold ``w``'s new tokens (``layerwise_max_tokens``)."""
         return self.layerwise_max_tokens is not None and w.n > self.layerwise_max_tokens
 
-    def fused_candidate(self, snap: Snapshot, force: bool = False) -> tuple[Plan, float] | None:
+    def fused_candidate(self, snap: Snapshot, force: bool = False, whole: bool = False) -> tuple[Plan, float] | None:
         """The largest fused chunk that meets the TBT budget and its rate over what it commits to
         (`commitment`); None if none does. ``force`` (rule 0, or a queue head too long for a
-        layer-wise prefill): the smallest chunk if none fits, rated alone."""
+        layer-wise prefill): the smallest chunk if none fits, rated alone. ``whole``: no prompt
+        is cut (the chunk ends before the first that does not fit)."""
         host = max(snap.decode_host_ms if snap.fused_host_ms is None else snap.fused_host_ms, 0.0)
         if not snap.fused_streak and snap.fused_start_host_ms is not None:  # a streak's first: never less
             host = max(host, snap.fused_start_host_ms)
@@ -151,7 +156,7 @@ class HybridPolicy(MuxDispatcher):
         # cut on it would hold the loop fused for its every chunk once the true price is known.
         learned = self.est.fused_price.learned
         head_too_long = snap.chunked is None and bool(snap.waiting) and self.too_long(snap.waiting[0])
-        chunks = self._chunks(snap, rest_chunks=None if learned or head_too_long else 1)
+        chunks = self._chunks(snap, rest_chunks=0 if whole else None if learned or head_too_long else 1)
         if force and snap.chunked is not None:  # at worst the chunked request's rest alone, nobody cut anew
             w = snap.chunked
             chunks = [(0, [(w, min(w.n, self.chunk_sizes[0]))])] + chunks
@@ -218,6 +223,30 @@ class HybridPolicy(MuxDispatcher):
             left, r = left - n * s, r + n * s
         return tokens, ms
 
+    def yielding_plan(self, snap: Snapshot, rest: FusedPlan) -> FusedPlan | None:
+        """Rule 0's yield: a fused chunk of whole waiting prompts in place of ``rest`` (the
+        chunked request's next chunk), or None. ``snap.chunked`` yields when preemption is on,
+        ``rest`` does not finish it, and the waiting prompts' batch (FCFS, whole prompts, the
+        largest that meets the TBT budget) would miss its TTFT deadline behind the chunked rest
+        (ceil(tokens left / ``rest``'s take) iterations at ``rest``'s price) but the chunked
+        request would still meet its own after it."""
+        long = snap.chunked
+        take = next((t for rid, t in rest.chunk if rid == long.rid), 0)
+        if not self.preemption or not snap.waiting or not 0 < take < long.n:
+            return None
+        short = self.fused_candidate(replace(snap, chunked=None), whole=True)
+        if short is None:
+            return None  # the queue's head does not fit a chunk whole: it is not short
+        plan = short[0]
+        ws = list(itertools.islice(snap.waiting, len(plan.chunk)))
+        t_rest = rest.t_ms * math.ceil(long.n / take)
+        both_done_s = snap.now_s + (t_rest + plan.t_ms) * 1e-3
+        if both_done_s <= self._new_batch(ws).deadline_s:
+            return None  # they meet their TTFT waiting
+        if both_done_s > long.arrival_s + self.slo.ttft_ms_for(long.n + long.r) * 1e-3:
+            return None  # the chunked request would miss its own because of the delay
+        return replace(plan, yields=True)
+
     def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
         """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""
         if not isinstance(plan, SpatialPlan) or plan.t_prefill_ms <= 0.0:
@@ -231,7 +260,8 @@ class HybridPolicy(MuxDispatcher):
         if snap.chunked is not None:  # rule 0
             if snap.active_prefill is not None or snap.paused_prefill is not None:
                 raise ValueError("a fused prefill and a layer-wise one cannot both be in flight")
-            return self.fused_candidate(snap, force=True)[0]
+            rest = self.fused_candidate(snap, force=True)[0]
+            return self.yielding_plan(snap, rest) or rest
         spatial = super().plan(snap)
         if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:
             return spatial  # rules 1 and 2

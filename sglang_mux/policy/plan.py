@@ -29,10 +29,12 @@ FIXED = "fixed"
 BATCH_SIZE = "batch-size"
 PREEMPT_PREFIX = "preempt+"
 FUSED = "fused"
+YIELD_FUSED = "yield+fused"  # a fused chunk of waiting prompts while the chunked request waits
 
 # Plan.kind values.
 KIND_DECODE = "decode"
 KIND_FUSED = "fused"
+YIELD_FUSED = "yield+fused"  # a fused chunk of waiting prompts while the chunked request waits
 KIND_SPATIAL = "spatial"
 
 
@@ -109,18 +111,24 @@ class SpatialPlan(_OnPartition):
 class FusedPlan(_View):
     """One mixed extend batch on all ``total_sms``: ``chunk`` = ((rid, prompt tokens), ...), a
     prefix of the chunked request's rest and `Snapshot.waiting` (the last entry may be part of its
-    request's prompt), beside one row per decoding request; ``t_ms``: its price."""
+    request's prompt), beside one row per decoding request; ``t_ms``: its price. ``yields``: the
+    chunked request sits this one out, and ``chunk`` is whole waiting prompts only (SGLang
+    0.5.16 keeps one request mid-prefill)."""
 
     chunk: tuple[tuple[str, int], ...]
     t_ms: float
     total_sms: int
+    yields: bool = False
 
     kind: ClassVar[str] = KIND_FUSED
-    reason: ClassVar[str] = FUSED
     prefill_sms: ClassVar[int] = 0
     prefill_layers: ClassVar[int] = 0
     new_prefill_rids: ClassVar[tuple[str, ...]] = ()
     preempt: ClassVar[bool] = False
+
+    @property
+    def reason(self) -> str:
+        return YIELD_FUSED if self.yields else FUSED
 
     @property
     def decode_sms(self) -> int:

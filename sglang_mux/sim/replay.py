@@ -216,7 +216,7 @@ class _Replay:
     def fused_round(self, plan, ctxs, starts_streak: bool) -> tuple[float, list[str]]:
         """A fused iteration: its gap (ms) and the requests whose prompt it completed."""
         est, rng = self.est, self.rng
-        pieces, first_rids, self.chunked = _take_chunk(plan.chunk, self.chunked, self.waiting)
+        pieces, first_rids, self.chunked = _take_chunk(plan.chunk, self.chunked, self.waiting, plan.yields)
         fctx = ctxs if ctxs is not None else self.decode_contexts()
         gpu = est.fused_ms(pieces, fctx)
         if self.fjit is not None:
@@ -356,12 +356,17 @@ def _nearest(by_sms: Mapping[int, float], d: int) -> float:
     return by_sms.get(d) or by_sms[min(by_sms, key=lambda k: (abs(k - d), k))]
 
 
-def _take_chunk(chunk, chunked: WaitingReq | None, waiting: deque) -> tuple[list, list[str], WaitingReq | None]:
-    """Run a fused plan's chunk from the ``chunked`` request's rest and the head of `waiting`:
-    each piece is priced with the tokens before it as reused context.
+def _take_chunk(chunk, chunked: WaitingReq | None, waiting: deque,
+                yields: bool = False) -> tuple[list, list[str], WaitingReq | None]:
+    """Run a fused plan's chunk from the ``chunked`` request's rest and the head of `waiting`
+    (``yields``, the plan's: from the head of `waiting` alone, the chunked request staying as it
+    is): each piece is priced with the tokens before it as reused context.
     -> (pieces, rids whose prompt is now complete, the request cut short with its rest or None).
-    ValueError if the chunk does not start there."""
+    ValueError if the chunk does not start there, or a yield cuts a prompt."""
     pieces, complete, rest = [], [], None
+    held = None
+    if yields and chunked is not None:
+        held, chunked = chunked, None
     for rid, take in chunk:
         if chunked is not None:
             w, chunked = chunked, None
@@ -374,4 +379,8 @@ def _take_chunk(chunk, chunked: WaitingReq | None, waiting: deque) -> tuple[list
             rest = WaitingReq(rid, w.arrival_s, w.n - take, w.r + take)
         else:
             complete.append(rid)
+    if held is not None:
+        if rest is not None:
+            raise ValueError(f"Plan.chunk {chunk} cuts a prompt while {held.rid} yields (one request mid-prefill)")
+        rest = held
     return pieces, complete, rest
