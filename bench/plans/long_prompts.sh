@@ -1,0 +1,32 @@
+#!/bin/bash
+# Issue 71 on one GPU: the paper's mixed traffic (MuxWise §4.4.3: half sharegpt, half loogle,
+# shuffled; `bench.workloads`), seed 0, TBT 50, the length-aware TTFT rule (P99 of TTFT - 0.2 ms x
+# prompt tokens <= 2 s, judged with the queue-drift test; bench.run stretches each point to >= 100
+# requests). The hybrid with the server's defaults (length-aware TTFT SLO, so preemption and the
+# fused yield fire) against chunked 512 + mixed (the simulator's best chunked on long prompts), the
+# capped baseline (chunked 2048 + mixed, at most 512 tokens a request a step: bench/capped_prefill.py)
+# and the dispatcher (spatial only), each system in turn on this GPU, one server each.
+#   bash bench/plans/long_prompts.sh OUT BUDGET_S [RATES]
+# The caller has sourced .gpu/env.sh. SYSTEMS overrides the list (comma-separated, in order).
+# Device time on one H100 (estimated): a start 1-2 min, then at 0.5 req/s 100 requests over 200 s
+# and their drain: ~5-6 min a system and a rate. A system that no longer fits BUDGET_S is skipped.
+# The simulator's prediction (bench.analysis.sim_hybrid_map --workloads mixed --tbt 50
+# --queue-drift, H100 FA3 table, 100 requests a point): hybrid and dispatcher pass 0.5 and 0.6,
+# chunked 512 and 1024 + mixed fail 0.4 and 0.5.
+set -u
+OUT=${1:?usage: long_prompts.sh OUT BUDGET_S [RATES]}; BUDGET=${2:?BUDGET_S}; RATES=${3:-0.5}
+cd "$(dirname "$0")/../.."
+source bench/plans/one_host.sh
+one_host "$OUT"
+SA="--sampling-backend pytorch --grammar-backend none --enable-metrics"
+for sys in $(echo "${SYSTEMS:-sglang-chunked-512,mux-hybrid,sglang-chunked-2048-cap512,mux}" | tr , ' '); do
+    l=$(left)
+    if [ "$l" -lt 330 ]; then  # a start and one 200-s point with its drain
+        echo "budget: ${l}s left, stopping before $sys"; break; fi
+    python -m bench.run --systems "$sys" --workload mixed --rates "$RATES" --seed 0 --arrival poisson \
+        --tbt-slo-ms 50 --ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --duration-s 45 --drain-s 60 \
+        --attention-backend fa3 --server-args "$SA" --no-progress --no-stop-on-fail --time-budget-s "$l" \
+        --out "$OUT" 2>&1 | grep -v "requests over" | tail -n 5
+done
+python -m bench.report "$OUT" > "$OUT/report.md"
+echo "done: $OUT/report.md"
