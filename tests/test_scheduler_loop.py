@@ -241,10 +241,10 @@ def test_the_scheduler_refuses_prompts_one_prefill_cannot_hold(caplog):
                max_req_input_len=131071, max_prefill_tokens=16384)
     with caplog.at_level("WARNING", logger="sglang_mux.scheduler_loop"):
         mux_state(sched).limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
-    assert sched.max_req_input_len == 50374
-    assert "--mem-fraction-static 0.70" in caplog.text
+    assert sched.max_req_input_len == 34432
+    assert "--mem-fraction-static 0.67" in caplog.text
     sched.max_req_input_len = 131071
-    mux_state(sched).limit_prompts(free_bytes=20 * 2**30, total_bytes=int(79.18 * 2**30))
+    mux_state(sched).limit_prompts(free_bytes=22 * 2**30, total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 131071
 
 
@@ -255,8 +255,8 @@ def test_the_hybrid_fuses_prompts_one_prefill_cannot_hold_instead_of_refusing_th
     m.policy = NS(fuses_long_prompts=True, layerwise_max_tokens=None)  # what the loop reads of HybridPolicy
     with caplog.at_level("INFO", logger="sglang_mux.scheduler_loop"):
         m.limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
-    assert sched.max_req_input_len == 131071 and m.policy.layerwise_max_tokens == 50374
-    assert "more than 50374 new tokens runs as fused chunks" in caplog.text
+    assert sched.max_req_input_len == 131071 and m.policy.layerwise_max_tokens == 34432
+    assert "more than 34432 new tokens runs as fused chunks" in caplog.text
 
 
 def test_a_launch_note_says_whether_the_host_waited_and_what_the_allocator_did(monkeypatch):
