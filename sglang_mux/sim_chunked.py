@@ -36,11 +36,15 @@ from sglang_mux.sim import (SimResult, TraceReq, add_trace_args, drift_tests, es
 
 
 def simulate_chunked(reqs: Sequence[TraceReq], estimator: EstimatorLike, *, budget: int = 512, mixed: bool = True,
-                     host_ms: float = 0.0, slo: SLO = SLO(), name: str | None = None) -> SimResult:
+                     host_ms: float = 0.0, slo: SLO = SLO(), name: str | None = None,
+                     cap: int | None = None) -> SimResult:
     """Replay ``reqs`` under SGLang's chunked prefill (the module docstring), judged by ``slo``.
-    Raises ValueError for a budget <= 0 or a negative host time."""
-    if budget <= 0 or host_ms < 0:
-        raise ValueError(f"budget must be > 0 and host_ms >= 0, got {budget}, {host_ms}")
+    ``cap``: the capped baseline (`bench.capped_prefill`): a request takes at most ``cap`` tokens
+    of an iteration, and while one is part-way through its prompt a waiting one that needs more
+    than that is passed over (it keeps its place). Raises ValueError for a budget or cap <= 0 or
+    a negative host time."""
+    if budget <= 0 or host_ms < 0 or (cap is not None and cap <= 0):
+        raise ValueError(f"budget and cap must be > 0 and host_ms >= 0, got {budget}, {cap}, {host_ms}")
     # SGLang captures its prefill graph up to the chunk size
     est, total = estimator.with_prefill_graph(budget), estimator.total_sms
     reqs = sorted(reqs, key=lambda q: q.arrival_s)
@@ -62,16 +66,24 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator: EstimatorLike, *, budg
             t = reqs[nxt].arrival_s
             continue
         pieces, finished, room = [], [], budget - (len(decoding) if mixed else 0)
-        for w in waiting:  # first come, first served, the one being chunked first
+        mid = next((w for w in waiting if w[1] > 0), None)  # the one being chunked goes first
+        for w in ([mid] if mid is not None else []) + [w for w in waiting if w is not mid]:  # then FCFS
             if room <= 0:
                 break
             q = reqs[w[0]]
-            take = min(room, q.n_input - q.reused - w[1])
+            left = q.n_input - q.reused - w[1]
+            share = room if cap is None else min(room, cap)
+            if left > share and mid is not None and w is not mid:
+                continue  # capped: one request part-way at a time (uncapped the room is 0 here)
+            take = min(share, left)
             pieces.append(PrefillReq(take, q.reused + w[1]))
             w[1] += take
             room -= take
             if q.reused + w[1] >= q.n_input:
                 finished.append(w[0])
+                mid = None if w is mid else mid
+            else:
+                mid = w
         runs_decode = bool(decoding) and (mixed or not pieces)
         ctx = [d[1] for d in decoding.values()] if runs_decode else []
         if pieces:  # a mixed batch is one extend batch: each decode request one new token
@@ -92,8 +104,10 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator: EstimatorLike, *, budg
                     finish[i] = t
                     done += 1
                     del decoding[i]
+        if finished:
+            gone = set(finished)
+            waiting = deque(w for w in waiting if w[0] not in gone)
         for i in finished:
-            waiting.popleft()
             first_tok[i] = t
             if out_len[i] <= 1:
                 finish[i] = t
@@ -105,7 +119,7 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator: EstimatorLike, *, budg
     ttft_ok = ttft * 1e3 <= slo.ttft_ms + slo.ttft_ms_per_token * np.array([q.n_input for q in reqs])
     makespan = float(np.nanmax(finish) - arrival.min())
     summary = {
-        "policy": name or f"chunked-{budget}{'' if mixed else '-nomix'}", "requests": n,
+        "policy": name or f"chunked-{budget}{'' if mixed else '-nomix'}{f'-cap{cap}' if cap else ''}", "requests": n,
         "ttft_p50_s": float(np.percentile(ttft, 50)), "ttft_p99_s": float(np.percentile(ttft, 99)),
         "tbt_p50_ms": float(np.percentile(g, 50)) if len(g) else float("nan"),
         "tbt_p99_ms": float(np.percentile(g, 99)) if len(g) else float("nan"),
@@ -125,6 +139,8 @@ def main(argv: list[str] | None = None, estimator=None) -> int:
     ap.add_argument("--budget", type=cli.positive(int), default=512,
                     help="prompt tokens per iteration (--chunked-prefill-size)")
     ap.add_argument("--no-mixed", action="store_true", help="a chunk runs alone (no --enable-mixed-chunk)")
+    ap.add_argument("--cap", type=cli.positive(int), default=None,
+                    help="the capped baseline: at most this many tokens a request a step (bench.capped_prefill)")
     ap.add_argument("--host-ms", type=cli.positive(float, allow_zero=True), default=0.0,
                     help="time added to every iteration (ms; docs/sim.md says which reproduces served points)")
     ap.add_argument("--json", action="store_true", help="print the settings and the summary as JSON")
@@ -132,7 +148,7 @@ def main(argv: list[str] | None = None, estimator=None) -> int:
     estimator = estimator_from_args(ap, a, estimator)
     reqs = trace_from_args(ap, a)
     r = simulate_chunked(reqs, estimator, budget=a.budget, mixed=not a.no_mixed, host_ms=a.host_ms,
-                         slo=slo_from_args(a))
+                         slo=slo_from_args(a), cap=a.cap)
     print_results(a, vars(a), [r])
     return 0
 

@@ -44,7 +44,7 @@ def test_queue_drift_goes_to_the_length_aware_cells_only():
 
     got = chosen_workloads(None, None, queue_drift=True)
     length = {k for k, w in WORKLOADS.items() if w["ttft"][0] == "length"}
-    assert length == {"uncapped conversation (1 session in 20)", "loogle"}
+    assert length == {"uncapped conversation (1 session in 20)", "loogle", "mixed"}
     assert {k for k, w in got.items() if w.get("drift") == "queue"} == length
     assert all("drift" not in w for w in chosen_workloads().values())  # bench.run's test by default
 

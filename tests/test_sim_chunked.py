@@ -101,3 +101,25 @@ def test_a_mixed_iteration_is_priced_by_the_estimators_fused_ms():
     r = sim_chunked.simulate_chunked(reqs, Fused(), budget=1000)
     assert calls[0] == ([PrefillReq(100, 0)], []) and calls[1] == ([PrefillReq(999, 0)], [101])
     assert r.summary["tbt_p99_ms"] == pytest.approx(7.0) and r.ttft_s[0] == pytest.approx(7e-3)
+
+
+def test_the_capped_baseline_lets_short_prompts_into_every_step_and_one_long_one_at_a_time():
+    """cap=512 with a 2048 budget (bench.capped_prefill): a 3,000-token prompt takes 512 tokens a
+    step; a 100-token one behind it runs whole in the first step, and a second long one waits for
+    the first to finish, then starts at 512. Uncapped, the first long prompt fills whole steps."""
+    est = FakeEstimator()
+    reqs = [sim.TraceReq("long", 0.0, 3000, 1, 0), sim.TraceReq("short", 0.0, 100, 1, 0),
+            sim.TraceReq("long2", 0.0, 1200, 1, 0)]
+    capped = sim_chunked.simulate_chunked(reqs, est, budget=2048, cap=512)
+    step = lambda *p: est.prefill_ms(132, [PrefillReq(n, r) for n, r in p])  # noqa: E731
+    assert capped.ttft_s[1] == pytest.approx(step((512, 0), (100, 0)) / 1e3)  # short: the first step
+    # long: 6 steps (512 x 5 + 440); long2 waits, then 512 beside long's last piece, then 512, 176
+    t = [step((512, 0), (100, 0))] + [step((512, 512 * k)) for k in range(1, 5)] + [step((440, 2560), (512, 0))]
+    assert capped.ttft_s[0] == pytest.approx(sum(t) / 1e3)
+    t += [step((512, 512)), step((176, 1024))]
+    assert capped.ttft_s[2] == pytest.approx(sum(t) / 1e3)
+    assert capped.summary["policy"] == "chunked-2048-cap512"
+    plain = sim_chunked.simulate_chunked(reqs, est, budget=2048)
+    assert plain.ttft_s[1] > capped.ttft_s[1] * 2  # behind the long prompt's 2048-token steps
+    with pytest.raises(ValueError, match="cap must be > 0"):
+        sim_chunked.simulate_chunked(reqs, est, budget=2048, cap=0)

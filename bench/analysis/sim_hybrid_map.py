@@ -1,4 +1,5 @@
-"""Predicted SLO map (CPU): hybrid, the dispatcher (today's mux) and chunked 512 / 1024 + mixed.
+"""Predicted SLO map (CPU): hybrid, the dispatcher (today's mux), chunked 512 / 1024 + mixed and the
+capped baseline (chunked 2048 + mixed, 512 tokens a request a step).
 
     python -m bench.analysis.sim_hybrid_map > map.md   (repository root; the map of record's command:
         bench/results/sim_hybrid_s52_2026-11-28/README.md, with --fused-jitter)
@@ -56,6 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import workloads
+from bench.run import LENGTH_AWARE_MIN_REQUESTS
 from bench.analysis.tbt_tail import fused_hosts
 from sglang_mux import cli, sim
 from sglang_mux import cli_io as _cli_io
@@ -72,7 +74,9 @@ MAP_JSON = "sim_hybrid_map.json"  # a scratch file: a map of record's --json goe
 # overlap loop hides the host's work behind the GPU's, so 512 adds nothing. 1,024-token mixed
 # batches cost more than the model says: served P99 TBT ran 1-5 ms over the simulated, even at 2 ms.
 # Fitted on the H100 table's fused model; the H200 table has none (its map, sim_hybrid_s42, used 2 ms).
-CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0}
+# 2048: the capped baseline's served mixed point (H100, 0.6 req/s: P99 TBT 37.9 ms served, 36.9
+# predicted; bench/results/long_prompts_h100_2026-12-06/).
+CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0, 2048: 2.0}
 # workload: trace (a file or bundled name) or generator (a bench.workloads synthetic set), span s,
 #           rates, input cap, (mux pool, chunked pool), the hybrid's fused host ms, mux prefill slowdown,
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
@@ -110,6 +114,10 @@ WORKLOADS = {
     "loogle": dict(generator="loogle", span=300, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
                    ttft=("length", 2.0, 0.2), walk_on=True, layerwise_max=LAYERWISE_MAX_8B_H100,
                    rates=(0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1, 1.1, 1.2)),
+    # mixed (MuxWise §4.4.3): half sharegpt, half loogle, shuffled; >= 100 requests a point from 0.7 req/s
+    "mixed": dict(generator="mixed", span=150, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
+                  ttft=("length", 2.0, 0.2), walk_on=True, layerwise_max=LAYERWISE_MAX_8B_H100,
+                  rates=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2)),
 }
 # The points H100 runs measured (bench.run; the hybrid and chunked 1024 / 512 + mixed), TBT 50:
 # bench/results/overlap_fused_h100_2026-11-27/code, chat1k_h100_2026-11-27, capped_tbt50_h100_2026-11-27.
@@ -117,7 +125,8 @@ H100_POINTS = (("code", 18), ("code", 20), ("code", 22), ("chat-1k", 20), ("chat
                ("capped conversation (<= 8000)", 4), ("capped conversation (<= 8000)", 4.4),
                ("capped conversation (<= 8000)", 4.8))
 H100_TBT = 50.0
-SYSTEMS = ("hybrid", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed")
+# The last: the peers' answer to a long prompt's head-of-line blocking (bench.capped_prefill).
+SYSTEMS = ("hybrid", "dispatcher", "chunked 512 + mixed", "chunked 1024 + mixed", "chunked 2048 + mixed, cap 512")
 MUX = SYSTEMS[:2]
 
 
@@ -129,14 +138,22 @@ def ttft_p99(res, reqs, rule) -> float:
     return float(np.percentile(t, 99))
 
 
+def span_s(w: dict, rate: float) -> float:
+    """A point's seconds of arrivals: the workload's, stretched under the length-aware rule to
+    bench.run's LENGTH_AWARE_MIN_REQUESTS requests, as bench.run serves it."""
+    if w["ttft"][0] == "length":
+        return max(w["span"], LENGTH_AWARE_MIN_REQUESTS / rate)
+    return w["span"]
+
+
 def requests(w: dict, rate: float, pool: int | None, tmp: Path, seed: int = 0) -> list:
     """One rate point's requests: a trace's first round(rate x span), or the generator's bench.run
     point (its salt, round(rate x span) requests) written as a trace; Poisson arrivals, ``seed``
     (bench.run's --seed: the arrivals and a generator's draws)."""
     if "generator" not in w:
-        return sim.load_trace(w["trace"], limit=round(rate * w["span"]), rate=rate, arrival="poisson", seed=seed,
+        return sim.load_trace(w["trace"], limit=round(rate * span_s(w, rate)), rate=rate, arrival="poisson", seed=seed,
                               cache_tokens=pool, input_cap=w["cap"])
-    wl = workloads.build(w["generator"], rate=rate, duration_s=w["span"], seed=seed, salt=f"rate={rate:g}",
+    wl = workloads.build(w["generator"], rate=rate, duration_s=span_s(w, rate), seed=seed, salt=f"rate={rate:g}",
                          input_cap=w["cap"])
     path = tmp / f"{w['generator']}__{rate:g}__{seed}.jsonl"
     workloads.write_trace(wl, path)
@@ -166,10 +183,12 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
                              seed=0, prefill_graph=True, layerwise_max_tokens=layerwise)[0]
     else:
         budget = int(name.split()[1])
+        cap = int(name.rsplit(" ", 1)[1]) if ", cap " in name else None
         if budget not in CHUNKED_HOST_MS:
             raise ValueError(f"chunked {budget}: no served calibration in CHUNKED_HOST_MS "
                              f"(has {sorted(CHUNKED_HOST_MS)}); serve it and run bench.analysis.sim_chunked_check")
-        r = simulate_chunked(reqs, est, budget=budget, host_ms=CHUNKED_HOST_MS[budget], slo=SLO(tbt, w["ttft"][1] * 1e3))
+        r = simulate_chunked(reqs, est, budget=budget, host_ms=CHUNKED_HOST_MS[budget], slo=SLO(tbt, w["ttft"][1] * 1e3),
+                             cap=cap)
     s = r.summary
     tp = ttft_p99(r, reqs, w["ttft"])
     # a length-aware cell may judge the wait beyond each prompt's own prefill (--queue-drift): its
