@@ -7,12 +7,18 @@
 # capped baseline (chunked 2048 + mixed, at most 512 tokens a request a step: bench/capped_prefill.py)
 # and the dispatcher (spatial only), each system in turn on this GPU, one server each.
 #   bash bench/plans/long_prompts.sh OUT BUDGET_S [RATES]
-# The caller has sourced .gpu/env.sh. SYSTEMS overrides the list (comma-separated, in order).
+# The caller has sourced .gpu/env.sh. SYSTEMS overrides the list (comma-separated, in order),
+# WORKLOAD the workload (default mixed; loogle is the other long-prompt cell).
+# The mux systems run at --mem-fraction-static 0.75, the baselines at 0.85: one layer-wise prefill
+# of a long prompt needs its activations beside the KV pool, and at 0.85 the mux holds 28,903
+# tokens (its log says so and which fraction serves more; 0.75: 90,262), while chunked prefill
+# holds one chunk. Served first (2026-12-06) all at 0.85: bench/results/long_prompts_h100_2026-12-06/.
 # Device time on one H100 (estimated): a start 1-2 min, then at 0.5 req/s 100 requests over 200 s
 # and their drain: ~5-6 min a system and a rate. A system that no longer fits BUDGET_S is skipped.
 # The simulator's prediction (bench.analysis.sim_hybrid_map --workloads mixed --tbt 50
-# --queue-drift, H100 FA3 table, 100 requests a point): hybrid and dispatcher pass 0.5 and 0.6,
-# chunked 512 and 1024 + mixed fail 0.4 and 0.5.
+# --queue-drift --layerwise-max 90262, H100 FA3 table, 100 requests a point): the hybrid, the
+# dispatcher and the capped baseline pass 0.5 and 0.6 and fail 0.7; chunked 512 and 1024 + mixed
+# fail 0.4 and 0.5. Loogle: hybrid 0.2 (highest pass 0.55), dispatcher 0.35, every chunked < 0.2.
 set -u
 OUT=${1:?usage: long_prompts.sh OUT BUDGET_S [RATES]}; BUDGET=${2:?BUDGET_S}; RATES=${3:-0.5}
 cd "$(dirname "$0")/../.."
@@ -23,7 +29,9 @@ for sys in $(echo "${SYSTEMS:-sglang-chunked-512,mux-hybrid,sglang-chunked-2048-
     l=$(left)
     if [ "$l" -lt 330 ]; then  # a start and one 200-s point with its drain
         echo "budget: ${l}s left, stopping before $sys"; break; fi
-    python -m bench.run --systems "$sys" --workload mixed --rates "$RATES" --seed 0 --arrival poisson \
+    case $sys in mux*) mem=0.75;; *) mem=0.85;; esac
+    python -m bench.run --systems "$sys" --workload "${WORKLOAD:-mixed}" --rates "$RATES" --seed 0 --arrival poisson \
+        --mem-fraction-static "$mem" \
         --tbt-slo-ms 50 --ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --duration-s 45 --drain-s 60 \
         --attention-backend fa3 --server-args "$SA" --no-progress --no-stop-on-fail --time-budget-s "$l" \
         --out "$OUT" 2>&1 | grep -v "requests over" | tail -n 5
