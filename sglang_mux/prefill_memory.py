@@ -20,10 +20,9 @@ import json
 from dataclasses import dataclass
 
 GIB = 1 << 30
-# Attention workspace and last-token logits (0.5 GiB), and the caching allocator's fragmentation:
-# served on an H100 (bench/results/long_prompts_h100_2026-12-06/), a 45,130-token layer-wise
-# prefill (6.4 GiB by bytes_per_token) ran out of memory with 7.6 GiB left after the KV pool, the
-# allocator holding 2.27 GiB reserved but unallocated after prefills of other lengths.
+# Attention workspace and last-token logits (0.5 GiB), and the caching allocator's fragmentation
+# (2.25 GiB: a served 45,130-token prefill ran out of memory with 2.27 GiB reserved but unallocated;
+# docs/measurements.md).
 MARGIN_BYTES = GIB // 2 + GIB * 9 // 4
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
