@@ -358,7 +358,7 @@ def render(s: dict) -> str:
         + (f"P99 TTFT − {k:g}×prompt (ms) | " if k else "")
         + ("TTFT/token P50/P90/P99 (ms) | " if per_token else "")
         + "P99 TTFT short / long prompts (ms) | "
-        + "P99 TBT (ms) | output tok/s | SLO attainment | rates (✓ pass, ✗ fail) |",
+        + "P99 TBT (ms; requests within it) | output tok/s | SLO attainment | rates (✓ pass, ✗ fail) |",
         "|---|---:|---:|" + ("---:|" if k else "") + ("---:|" if per_token else "") + "---:|---:|---:|---:|---|",
     ]
     for name, sysd in s["systems"].items():
@@ -378,13 +378,17 @@ def render(s: dict) -> str:
         adj_col = f"{_f((m.get('ttft_length_adjusted_ms') or {}).get('p99'))} | " if k else ""
         by_len = m.get("ttft_by_length") or {}  # absent from summaries written before it was kept
         len_col = " / ".join(_f((by_len.get(c) or {}).get("p99")) for c in ("short", "long")) + " | "
+        # beside the pooled P99, the share of requests whose own P99 TBT met the SLO: a pooled tail
+        # can hide a few requests that stalled throughout, or a few stalls spread over many
+        tshare = m.get("tbt_attainment")
+        tbt_share = "" if tshare is None else f" ({100 * tshare:.1f}%)"
         # no rate failed: the goodput is a lower bound (the climb never found its end)
         bound = "≥ " if pts and sysd["goodput_rps"] is not None and goodput_interval(sysd)[1] == float("inf") else ""
         lines.append(
             f"| {name} | {bound}{_f(sysd['goodput_rps'], '{:g}')}"
             f"{'' if sysd.get('monotone', True) else ' (non-monotone)'} | "
             f"{_f(m.get('ttft_ms', {}).get('p99'))} | {adj_col}{tpt_col}{len_col}"
-            f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')} | {_f(m.get('output_tok_s'))} | "
+            f"{_f(m.get('tbt_ms', {}).get('p99'), '{:.1f}')}{tbt_share} | {_f(m.get('output_tok_s'))} | "
             f"{_f(None if att is None else 100 * att, '{:.1f}%')} | {rates} |")
     lines.append("")
     lines.append(f"Latency columns are at the goodput rate (else the lowest tested rate); short prompts are "

@@ -4,6 +4,7 @@ throughput and preemption comparisons. CPU only (a stub plays every server)."""
 import json
 import socket
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -360,3 +361,13 @@ def test_dry_run_costs_and_flat_slo_note(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "preemption never fires" not in err and "--mux-ttft-ms-per-token 0.5" in err
     assert not list(tmp_path.iterdir())                             # a dry run writes nothing
+
+
+def test_the_report_puts_the_share_of_requests_within_their_tbt_slo_beside_the_pooled_p99():
+    """The mixed cell served on an H100: the hybrid's pooled P99 TBT 42.0 ms with 99 of its 100
+    requests within the SLO by their own P99 gap, the capped baseline's 37.9 ms with all 100."""
+    s = json.loads((Path(__file__).resolve().parents[1] / "bench/results/long_prompts_h100_2026-12-06/mixed"
+                    / "summary.json").read_text())
+    rows = {line.split(" | ")[0][2:]: line for line in report.render(s).splitlines() if line.startswith("| ")}
+    assert "P99 TBT (ms; requests within it)" in rows["system"]
+    assert " | 42.0 (99.0%) | " in rows["mux-hybrid"] and " | 37.9 (100.0%) | " in rows["sglang-chunked-2048-cap512"]
