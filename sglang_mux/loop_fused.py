@@ -128,7 +128,8 @@ class FusedStreak:
         rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
         yields = bool(getattr(plan, "yields", False)) and chunked is not None
         if yields:  # whole prompts: a budget of their whole length, so SGLang cuts none of them
-            tokens = sum(len(r.origin_input_ids) for r in sched.waiting_queue if r.rid in set(rids))
+            chosen = set(rids)
+            tokens = sum(len(r.origin_input_ids) for r in sched.waiting_queue if r.rid in chosen)
         saved = sched.chunked_prefill_size, sched.is_mixed_chunk
         sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + decode_bs, True
         try:

@@ -66,8 +66,10 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator: EstimatorLike, *, budg
             t = reqs[nxt].arrival_s
             continue
         pieces, finished, room = [], [], budget - (len(decoding) if mixed else 0)
-        mid = next((w for w in waiting if w[1] > 0), None)  # the one being chunked goes first
-        for w in ([mid] if mid is not None else []) + [w for w in waiting if w is not mid]:  # then FCFS
+        # The one being chunked is first in the queue: requests ahead of it have finished (one
+        # passed over is behind it, and the next to start is the first after it finishes).
+        mid = waiting[0] if waiting and waiting[0][1] > 0 else None
+        for w in waiting:  # first come, first served
             if room <= 0:
                 break
             q = reqs[w[0]]
@@ -104,7 +106,7 @@ def simulate_chunked(reqs: Sequence[TraceReq], estimator: EstimatorLike, *, budg
                     finish[i] = t
                     done += 1
                     del decoding[i]
-        if finished:
+        if finished:  # a prefix of the queue, but where the cap passed a long prompt over
             gone = set(finished)
             waiting = deque(w for w in waiting if w[0] not in gone)
         for i in finished:

@@ -34,7 +34,6 @@ YIELD_FUSED = "yield+fused"  # a fused chunk of waiting prompts while the chunke
 # Plan.kind values.
 KIND_DECODE = "decode"
 KIND_FUSED = "fused"
-YIELD_FUSED = "yield+fused"  # a fused chunk of waiting prompts while the chunked request waits
 KIND_SPATIAL = "spatial"
 
 
