@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from sglang_mux import cli
+from sglang_mux.drift import LENGTH_AWARE_MIN_REQUESTS
 from sglang_mux.loop_clock import cpu_ticks
 
 from . import client, metrics, proc_cpu, report, search, systems, workloads
@@ -313,11 +314,6 @@ class Server:
 
 class PromptTooLong(ValueError):
     pass
-
-
-# A length-aware point is judged on its queue's drift over the last tenth of its requests:
-# fewer than this and a few long prompts at the end decide it.
-LENGTH_AWARE_MIN_REQUESTS = 100
 
 
 def point_duration_s(a: argparse.Namespace, rate: float) -> float:

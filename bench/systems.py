@@ -68,6 +68,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from sglang_mux.mux_args import MuxArgs
+
 CHUNKED_BUDGETS = (256, 512, 1024, 2048)
 CHUNKED = tuple(f"sglang-chunked-{b}{v}" for b in CHUNKED_BUDGETS for v in ("", "-nomix"))
 ALL = ("mux", "mux-fixed-64", "sglang", *CHUNKED, "sglang-pdmux")
@@ -221,15 +223,13 @@ def server_command(system: str, model_path: str, port: int, *, mem_fraction: flo
 def mux_settings(cmd: Sequence[str] | None) -> dict | None:
     """What a server command line sets for multiplexing (None: not a mux launcher, or mux
     off): the length-aware TTFT SLO ``ttft_slo_ms`` + ``ttft_ms_per_token`` x prompt tokens
-    (where the command does not say, the server's defaults, `MuxArgs`: commands recorded before
-    the length-aware default, 2026-12-06, without ``--mux-ttft-ms-per-token`` ran with 0) and
+    (where the command does not say, the server's defaults, `MuxArgs`; a command recorded without
+    ``--mux-ttft-ms-per-token`` before that default was length-aware ran with 0) and
     ``preemption`` (default on). The last occurrence wins, as in argparse (``--server-args`` may
     repeat a flag)."""
     cmd = list(cmd or [])
     if "sglang_mux.launch_server" not in cmd or "--disable-mux" in cmd:
         return None
-    from sglang_mux.mux_args import MuxArgs
-
     d = MuxArgs()
     out = {"ttft_slo_ms": d.ttft_slo_ms, "ttft_ms_per_token": d.ttft_ms_per_token, "preemption": d.preemption}
     flags = {"--mux-ttft-slo-ms": "ttft_slo_ms", "--mux-ttft-ms-per-token": "ttft_ms_per_token"}

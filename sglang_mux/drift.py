@@ -18,6 +18,9 @@ from typing import Sequence
 import numpy as np
 
 DRIFT_TAIL, DRIFT_FACTOR, DRIFT_SLACK_MS = 0.10, 2.0, 250.0
+# A length-aware point is judged by queue_drift over its last tenth: with fewer requests a few
+# long prompts at the end decide it (bench.run and the simulator's map stretch points to this).
+LENGTH_AWARE_MIN_REQUESTS = 100
 QUEUE_MIN_NEW = 2048  # prompts with this many new tokens or more: TTFT mostly their own prefill
 
 

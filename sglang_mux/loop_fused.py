@@ -14,7 +14,7 @@ import time
 
 from sglang_mux.loop_layerwise import only_waiting
 from sglang_mux.loop_state import FusedLaunch, Iteration, Loop, fused_rows
-from sglang_mux.policy import Plan, Snapshot
+from sglang_mux.policy import FusedPlan, Plan, Snapshot
 
 
 @contextlib.contextmanager
@@ -126,7 +126,7 @@ class FusedStreak:
         chunked = getattr(sched, "chunked_req", None)
         tokens = sum(t for _, t in plan.chunk)
         rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
-        yields = bool(getattr(plan, "yields", False)) and chunked is not None
+        yields = isinstance(plan, FusedPlan) and plan.yields and chunked is not None
         if yields:  # whole prompts: a budget of their whole length, so SGLang cuts none of them
             chosen = set(rids)
             tokens = sum(len(r.origin_input_ids) for r in sched.waiting_queue if r.rid in chosen)

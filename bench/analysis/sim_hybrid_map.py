@@ -57,9 +57,9 @@ from pathlib import Path
 import numpy as np
 
 from bench import workloads
-from bench.run import LENGTH_AWARE_MIN_REQUESTS
 from bench.analysis.tbt_tail import fused_hosts
 from sglang_mux import cli, sim
+from sglang_mux.drift import LENGTH_AWARE_MIN_REQUESTS
 from sglang_mux import cli_io as _cli_io
 from sglang_mux.estimator import Estimator
 from sglang_mux.policy import SLO
