@@ -71,6 +71,8 @@ class MuxArgs:
             "naming both), and without a match falls back to a roofline over GEMM/copy rates probed per "
             "partition at start-up, with a warning saying how to profile")
     preemption: bool = _flag(True, "non-recursive preemption of long prefills by short ones")
+    fcfs_prefill: bool = _flag(False, "start prefills first come, first served (default: earliest TTFT deadline "
+                                      "first, so short prompts go ahead of long ones not yet started)")
     policy: str = _flag("hybrid", "hybrid (per iteration a fused mixed chunk on the whole GPU or the "
                                   "dispatcher's partition), dispatcher (SLO-aware partitions only), fixed (one "
                                   "partition: --mux-fixed-decode-sms) or batch-size (SGLang's PD-multiplexing demo rule)",

@@ -136,7 +136,8 @@ class MuxLoop:
             tp_size=int(getattr(sched.server_args, "tp_size", 1) or 1),
             probe=lambda: safe_probe(parts),
         )
-        policy = make_policy(policy_name(args), estimator, args.slo, preemption=args.preemption)
+        policy = make_policy(policy_name(args), estimator, args.slo, preemption=args.preemption,
+                             **({"fcfs": args.fcfs_prefill} if args.policy in ("hybrid", "dispatcher") else {}))
         consensus = before_group(sched)  # SGLang creates the TP group after this: run() joins it
         loop = cls(sched, args, parts, cfgs, policy, estimator, budgets=TokenGaps.for_server(args).budgets,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)
@@ -369,6 +370,7 @@ class MuxLoop:
         bs, sum_reused, max_reused = decode_shape(decoding)
         if len(self.arrival) > 4 * WAITING_VIEW + len(sched.waiting_queue):
             self.forget_gone()  # requests aborted while waiting never reach a prefill batch
+        self.order_queue(now)
         waiting = []
         for req in sched.waiting_queue[:WAITING_VIEW]:
             t = self.arrival.setdefault(req.rid, now)
@@ -382,6 +384,14 @@ class MuxLoop:
             decode_contexts=decode_contexts(decoding) if self.policy.wants_decode_contexts else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
             **self.gaps.budgets.view(fused_streak=self.fused.pending is not None))
+
+    def order_queue(self, now: float) -> None:
+        """SGLang's waiting queue in the policy's order (`Policy.queue_key`; stable, so ties and
+        a None key keep arrival order). SGLang's fcfs batch formation keeps it, so the batch it
+        forms from the chosen requests cuts the one the plan cut."""
+        key, arrival, queue = self.policy.queue_key, self.arrival, self.sched.waiting_queue
+        if len(queue) > 1 and key(now, 0) is not None:
+            queue.sort(key=lambda r: key(arrival.setdefault(r.rid, now), len(r.origin_input_ids)))
 
     def forget_gone(self) -> None:
         """Drop the arrival times of requests neither waiting nor in a prefill batch."""

@@ -136,12 +136,12 @@ def test_every_field_is_a_flag_with_its_default():
         assert flag_name(f) in dests[f.name].option_strings
     # Every field round-trips through split_argv from its own flag, nothing reaches SGLang.
     argv = ["--mux-tbt-slo-ms", "31", "--mux-ttft-slo-ms", "4000", "--mux-ttft-ms-per-token", "0.5",
-            "--mux-sm-granularity", "8", "--mux-contention-table", "/t", "--no-mux-preemption", "--mux-policy",
+            "--mux-sm-granularity", "8", "--mux-contention-table", "/t", "--no-mux-preemption", "--mux-fcfs-prefill", "--mux-policy",
             "fixed", "--mux-fixed-decode-sms", "48", "--mux-timeline", "tl.jsonl", "--mux-timeline-max-mb", "9",
             "--no-mux-tbt-host-budget", "--mux-tbt-host-quantile", "0.99", "--mux-fused-host-quantile", "0.98",
             "--mux-fused-start-budget", "--no-mux-overlap-decode", "--mux-defer-prefill-start", "--disable-mux"]
     got, rest = split_argv(argv)
-    assert rest == [] and got == MuxArgs(31.0, 4000.0, 0.5, 8, "/t", False, "fixed", 48, "tl.jsonl", 9.0, False,
+    assert rest == [] and got == MuxArgs(31.0, 4000.0, 0.5, 8, "/t", False, True, "fixed", 48, "tl.jsonl", 9.0, False,
                                          0.99, 0.98, True, False, True, True)
 
 

@@ -305,6 +305,9 @@ class Script:
     def __init__(self, sched, plans):
         self.sched, self.plans, self.snaps = sched, list(plans), []
 
+    def queue_key(self, arrival_s, prompt_tokens):  # first come, first served
+        return None
+
     def plan(self, snap):
         self.snaps.append(snap)
         if len(self.plans) == 1:
@@ -357,7 +360,8 @@ def serve(monkeypatch, tmp_path, good, plans, *, waiting, running, arrivals=(), 
         c = sched.untracked("_mux").consensus = consensus(sched)
         if not c.leader:
             sched.untracked("_mux").policy = NS(plan=lambda snap: pytest.fail("a TP follower never plans"),
-                                                wants_decode_contexts=False, fuses_long_prompts=False)
+                                                wants_decode_contexts=False, fuses_long_prompts=False,
+                                                queue_key=lambda arrival_s, prompt_tokens: None)
     w("--- loop")
     scheduler_loop.mux_event_loop(sched)
     from sglang_mux.mux_metrics import replica_path

@@ -37,7 +37,8 @@ def mux_state(sched=None):
     fp, fd = full_modes(132)
     allc = [fp, *sorted(cfgs, key=lambda c: -c.prefill_sms), fd]
     parts = NS(configs=cfgs, full_prefill=fp, full_decode=fd)
-    policy = NS(wants_decode_contexts=False, fuses_long_prompts=False)  # what the loop reads of a dispatcher
+    policy = NS(wants_decode_contexts=False, fuses_long_prompts=False,  # what the loop reads of a dispatcher
+                queue_key=lambda arrival_s, prompt_tokens: None)
     m = sl.MuxLoop(sched, args=None, parts=parts, cfgs=allc, policy=policy, estimator=None)
     assert m.cfg_index == {c: i for i, c in enumerate(allc)}
     return m
@@ -93,6 +94,31 @@ def test_snapshot_sees_queue_head_only_and_keeps_arrival_times():
     assert (s1.decode_bs, s1.decode_sum_reused, s1.decode_max_reused) == (2, 30, 20)
     s2 = m.snapshot(now=9.0)
     assert s2.waiting[0].arrival_s == 5.0  # first seen, not re-stamped
+
+
+def test_the_waiting_queue_goes_in_the_policys_order_before_each_snapshot():
+    """The dispatcher's order (earliest TTFT deadline, 2 s + 0.2 ms a token): a 300-token prompt
+    that came at 5.0 s (deadline 7.06) goes ahead of a 30,000-token one from 4.0 s (deadline 12.0);
+    SGLang's own queue is reordered in place, so its batch formation sees that order too. With
+    --mux-fcfs-prefill the queue stays in arrival order."""
+    from sglang_mux.policy import SLO, MuxDispatcher
+
+    from test_dispatch import FakeEstimator
+
+    m = mux_state()
+    m.policy = MuxDispatcher(FakeEstimator(), SLO(50, 2000, 0.2))
+    long_, short, later = (NS(rid="long", origin_input_ids=[0] * 30_000), NS(rid="short", origin_input_ids=[0] * 300),
+                           NS(rid="later", origin_input_ids=[0] * 300))
+    q = [long_, short]
+    m.sched = NS(running_batch=FakeBatch([]), waiting_queue=q)
+    m.arrival = {"long": 4.0}
+    snap = m.snapshot(now=5.0)
+    assert [w.rid for w in snap.waiting] == ["short", "long"] and m.sched.waiting_queue is q and q == [short, long_]
+    q.append(later)  # same length, later: behind the first short one, ahead of the long one
+    assert [w.rid for w in m.snapshot(now=6.0).waiting] == ["short", "later", "long"]
+    m.policy = MuxDispatcher(FakeEstimator(), SLO(50, 2000, 0.2), fcfs=True)
+    q[:] = [long_, short]
+    assert [w.rid for w in m.snapshot(now=7.0).waiting] == ["long", "short"]
 
 
 def test_aborted_waiting_requests_are_forgotten():

@@ -357,6 +357,9 @@ class FusedEvery512:
 
     wants_decode_contexts = False
 
+    def queue_key(self, arrival_s, prompt_tokens):  # first come, first served
+        return None
+
     def plan(self, snap):
         chunk, room = [], 512 - snap.decode_bs
         for w in ([snap.chunked] if snap.chunked else []) + list(snap.waiting):
@@ -494,6 +497,9 @@ def test_fused_chunk_must_be_the_head_of_the_queue():
     class Wrong:
         wants_decode_contexts = False
 
+        def queue_key(self, arrival_s, prompt_tokens):
+            return None
+
         def plan(self, snap):
             return _fused(("nobody", 10))
 
@@ -509,6 +515,9 @@ def test_a_request_cut_by_a_fused_chunk_is_the_snapshots_chunked_request():
 
         def __init__(self):
             self.snaps = []
+
+        def queue_key(self, arrival_s, prompt_tokens):
+            return None
 
         def plan(self, snap):
             self.snaps.append(snap)
@@ -761,6 +770,7 @@ def test_batch_starts_draw_their_own_host_time_and_are_told_the_policy():
 
         def __init__(self, inner):
             self.inner = inner
+            self.queue_key = inner.queue_key
 
         def plan(self, snap):
             snaps.append(snap)
@@ -810,3 +820,27 @@ def test_a_yield_runs_whole_waiting_prompts_and_keeps_the_chunked_rest():
         _take_chunk((("t", 200),), long, waiting, yields=True)
     with pytest.raises(ValueError, match="not a prefix"):
         _take_chunk((("t", 500),), long, waiting)
+
+
+def test_the_replay_queues_prompts_in_the_policys_order():
+    """As the server sorts SGLang's queue: with the dispatcher's earliest-deadline order (2 s +
+    0.2 ms a token) a 300-token prompt that arrives behind a 30,000-token one that has not
+    started is planned ahead of it; with fcfs it waits its turn. Every request finishes."""
+    from sglang_mux.policy import SLO, MuxDispatcher
+
+    reqs = [sim.TraceReq("long", 0.0, 30_000, 2, 0), sim.TraceReq("long2", 0.001, 30_000, 2, 0),
+            sim.TraceReq("short", 0.002, 300, 2, 0)]
+    orders = {}
+    for fcfs in (False, True):
+        seen = []
+
+        class Seeing(MuxDispatcher):
+            def plan(self, snap):
+                seen.append(tuple(w.rid for w in snap.waiting))
+                return super().plan(snap)
+
+        r = sim.simulate(reqs, FakeEstimator(), Seeing(FakeEstimator(), SLO(50, 2000, 0.2), fcfs=fcfs),
+                         slo=SLO(50, 2000, 0.2))
+        assert not np.isnan(r.finish_s).any()
+        orders[fcfs] = next(o for o in seen if len(o) == 2)
+    assert orders == {False: ("short", "long2"), True: ("long2", "short")}

@@ -63,6 +63,12 @@ class BasePolicy:
         self.preemption = False
         self.layerwise_max_tokens: int | None = None
 
+    def queue_key(self, arrival_s: float, prompt_tokens: int) -> float | None:
+        """The prefill queue's order: where a prompt that arrived at ``arrival_s`` goes (lower
+        first). None: first come, first served. Called by the server loop and the simulator for
+        every waiting prompt before a plan."""
+        return None
+
     # ---- rule 1: which batch ------------------------------------------------------------
     def _form(self, waiting: Sequence[WaitingReq]) -> list[WaitingReq]:
         """FCFS head of the queue up to the token / batch-size budget (never skips ahead)."""

@@ -31,10 +31,18 @@ class MuxDispatcher(BasePolicy):
     formation and first launch land in that token's gap)."""
 
     def __init__(self, estimator: EstimatorLike, slo: SLO = SLO(), *, preemption: bool = True,
-                 max_prefill_tokens: int = 16384, max_prefill_bs: int = 64, budget_starts: bool = False):
+                 max_prefill_tokens: int = 16384, max_prefill_bs: int = 64, budget_starts: bool = False,
+                 fcfs: bool = False):
         super().__init__(estimator, slo, max_prefill_tokens=max_prefill_tokens, max_prefill_bs=max_prefill_bs)
         self.preemption = bool(preemption)
         self.budget_starts = bool(budget_starts)
+        self.fcfs = bool(fcfs)
+
+    def queue_key(self, arrival_s: float, prompt_tokens: int) -> float | None:
+        """Earliest TTFT deadline first (``fcfs``: None, arrival order): a short prompt goes
+        ahead of long ones that have not started, whose deadlines (longer by the SLO's per-token
+        term) come in their turn, so none waits forever; ties keep arrival order."""
+        return None if self.fcfs else arrival_s + self.slo.ttft_ms_for(prompt_tokens) * 1e-3
 
     def _mux(self, snap: Snapshot, b: Batch, preempt: bool = False) -> Plan:
         bs, sr, mr = snap.decode_bs, snap.decode_sum_reused, snap.decode_max_reused

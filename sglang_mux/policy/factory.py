@@ -12,14 +12,16 @@ from sglang_mux.policy.slo import SLO
 NAMES = ("hybrid", "dispatcher", "batch-size", "fixed:<decode SMs>")
 
 
-def make_policy(name: str, estimator: EstimatorLike, slo: SLO = SLO(), *, preemption: bool = True, **kw) -> Policy:
+def make_policy(name: str, estimator: EstimatorLike, slo: SLO = SLO(), *, preemption: bool = True,
+                fcfs: bool = False, **kw) -> Policy:
     """'hybrid' | 'dispatcher' | 'batch-size' | 'fixed:<decode SMs>' (bare 'fixed' = 64 decode
-    SMs). ``slo`` and ``preemption`` go to the dispatcher and the hybrid only; ``kw`` to the
-    policy's constructor. Raises ValueError for an unknown name."""
+    SMs). ``slo``, ``preemption`` and ``fcfs`` (the prefill queue in arrival order, not by TTFT
+    deadline) go to the dispatcher and the hybrid only; ``kw`` to the policy's constructor.
+    Raises ValueError for an unknown name."""
     if name == "dispatcher":
-        return MuxDispatcher(estimator, slo, preemption=preemption, **kw)
+        return MuxDispatcher(estimator, slo, preemption=preemption, fcfs=fcfs, **kw)
     if name == "hybrid":
-        return HybridPolicy(estimator, slo, preemption=preemption, **kw)
+        return HybridPolicy(estimator, slo, preemption=preemption, fcfs=fcfs, **kw)
     if name == "batch-size":
         return BatchSizePolicy(estimator, **kw)
     if name == "fixed" or name.startswith("fixed:"):

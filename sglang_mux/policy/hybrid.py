@@ -73,9 +73,10 @@ class HybridPolicy(MuxDispatcher):
 
     def __init__(self, estimator: EstimatorLike, slo: SLO = SLO(), *, preemption: bool = True,
                  max_prefill_tokens: int = 16384, max_prefill_bs: int = 64, chunk_sizes: Sequence[int] = CHUNK_SIZES,
-                 prefill_slowdown: float | Mapping[int, float] = 1.0, layerwise_max_tokens: int | None = None):
+                 prefill_slowdown: float | Mapping[int, float] = 1.0, layerwise_max_tokens: int | None = None,
+                 fcfs: bool = False):
         super().__init__(estimator, slo, preemption=preemption, max_prefill_tokens=max_prefill_tokens,
-                         max_prefill_bs=max_prefill_bs, budget_starts=True)
+                         max_prefill_bs=max_prefill_bs, budget_starts=True, fcfs=fcfs)
         if layerwise_max_tokens is not None and layerwise_max_tokens < max_prefill_tokens:
             raise ValueError(f"layerwise_max_tokens ({layerwise_max_tokens}) must hold a batch of "
                              f"max_prefill_tokens ({max_prefill_tokens})")

@@ -75,6 +75,8 @@ class Policy(Protocol):
 
     def plan(self, snap: Snapshot) -> Plan: ...
 
+    def queue_key(self, arrival_s: float, prompt_tokens: int) -> float | None: ...
+
 
 class _NeutralPrice:
     margin = 0.0

@@ -106,6 +106,8 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
     ap.add_argument("--policy", default=MuxArgs.policy, help="hybrid | dispatcher | batch-size | fixed:<decode SMs> | "
                     "all | comma list")
     ap.add_argument("--no-preemption", action="store_true")
+    ap.add_argument("--fcfs-prefill", action="store_true",
+                    help="the server's --mux-fcfs-prefill: prefills in arrival order, not earliest TTFT deadline first")
     ap.add_argument("--slowdown", choices=("uniform", "worst", "none"), default="uniform",
                     help="actual co-run decode slowdown: U(1, guard), the guard, or none")
     hg = ap.add_mutually_exclusive_group()
@@ -187,7 +189,8 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
         calib = Calibration(slowdown=a.slowdown, host_ms=a.host_ms, jitter=jitter, prefill_slowdown=prefill_slowdown,
                             host_draws=host_draws, fused_host_ms=a.fused_host_ms, fused_jitter=fjitter)
         res = run_policies(reqs, estimator, a.policy, calib, slo=slo_from_args(a), preemption=not a.no_preemption,
-                           seed=a.seed, timeline=tl, online_guard=a.online_guard, prefill_graph=a.prefill_graph)
+                           seed=a.seed, timeline=tl, online_guard=a.online_guard, prefill_graph=a.prefill_graph,
+                           fcfs=a.fcfs_prefill)
     finally:
         if tl is not None:
             tl.close()
@@ -198,7 +201,7 @@ def main(argv: Sequence[str] | None = None, estimator=None) -> int:
              "fused_price": a.fused_price, "prefill_graph": a.prefill_graph,
              "input_cap": a.input_cap, "cache_tokens": a.cache_tokens, "tbt_slo_ms": a.tbt_slo_ms,
              "ttft_slo_ms": a.ttft_slo_ms, "ttft_ms_per_token": a.ttft_ms_per_token, "preemption": not a.no_preemption,
-             "slowdown": a.slowdown, "seed": a.seed,
+             "fcfs_prefill": a.fcfs_prefill, "slowdown": a.slowdown, "seed": a.seed,
              "offered_req_s": (len(reqs) - 1) / reqs[-1].arrival_s if reqs[-1].arrival_s > 0 else None,
              "mean_input": float(np.mean([q.n_input for q in reqs])),
              "reused_share": float(sum(q.reused for q in reqs) / max(1, sum(q.n_input for q in reqs)))}

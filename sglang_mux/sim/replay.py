@@ -109,13 +109,24 @@ class _Replay:
                 raise RuntimeError("simulation exceeded max_rounds")
         return self.result()
 
+    def enqueue(self, w: WaitingReq) -> None:
+        """``w`` joins the queue where the policy orders it (`Policy.queue_key`), as the server
+        loop sorts SGLang's queue: behind every prompt of a key no later (arrival order on ties)."""
+        key = self.policy.queue_key
+        k = key(w.arrival_s, w.n + w.r)
+        i = len(self.waiting)
+        if k is not None:
+            while i > 0 and key(self.waiting[i - 1].arrival_s, self.waiting[i - 1].n + self.waiting[i - 1].r) > k:
+                i -= 1
+        self.waiting.insert(i, w)
+
     def admit(self) -> list[int]:
         """Arrivals up to now join the queue; prompts finished last round join this round's
         decode. Returns those that joined."""
         reqs, n = self.reqs, self.n
         while self.nxt < n and reqs[self.nxt].arrival_s <= self.t + 1e-12:
             q = reqs[self.nxt]
-            self.waiting.append(WaitingReq(q.rid, q.arrival_s, q.n_input - q.reused, q.reused))
+            self.enqueue(WaitingReq(q.rid, q.arrival_s, q.n_input - q.reused, q.reused))
             self.nxt += 1
         joined, self.pending_join = self.pending_join, []
         for i in joined:

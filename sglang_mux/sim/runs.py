@@ -30,14 +30,15 @@ def policy_names(spec: str, estimator: EstimatorLike) -> list[str]:
 def run_policies(reqs: Sequence[TraceReq], estimator: EstimatorLike, spec: str, calib: Calibration = Calibration(),
                  *, slo: SLO = SLO(), preemption: bool = True, seed: int = 0, timeline=None,
                  online_guard: bool = False, prefill_graph: bool = False,
-                 layerwise_max_tokens: int | None = None) -> list[SimResult]:
+                 layerwise_max_tokens: int | None = None, fcfs: bool = False) -> list[SimResult]:
     """`simulate` for each policy of ``spec`` (`policy_names`), planning for ``slo``.
     ``online_guard``: each policy plans with its own copy of ``estimator``, as a server starts
     (`EstimatorLike.fresh_planner`: its guard refined and its fused price learned from what runs);
     False: it plans with ``estimator`` itself. ``prefill_graph``: fused batches run through SGLang's
     prefill CUDA graph, as the server's hybrid runs them (`EstimatorLike.with_prefill_graph`).
     ``layerwise_max_tokens``: the hybrid's (the longest prompt one layer-wise prefill holds in the
-    served server's memory; a longer one is fused in chunks; None: no limit)."""
+    served server's memory; a longer one is fused in chunks; None: no limit). ``fcfs``: the
+    server's --mux-fcfs-prefill (the dispatcher's and the hybrid's queue in arrival order)."""
     if prefill_graph:
         estimator = estimator.with_prefill_graph(HYBRID_GRAPH_MAX_TOKENS)
     out = []
@@ -48,6 +49,8 @@ def run_policies(reqs: Sequence[TraceReq], estimator: EstimatorLike, spec: str, 
         # and is told nothing; else the simulator tells it the co-run slowdown it plays.
         kw = {"prefill_slowdown": 1.0 if online_guard else calib.prefill_slowdown,
               "layerwise_max_tokens": layerwise_max_tokens} if nm == "hybrid" else {}
+        if nm in ("hybrid", "dispatcher"):
+            kw["fcfs"] = fcfs
         pol = make_policy(nm, planner or estimator, slo, preemption=preemption, **kw)
         out.append(simulate(reqs, estimator, pol, calib, slo=slo, name=nm, seed=seed, planner=planner,
                             timeline=timeline))
