@@ -142,7 +142,8 @@ def test_another_tables_map_is_told_its_servers_layerwise_limit(monkeypatch, cap
     M.main(h200 + ["--workloads", "loogle", "--layerwise-max", "none"])
     M.main(h200 + ["--workloads", "loogle", "--layerwise-max", "212,000"])
     M.main(["--workloads", "loogle"])
-    assert [a[-1] for a in built] == [M.LAYERWISE_MAX_8B_H100, None, 212_000, M.LAYERWISE_MAX_8B_H100]
+    assert [a[-2] for a in built] == [M.LAYERWISE_MAX_8B_H100, None, 212_000, M.LAYERWISE_MAX_8B_H100]
+    assert [a[-1] for a in built] == [False] * 4  # --fcfs-prefill not given: the servers' deadline order
     with pytest.raises(SystemExit):
         M.main(h200 + ["--layerwise-max", "-5"])
     assert "positive token count" in capsys.readouterr().err

@@ -177,10 +177,11 @@ def run_point(est, jit, host, corun, w, tbt, name, rate, tmp: Path, fused_host=N
         per_token = sim_kw.pop("ttft_ms_per_token", w["ttft"][2] if w["ttft"][0] == "length" else 0.0)
         # the served server's memory: a longer prompt is fused in chunks
         layerwise = sim_kw.pop("layerwise_max_tokens", w.get("layerwise_max"))
+        fcfs = sim_kw.pop("fcfs", False)  # the server's --mux-fcfs-prefill
         calib = sim.Calibration(jitter=jit, prefill_slowdown=slow, host_draws=host, start_host_ms=start_host,
                                 fused_host_ms=w["fused_host"] if fused_host is None else fused_host, **sim_kw)
         r = sim.run_policies(reqs, est, name, calib, slo=SLO(tbt, w["ttft"][1] * 1e3, per_token), online_guard=True,
-                             seed=0, prefill_graph=True, layerwise_max_tokens=layerwise)[0]
+                             seed=0, prefill_graph=True, layerwise_max_tokens=layerwise, fcfs=fcfs)[0]
     else:
         budget = int(name.split()[1])
         cap = int(name.rsplit(" ", 1)[1]) if ", cap " in name else None
@@ -275,7 +276,7 @@ def needs_layerwise_max(names: tuple[str, ...] | None) -> list[str]:
 def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] | None = None,
               tbts: tuple[float, ...] = (50.0, 30.0), seed: int = 0, span_s: float | None = None,
               queue_drift: bool = False, fused_jitter: str | None = None,
-              layerwise_max: int | None = LAYERWISE_MAX_8B_H100) -> None:
+              layerwise_max: int | None = LAYERWISE_MAX_8B_H100, fcfs: bool = False) -> None:
     """``table``: another GPU's (the H100 points are then left out); ``workloads_``: WORKLOADS keys
     (None: all); ``tbts``: the TBT SLO columns; ``seed``: the workloads' (bench.run's --seed; the
     H100 points are seed 0's and left out for another); ``span_s``: seconds of arrivals per point
@@ -283,13 +284,17 @@ def build_map(json_path: Path, table: str = TABLE, workloads_: tuple[str, ...] |
     served hybrid timeline whose fused measured / base ratios the mux's fused iterations draw
     (`sim.fused_jitter`), and whose fused gaps less their measured time are their host time in place
     of each workload's fixed ``fused_host`` (`tbt_tail.fused_hosts`; None: they run at their
-    price, with that fixed host time); ``layerwise_max``: `chosen_workloads`'."""
+    price, with that fixed host time); ``layerwise_max``: `chosen_workloads`'; ``fcfs``: the mux
+    servers run with --mux-fcfs-prefill."""
     t0 = time.time()
     est, jit, host, corun = simulator_inputs(table)
     kw = {} if fused_jitter is None else {"fused_jitter": sim.fused_jitter(fused_jitter),
                                           "fused_host": list(fused_hosts(fused_jitter))}
+    if fcfs:
+        kw["fcfs"] = True
     out = {"date": time.strftime("%Y-%m-%d"), "table": table, "timeline": TIMELINE, "seed": seed, "span_s": span_s,
-           "queue_drift": queue_drift, "fused_jitter": fused_jitter, "layerwise_max": layerwise_max, "cells": []}
+           "queue_drift": queue_drift, "fused_jitter": fused_jitter, "layerwise_max": layerwise_max, "fcfs": fcfs,
+           "cells": []}
     chosen = chosen_workloads(workloads_, span_s, queue_drift, layerwise_max)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -390,6 +395,9 @@ def main(argv=None) -> int:
                     help="the mux's fused iterations draw this served hybrid timeline's measured / base "
                          "ratios (sim --fused-jitter) and its gaps less measured time as their host time; "
                          "default: they run at their price plus the workload's fixed host time")
+    ap.add_argument("--fcfs-prefill", action="store_true",
+                    help="the mux servers start prefills in arrival order (--mux-fcfs-prefill), not earliest "
+                         "TTFT deadline first")
     ap.add_argument("--layerwise-max", default=None, metavar="TOKENS|none",
                     help="the served mux server's layer-wise limit: a longer prompt is fused in chunks (its "
                          "start-up log: 'a prompt of more than N new tokens runs as fused chunks'); default "
@@ -423,7 +431,7 @@ def main(argv=None) -> int:
             lw = 0
         if lw <= 0:
             ap.error(f"--layerwise-max: a positive token count or none, got {a.layerwise_max!r}")
-    build_map(a.json, table, chosen, tuple(a.tbt), a.seed, a.span, a.queue_drift, a.fused_jitter, lw)
+    build_map(a.json, table, chosen, tuple(a.tbt), a.seed, a.span, a.queue_drift, a.fused_jitter, lw, a.fcfs_prefill)
     return 0
 
 
