@@ -197,15 +197,16 @@ class LayerwisePrefill:
 
 @contextlib.contextmanager
 def only_waiting(sched, rids):
-    """SGLang's batch formation sees only the chosen waiting requests (``rids``; None: all), so
-    that its ordering cannot override ours; leftovers of the chosen (e.g. no memory) keep their
-    place at the head afterwards."""
+    """SGLang's batch formation sees only the chosen waiting requests (``rids``; None: all), in
+    the plan's order, so that its ordering cannot override ours: a fused chunk's cut falls on the
+    request the plan cut on every TP rank, whatever order a rank's own queue is in. Leftovers of
+    the chosen (e.g. no memory) keep their place at the head afterwards."""
     if rids is None:
         yield
         return
-    chosen = set(rids)
-    others = [r for r in sched.waiting_queue if r.rid not in chosen]
-    sched.waiting_queue = [r for r in sched.waiting_queue if r.rid in chosen]
+    pos = {rid: i for i, rid in enumerate(rids)}
+    others = [r for r in sched.waiting_queue if r.rid not in pos]
+    sched.waiting_queue = sorted((r for r in sched.waiting_queue if r.rid in pos), key=lambda r: pos[r.rid])
     try:
         yield
     finally:

@@ -942,3 +942,21 @@ def test_a_yield_forms_the_batch_without_the_chunked_request_and_keeps_it():
     with pytest.raises(RuntimeError, match="a yield cut b while long is mid-prefill"), chunked_sits_out(s, True):
         s.get_new_batch_prefill("run")
     assert s.chunked_req is held
+
+
+def test_sglangs_formation_sees_the_chosen_requests_in_the_plans_order():
+    """loop_layerwise.only_waiting: SGLang forms its batch from the plan's requests alone, in the
+    plan's order (a TP follower's queue may be in another order: the cut must fall alike), and
+    what it leaves of them stays at the head, before the requests not chosen."""
+    from types import SimpleNamespace
+
+    from sglang_mux.loop_layerwise import only_waiting
+
+    reqs = {rid: SimpleNamespace(rid=rid) for rid in "abcde"}
+    sched = SimpleNamespace(waiting_queue=[reqs[r] for r in "abcde"])
+    with only_waiting(sched, ["d", "b"]):
+        assert [r.rid for r in sched.waiting_queue] == ["d", "b"]
+        sched.waiting_queue.remove(reqs["d"])  # taken into the batch; b left (no memory)
+    assert [r.rid for r in sched.waiting_queue] == ["b", "a", "c", "e"]
+    with only_waiting(sched, None):
+        assert len(sched.waiting_queue) == 4
