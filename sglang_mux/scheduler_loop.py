@@ -92,6 +92,7 @@ class MuxLoop:
         self.consensus = consensus if consensus is not None else SingleRank()
         self.idx = 0  # the current stream group
         self.arrival: dict[str, float] = {}  # rid -> first time seen waiting (time.monotonic)
+        self.queue_keys: dict[str, float] = {}  # rid -> its place in the queue (Policy.queue_key)
         self.layerwise = LayerwisePrefill(self)
         self.fused = FusedStreak(self)
 
@@ -389,9 +390,14 @@ class MuxLoop:
         """SGLang's waiting queue in the policy's order (`Policy.queue_key`; stable, so ties and
         a None key keep arrival order). SGLang's fcfs batch formation keeps it, so the batch it
         forms from the chosen requests cuts the one the plan cut."""
-        key, arrival, queue = self.policy.queue_key, self.arrival, self.sched.waiting_queue
-        if len(queue) > 1 and key(now, 0) is not None:
-            queue.sort(key=lambda r: key(arrival.setdefault(r.rid, now), len(r.origin_input_ids)))
+        key, queue = self.policy.queue_key, self.sched.waiting_queue
+        if len(queue) < 2 or key(now, 0) is None:
+            return
+        keys, arrival = self.queue_keys, self.arrival  # a request's key is fixed: computed once
+        for r in queue:
+            if r.rid not in keys:
+                keys[r.rid] = key(arrival.setdefault(r.rid, now), len(r.origin_input_ids))
+        queue.sort(key=lambda r: keys[r.rid])
 
     def forget_gone(self) -> None:
         """Drop the arrival times of requests neither waiting nor in a prefill batch."""
@@ -400,6 +406,7 @@ class MuxLoop:
         if chunked is not None:
             live.add(chunked.rid)
         self.arrival = {rid: t for rid, t in self.arrival.items() if rid in live}
+        self.queue_keys = {rid: k for rid, k in self.queue_keys.items() if rid in live}
 
     def config_for(self, plan: Plan, has_decode: bool, has_prefill: bool) -> PartitionConfig:
         """The partition to run now: the plan's, or a full mode when only one phase has work."""
