@@ -15,10 +15,12 @@
 # holds one chunk. Served first (2026-12-06) all at 0.85: bench/results/long_prompts_h100_2026-12-06/.
 # Device time on one H100 (estimated): a start 1-2 min, then at 0.5 req/s 100 requests over 200 s
 # and their drain: ~5-6 min a system and a rate. A system that no longer fits BUDGET_S is skipped.
-# The simulator's prediction (bench.analysis.sim_hybrid_map --workloads mixed --tbt 50
-# --queue-drift --layerwise-max 90262, H100 FA3 table, 100 requests a point): the hybrid, the
-# dispatcher and the capped baseline pass 0.5 and 0.6 and fail 0.7; chunked 512 and 1024 + mixed
-# fail 0.4 and 0.5. Loogle: hybrid 0.2 (highest pass 0.55), dispatcher 0.35, every chunked < 0.2.
+# The simulator's prediction (bench/results/long_prompts_h100_2026-12-06/sim/, H100 FA3 table, the
+# mux at 0.75, 100 requests a point; first failure, highest pass): mixed, seed 0: the hybrid 0.8,
+# 0.8 (earliest-deadline queue; FCFS < 0.4, 0.6), the capped baseline < 0.4, 0.6, chunked 512 and
+# 1024 < 0.4; loogle, seed 0: hybrid 0.45, 0.7, every chunked < 0.2. So on the next lease: mixed at
+# 0.6,0.8,1.0 and loogle at 0.3,0.45 (WORKLOAD=loogle), each with the hybrid, the capped baseline
+# and chunked 512 + mixed.
 set -u
 OUT=${1:?usage: long_prompts.sh OUT BUDGET_S [RATES]}; BUDGET=${2:?BUDGET_S}; RATES=${3:-0.5}
 cd "$(dirname "$0")/../.."
