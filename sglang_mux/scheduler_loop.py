@@ -138,7 +138,7 @@ class MuxLoop:
             probe=lambda: safe_probe(parts),
         )
         policy = make_policy(policy_name(args), estimator, args.slo, preemption=args.preemption,
-                             **({"fcfs": args.fcfs_prefill} if args.policy in ("hybrid", "dispatcher") else {}))
+                             fcfs=args.fcfs_prefill)
         consensus = before_group(sched)  # SGLang creates the TP group after this: run() joins it
         loop = cls(sched, args, parts, cfgs, policy, estimator, budgets=TokenGaps.for_server(args).budgets,
                    clock=LoopClock(os_stats=bool(args.timeline)), consensus=consensus)

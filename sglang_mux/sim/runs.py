@@ -49,9 +49,7 @@ def run_policies(reqs: Sequence[TraceReq], estimator: EstimatorLike, spec: str, 
         # and is told nothing; else the simulator tells it the co-run slowdown it plays.
         kw = {"prefill_slowdown": 1.0 if online_guard else calib.prefill_slowdown,
               "layerwise_max_tokens": layerwise_max_tokens} if nm == "hybrid" else {}
-        if nm in ("hybrid", "dispatcher"):
-            kw["fcfs"] = fcfs
-        pol = make_policy(nm, planner or estimator, slo, preemption=preemption, **kw)
+        pol = make_policy(nm, planner or estimator, slo, preemption=preemption, fcfs=fcfs, **kw)
         out.append(simulate(reqs, estimator, pol, calib, slo=slo, name=nm, seed=seed, planner=planner,
                             timeline=timeline))
     return out
