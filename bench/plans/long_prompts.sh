@@ -6,7 +6,8 @@
 # fused yield fire) against chunked 512 + mixed (the simulator's best chunked on long prompts), the
 # capped baseline (chunked 2048 + mixed, at most 512 tokens a request a step: bench/capped_prefill.py)
 # and the dispatcher (spatial only), each system in turn on this GPU, one server each.
-#   bash bench/plans/long_prompts.sh OUT BUDGET_S [RATES]
+#   bash bench/plans/long_prompts.sh OUT BUDGET_S [RATES | search:LO,HI]
+# (search:LO,HI bisects each system's goodput instead, bench.run --search, to +-5 %).
 # The caller has sourced .gpu/env.sh. SYSTEMS overrides the list (comma-separated, in order),
 # WORKLOAD the workload (default mixed; loogle is the other long-prompt cell).
 # The mux systems run at --mem-fraction-static 0.75, the baselines at 0.85: one layer-wise prefill
@@ -23,6 +24,7 @@
 # and chunked 512 + mixed.
 set -u
 OUT=${1:?usage: long_prompts.sh OUT BUDGET_S [RATES]}; BUDGET=${2:?BUDGET_S}; RATES=${3:-0.5}
+case "$RATES" in search:*) PICK=(--search "${RATES#search:}");; *) PICK=(--rates "$RATES");; esac
 cd "$(dirname "$0")/../.."
 source bench/plans/one_host.sh
 one_host "$OUT"
@@ -32,7 +34,7 @@ for sys in $(echo "${SYSTEMS:-sglang-chunked-512,mux-hybrid,sglang-chunked-2048-
     if [ "$l" -lt 330 ]; then  # a start and one 200-s point with its drain
         echo "budget: ${l}s left, stopping before $sys"; break; fi
     case $sys in mux*) mem=0.75;; *) mem=0.85;; esac
-    python -m bench.run --systems "$sys" --workload "${WORKLOAD:-mixed}" --rates "$RATES" --seed 0 --arrival poisson \
+    python -m bench.run --systems "$sys" --workload "${WORKLOAD:-mixed}" "${PICK[@]}" --seed "${SEED:-0}" --arrival poisson \
         --mem-fraction-static "$mem" \
         --tbt-slo-ms 50 --ttft-slo-ms 2000 --ttft-slo-ms-per-token 0.2 --duration-s 45 --drain-s 60 \
         --attention-backend fa3 --server-args "$SA" --no-progress --no-stop-on-fail --time-budget-s "$l" \
