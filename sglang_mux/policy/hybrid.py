@@ -235,16 +235,19 @@ class HybridPolicy(MuxDispatcher):
         take = next((t for rid, t in rest.chunk if rid == long.rid), 0)
         if not self.preemption or not snap.waiting or not 0 < take < long.n:
             return None
+        t_rest = rest.t_ms * math.ceil(long.n / take)
+        long_deadline_s = long.arrival_s + self.slo.ttft_ms_for(long.n + long.r) * 1e-3
+        if snap.now_s + t_rest * 1e-3 > long_deadline_s:
+            return None  # any delay would make it miss its own (checked before pricing a chunk)
         short = self.fused_candidate(replace(snap, chunked=None), whole=True)
         if short is None:
             return None  # the queue's head does not fit a chunk whole: it is not short
         plan = short[0]
         ws = list(itertools.islice(snap.waiting, len(plan.chunk)))
-        t_rest = rest.t_ms * math.ceil(long.n / take)
         both_done_s = snap.now_s + (t_rest + plan.t_ms) * 1e-3
         if both_done_s <= self._new_batch(ws).deadline_s:
             return None  # they meet their TTFT waiting
-        if both_done_s > long.arrival_s + self.slo.ttft_ms_for(long.n + long.r) * 1e-3:
+        if both_done_s > long_deadline_s:
             return None  # the chunked request would miss its own because of the delay
         return replace(plan, yields=True)
 
