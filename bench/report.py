@@ -243,7 +243,7 @@ def render_preemption(rows: list[dict], on: str = "mux", off: str = "mux-nopreem
                      f"{_f(r['preemptions'].get(on), '{:d}')} | {flag} |")
     lines += ["", "Preemptions: `\"preempt\":true` decisions in the dispatcher timeline while the "
               "point ran (— without a timeline). Failed requests are not in the percentiles. "
-              "Preemption is non-recursive (a preempted batch cannot be preempted again), so "
+              "Preemption is non-recursive (a preemptor cannot be preempted), so "
               "P99 over a few dozen requests can stay put where P90 drops.", ""]
     return lines
 

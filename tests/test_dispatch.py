@@ -286,9 +286,14 @@ def test_preemption_allowed():
     p3 = d.plan(after)
     assert not p3.preempt and p3.new_prefill_rids == () and p3.prefill_layers > 0
     assert apply_plan(p3, None, paused, after.waiting)[:2] == (paused, None)
-    # ... and a resumed batch is not preempted a second time.
+    # ... and a resumed batch may be preempted again (only a preemptor may not: MuxWise §3.4) by a
+    # short batch that would miss its deadline behind it while it still meets its own.
     again = Snapshot(100.3, 0, 0, active_prefill=paused, waiting=(w("s3", 500, arrival=100.29 - 1.0),))
-    assert not d.plan(again).preempt
+    p4 = d.plan(again)
+    assert p4.preempt and p4.new_prefill_rids == ("s3",)
+    assert apply_plan(p4, paused, None, again.waiting)[1] is paused
+    late = Snapshot(104.0, 0, 0, active_prefill=paused, waiting=(w("s4", 500, arrival=103.99 - 1.0),))
+    assert not d.plan(late).preempt  # its 2 s left after the short's 0.05 s: 106.05, past its own 97 + 8.5 s
 
 
 def test_preemption_with_decode_running_uses_best_fit():
@@ -305,7 +310,6 @@ def test_preemption_with_decode_running_uses_best_fit():
     ("flat SLO: the newer batch never preempts", dict(per_token=0.0, base=2000)),
     ("preemption switched off", dict(preemption=False)),
     ("active batch is a preemptor", dict(is_preemptor=True)),
-    ("active batch was preempted already", dict(preempted_by_other=True)),
 ])
 def test_preemption_denied(case, kw):
     d, s, _ = _preempt_case(**kw)
@@ -885,26 +889,33 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
 
 
 def test_hybrid_chunked_request_yields_to_a_short_prompt_that_would_miss_behind_it():
-    """Rule 0's yield: a 60K-token prompt part-way through 252-token fused chunks (35 ms each: its
-    rest is 239 more, 8.4 s) sits out one iteration for a 300-token prompt whose deadline
-    (99.9 + 2 s + 0.2 ms x 300 = 101.96) it would miss behind that rest, while its own (95 + 2 s +
-    0.2 ms x 64,000 = 109.8) holds. It does not where the short prompt makes it waiting, where
-    the yield would make the long one miss, where the queue head is not whole-chunk short, or with
-    preemption off."""
+    """Rule 0's yield: a 10K-token prompt with 6,000 tokens left in 252-token fused chunks (35 ms
+    the first; later ones attend over a longer prefix: its rest is 1.208 s as `commitment` prices
+    it, where 24 chunks at the first's price would be 0.84 s) sits out one iteration for a
+    300-token prompt (17.28 ms) whose deadline (99.1 + 2 s + 0.2 ms x 300 = 101.16) it would miss
+    behind that rest (done at 101.2255), while its own (98 + 2 s + 0.2 ms x 10,000 = 102.0) holds.
+    It does not where the short prompt meets its deadline waiting, where the yield would make the
+    long one miss, where the queue head is not whole-chunk short, with preemption off, or on its
+    last chunk."""
     est = HybridFake()
     pol = D.HybridPolicy(est, SLO(50, 2000, 0.2))
-    s = replace(_hyb_snap(4, 1000, [WaitingReq("s", 99.9, 300, 0)]), chunked=WaitingReq("long", 95.0, 60000, 4000))
+    long = WaitingReq("long", 98.0, 6000, 4000)
+    s = replace(_hyb_snap(4, 1000, [WaitingReq("s", 99.1, 300, 0)]), chunked=long)
     rest = pol.fused_candidate(s, force=True)[0]
     assert rest.chunk == (("long", 252),) and rest.t_ms == pytest.approx(35.04)
+    budget, host, ctx = pol.fused_terms(s)
+    assert pol.commitment(((long, 252),), 252, rest.t_ms, ctx, host, budget, 4)[1] == pytest.approx(1208.268, abs=1e-3)
     p = pol.plan(s)
     assert p.yields and p.reason == D.YIELD_FUSED == "yield+fused" and p.kind == D.KIND_FUSED
     assert p.chunk == (("s", 300),) and p.t_ms == pytest.approx(17.28)
-    assert pol.plan(replace(s, chunked=WaitingReq("long", 95.0, 2000, 4000))).chunk == (("long", 252),)  # 0.28 s left
-    assert pol.plan(replace(s, chunked=WaitingReq("long", 90.0, 60000, 4000))).chunk == (("long", 252),)  # 104.8
-    big_first = replace(s, waiting=(WaitingReq("big", 99.8, 20000, 0), WaitingReq("s", 99.9, 300, 0)))
+    meets = replace(s, waiting=(WaitingReq("s", 99.9, 300, 0),))  # 101.96: it meets it waiting
+    assert pol.plan(meets).chunk == (("long", 252),)
+    assert pol.plan(replace(s, chunked=replace(long, arrival_s=97.21))).chunk == (("long", 252),)  # 101.21 < 101.2255
+    assert pol.plan(replace(s, chunked=replace(long, arrival_s=97.0))).chunk == (("long", 252),)  # misses its own anyway
+    big_first = replace(s, waiting=(WaitingReq("big", 99.0, 20000, 0), WaitingReq("s", 99.1, 300, 0)))
     assert pol.plan(big_first).chunk == (("long", 252),)
     assert D.HybridPolicy(est, SLO(50, 2000, 0.2), preemption=False).plan(s).chunk == (("long", 252),)
-    assert pol.plan(replace(s, chunked=WaitingReq("long", 95.0, 200, 63800))).chunk[0] == ("long", 200)  # its last
+    assert pol.plan(replace(s, chunked=WaitingReq("long", 98.0, 200, 9800))).chunk[0] == ("long", 200)  # its last
 
 
 def test_plan_kinds_of_the_existing_policies_and_hybrid_settings():

@@ -100,7 +100,7 @@ class BasePolicy:
     def _state_batch(self, s: PrefillBatchState) -> Batch:
         shortest = min((q.n + q.r for q in s.reqs), default=0)
         return Batch(reqs=s.reqs, layers_done=s.layers_done, arrival_s=s.arrival_s,
-                     preemptable=self.preemption and not (s.is_preemptor or s.preempted_by_other),
+                     preemptable=self.preemption and not s.is_preemptor,
                      new_tokens=sum(q.n for q in s.reqs), reused_tokens=sum(q.r for q in s.reqs),
                      deadline_s=s.arrival_s + self.slo.ttft_ms_for(shortest) * 1e-3)
 

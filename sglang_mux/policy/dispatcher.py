@@ -76,7 +76,7 @@ class MuxDispatcher(BasePolicy):
         plan = super().plan(snap)
         if (self.preemption and plan.prefill_layers > 0 and not plan.new_prefill_rids
                 and snap.active_prefill is not None and snap.paused_prefill is None
-                and not snap.active_prefill.is_preemptor and not snap.active_prefill.preempted_by_other):
+                and not snap.active_prefill.is_preemptor):
             alt = self._preempting_plan(snap, plan)
             if alt is not None:
                 return alt

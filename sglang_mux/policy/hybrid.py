@@ -140,11 +140,9 @@ class HybridPolicy(MuxDispatcher):
         """Whether one layer-wise prefill cannot hold ``w``'s new tokens (``layerwise_max_tokens``)."""
         return self.layerwise_max_tokens is not None and w.n > self.layerwise_max_tokens
 
-    def fused_candidate(self, snap: Snapshot, force: bool = False, whole: bool = False) -> tuple[Plan, float] | None:
-        """The largest fused chunk that meets the TBT budget and its rate over what it commits to
-        (`commitment`); None if none does. ``force`` (rule 0, or a queue head too long for a
-        layer-wise prefill): the smallest chunk if none fits, rated alone. ``whole``: no prompt
-        is cut (the chunk ends before the first that does not fit)."""
+    def fused_terms(self, snap: Snapshot) -> tuple[float, float, object]:
+        """(TBT budget of a fused iteration, host ms a chunk adds to its price in a rate, the decode
+        rows' contexts summed for `Estimator.fused_ms`)."""
         host = max(snap.decode_host_ms if snap.fused_host_ms is None else snap.fused_host_ms, 0.0)
         if not snap.fused_streak and snap.fused_start_host_ms is not None:  # a streak's first: never less
             host = max(host, snap.fused_start_host_ms)
@@ -152,7 +150,14 @@ class HybridPolicy(MuxDispatcher):
         if snap.fused_rate_host_ms is not None:  # the rate's time is the median's, the budget the tail's
             host = max(snap.fused_rate_host_ms, 0.0)
         host -= self.fused_tail_ms()  # and each chunk's GPU time the price less its tail (`fused_tail_ms`)
-        ctx = self.est.decode_rows(decode_contexts(snap))  # summed once for the dozen prices below
+        return budget, host, self.est.decode_rows(decode_contexts(snap))  # ctx: summed once for many prices
+
+    def fused_candidate(self, snap: Snapshot, force: bool = False, whole: bool = False) -> tuple[Plan, float] | None:
+        """The largest fused chunk that meets the TBT budget and its rate over what it commits to
+        (`commitment`); None if none does. ``force`` (rule 0, or a queue head too long for a
+        layer-wise prefill): the smallest chunk if none fits, rated alone. ``whole``: no prompt
+        is cut (the chunk ends before the first that does not fit)."""
+        budget, host, ctx = self.fused_terms(snap)
         # On an unlearned price (the prior) a cut commits to one more chunk at most: a long prompt
         # cut on it would hold the loop fused for its every chunk once the true price is known.
         learned = self.est.fused_price.learned
@@ -229,13 +234,16 @@ class HybridPolicy(MuxDispatcher):
         chunked request's next chunk), or None. ``snap.chunked`` yields when preemption is on,
         ``rest`` does not finish it, and the waiting prompts' batch (FCFS, whole prompts, the
         largest that meets the TBT budget) would miss its TTFT deadline behind the chunked rest
-        (ceil(tokens left / ``rest``'s take) iterations at ``rest``'s price) but the chunked
+        (`commitment`'s chunks from ``rest``'s take on, each with its host time) but the chunked
         request would still meet its own after it."""
         long = snap.chunked
         take = next((t for rid, t in rest.chunk if rid == long.rid), 0)
         if not self.preemption or not snap.waiting or not 0 < take < long.n:
             return None
-        t_rest = rest.t_ms * math.ceil(long.n / take)
+        # The rest as rule 0 will run it: later chunks attend over a longer prefix and may shrink
+        # to meet the budget, and each adds its host time (`commitment`).
+        budget, host, ctx = self.fused_terms(snap)
+        t_rest = self.commitment(((long, take),), take, rest.t_ms, ctx, host, budget, snap.decode_bs)[1]
         long_deadline_s = long.arrival_s + self.slo.ttft_ms_for(long.n + long.r) * 1e-3
         if snap.now_s + t_rest * 1e-3 > long_deadline_s:
             return None  # any delay would make it miss its own (checked before pricing a chunk)

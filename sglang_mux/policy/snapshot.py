@@ -28,7 +28,7 @@ class PrefillBatchState:
     reqs: list[PrefillReq]
     layers_done: int
     arrival_s: float  # earliest arrival in the batch
-    preempted_by_other: bool = False  # it was preempted (cannot be preempted again)
+    preempted_by_other: bool = False  # it was preempted (its pause is not its rate)
     is_preemptor: bool = False  # it preempted another (cannot be preempted)
 
     @classmethod
