@@ -1,4 +1,6 @@
 """bench.analysis.sim_hybrid_map: a generated workload's point is the very point bench.run sends."""
+from pathlib import Path
+
 import pytest
 
 from bench import run
@@ -16,6 +18,23 @@ def test_a_generated_point_is_bench_runs(tmp_path, name, rate):
     assert [(q.n_input, q.output_len) for q in reqs] == [(r.prompt_len, r.max_new_tokens) for r in point.requests]
     assert [q.arrival_s for q in reqs] == pytest.approx([r.t for r in point.requests], abs=1e-12)
     assert not any(q.reused for q in reqs)
+
+
+@pytest.mark.parametrize("name,rate", [("mixed", 0.8), ("loogle", 0.45)])
+def test_a_long_prompt_point_is_the_one_the_plan_serves(tmp_path, name, rate):
+    """The served points of bench/plans/long_prompts.sh (its --duration-s, stretched by bench.run to
+    100 requests under the length-aware rule): the same prompts at the same times, as
+    2026-12-06's served mixed point at 0.8 req/s needed to be replayed."""
+    w = M.WORKLOADS[name]
+    plan = (Path(__file__).resolve().parents[1] / "bench/plans/long_prompts.sh").read_text()
+    assert f"--duration-s {w['span']:g} " in plan
+    reqs = M.requests(w, rate, None, tmp_path)
+    a = run.parse_args(["--systems", "stub", "--workload", name, "--rates", f"{rate:g}", "--duration-s",
+                        f"{w['span']:g}", "--ttft-slo-ms-per-token", "0.2", "--out", str(tmp_path / "o")])
+    point = run.build_workload(a, rate)
+    assert len(reqs) == len(point.requests) == 100
+    assert [(q.n_input, q.output_len) for q in reqs] == [(r.prompt_len, r.max_new_tokens) for r in point.requests]
+    assert [q.arrival_s for q in reqs] == pytest.approx([r.t for r in point.requests], abs=1e-9)
 
 
 def test_the_h100_points_are_on_their_workloads_grids():

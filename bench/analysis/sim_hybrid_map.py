@@ -82,11 +82,12 @@ CHUNKED_HOST_MS = {512: 0.0, 1024: 2.0, 2048: 2.0}
 #           TTFT rule ("flat", seconds) or ("length", seconds, ms per prompt token), walk_on: also walk on
 #           past the first failure (walk_on below; the goodput stays the last pass before it),
 #           layerwise_max: the longest prompt one layer-wise prefill holds on the served mux server (a
-#           longer one the hybrid fuses in chunks): 106,203 tokens for the 8B shape on an H100 at
-#           --mem-fraction-static 0.75, as conv_uncapped_sweep.sh serves the long-context workloads
-#           (sglang_mux.prefill_memory; tests/test_prefill_memory.py). Another table's map is told
-#           its server's with --layerwise-max (the limit is the served GPU's memory, not the table's)
-LAYERWISE_MAX_8B_H100 = 106_203
+#           longer one the hybrid fuses in chunks): 84,932 tokens for the 8B shape on an H100 at
+#           --mem-fraction-static 0.75, as long_prompts.sh serves the long-prompt workloads (its log,
+#           2026-12-06: 14.7 GiB free for activations, less sglang_mux.prefill_memory's margin).
+#           Another table's map is told its server's with --layerwise-max (the limit is the served
+#           GPU's memory, not the table's)
+LAYERWISE_MAX_8B_H100 = 84_932
 WORKLOADS = {
     "capped conversation (<= 8000)": dict(trace="conversation", span=45, cap=8000, pools=(None, None), fused_host=2.0,
                                           slow=1.4, ttft=("flat", 5.0),
@@ -109,13 +110,13 @@ WORKLOADS = {
     "sharegpt": dict(generator="sharegpt", span=45, cap=None, pools=(None, None), fused_host=2.0, slow="table",
                      ttft=("flat", 5.0), walk_on=True,
                      rates=(16, 18, 20, 22, 24, 26, 29, 32, 35, 38, 42, 46, 50, 55, 60, 66, 72)),
-    # loogle: 30K-token prompts at ~0.25 req/s; a 90-s point held 18-22 requests, and the drift
-    # test on so few failed at random. 300 s holds 60-75 (still one or two prompts make the P99).
-    "loogle": dict(generator="loogle", span=300, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
+    # loogle and mixed: the points bench/plans/long_prompts.sh serves (--duration-s 45, which
+    # bench.run stretches to 100 requests under the length-aware rule), request for request.
+    "loogle": dict(generator="loogle", span=45, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
                    ttft=("length", 2.0, 0.2), walk_on=True, layerwise_max=LAYERWISE_MAX_8B_H100,
                    rates=(0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1, 1.1, 1.2)),
-    # mixed (MuxWise §4.4.3): half sharegpt, half loogle, shuffled; >= 100 requests a point from 0.7 req/s
-    "mixed": dict(generator="mixed", span=150, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
+    # mixed (MuxWise §4.4.3): half sharegpt, half loogle, shuffled
+    "mixed": dict(generator="mixed", span=45, cap=None, pools=(358_800, 423_494), fused_host=2.0, slow="table",
                   ttft=("length", 2.0, 0.2), walk_on=True, layerwise_max=LAYERWISE_MAX_8B_H100,
                   rates=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2)),
 }
