@@ -12,16 +12,18 @@
 # WORKLOAD the workload (default mixed; loogle is the other long-prompt cell).
 # The mux systems run at --mem-fraction-static 0.75, the baselines at 0.85: one layer-wise prefill
 # of a long prompt needs its activations beside the KV pool, and at 0.85 the mux holds 28,903
-# tokens (its log says so and which fraction serves more; 0.75: 90,262), while chunked prefill
-# holds one chunk. Served first (2026-12-06) all at 0.85: bench/results/long_prompts_h100_2026-12-06/.
+# tokens (its log says so and which fraction serves more; 0.75: 84,932 on the second H100), while
+# chunked prefill holds one chunk. Served first (2026-12-06) all at 0.85:
+# bench/results/long_prompts_h100_2026-12-06/.
 # Device time on one H100 (estimated): a start 1-2 min, then at 0.5 req/s 100 requests over 200 s
 # and their drain: ~5-6 min a system and a rate. A system that no longer fits BUDGET_S is skipped.
-# The simulator's prediction (bench/results/long_prompts_h100_2026-12-06/sim/, H100 FA3 table, the
-# mux at 0.75, 100 requests a point; first failure, highest pass): mixed, seed 0: the hybrid 0.8,
-# 0.8 (earliest-deadline queue; FCFS < 0.4, 0.6), the capped baseline < 0.4, 0.6, chunked 512 and
-# 1024 < 0.4; loogle, seed 0: hybrid 0.45, 0.7, every chunked < 0.2. So on the next lease: mixed at
-# 0.6,0.8,1.0 and loogle at 0.3,0.45 (WORKLOAD=loogle), each with the hybrid, the capped baseline
-# and chunked 512 + mixed.
+# The simulator's prediction (bench/results/long_prompts_h100_b_2026-12-06/sim/, H100 FA3 table,
+# the plan's own points, policy of 31ce242; first failure, highest pass): mixed, seed 0: the hybrid
+# 0.6, 0.8 (served before 31ce242 on an H100: 0.8 failed, replayed 2.42 s, now 1.37 s), the capped
+# baseline < 0.4, 0.6 (served: 0.6 passed twice, 0.8 and 0.9 failed), chunked 512 and 1024 < 0.4;
+# seed 1: hybrid 0.8, capped 0.6; loogle, seed 0: hybrid 0.5, 0.7, every chunked < 0.2. So on the
+# next lease: mixed at 0.6,0.7,0.8 (0.8: the point that failed) and loogle at 0.2,0.45
+# (WORKLOAD=loogle), each with the hybrid and the capped baseline.
 set -u
 OUT=${1:?usage: long_prompts.sh OUT BUDGET_S [RATES]}; BUDGET=${2:?BUDGET_S}; RATES=${3:-0.5}
 case "$RATES" in search:*) PICK=(--search "${RATES#search:}");; *) PICK=(--rates "$RATES");; esac
