@@ -13,7 +13,7 @@ import contextlib
 import time
 
 from sglang_mux.loop_layerwise import only_waiting
-from sglang_mux.loop_state import FusedLaunch, Iteration, Loop, fused_rows
+from sglang_mux.loop_state import FusedLaunch, Iteration, Loop, fused_rows, queue_note
 from sglang_mux.policy import FusedPlan, Plan, Snapshot
 
 
@@ -240,4 +240,4 @@ class FusedStreak:
                                 fused_host_ms=snap.fused_host_ms, fused_streak=snap.fused_streak,
                                 fused_start_host_ms=snap.fused_start_host_ms, host_ms=host_ms,
                                 os_ms=loop.clock.last_os,
-                                **({"launch": note} if note else {}))
+                                **({"launch": note} if note else {}), **queue_note(snap))

@@ -218,6 +218,21 @@ def prefill_state(batch: ScheduleBatch, now: float, arrival: dict[str, float]) -
     return PrefillBatchState(rids=rids, reqs=reqs, layers_done=0, arrival_s=first)
 
 
+def queue_note(snap: Snapshot) -> dict:
+    """What the policy saw waiting, for the iteration's timeline row: how many requests it was
+    shown, the head's [prompt tokens, ms waited] and the chunked request's [tokens left, ms since
+    it arrived] (each left out when absent), so that a prompt that waited past its TTFT deadline
+    can be told apart from one the policy never saw."""
+    note: dict = {}
+    if snap.waiting:
+        head = snap.waiting[0]
+        note["waiting"] = len(snap.waiting)
+        note["head"] = [head.n, round((snap.now_s - head.arrival_s) * 1e3, 1)]
+    if snap.chunked is not None:
+        note["chunked"] = [snap.chunked.n, round((snap.now_s - snap.chunked.arrival_s) * 1e3, 1)]
+    return note
+
+
 def guard_record(estimator: Estimator, decode_sms: int, bs: int, sum_reused: int, p_new: int,
                  p_reused: int) -> dict[str, float]:
     """A co-run decode iteration's contention guard as planned and as the table has it (the

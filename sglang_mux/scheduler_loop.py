@@ -35,7 +35,7 @@ from sglang_mux.loop_clock import LoopClock
 from sglang_mux.loop_fused import FusedStreak
 from sglang_mux.loop_layerwise import LayerwisePrefill
 from sglang_mux.loop_state import (DecodeLaunch, Decision, Iteration, chunked_view, decode_contexts, decode_shape,
-                                   decoding_view, guard_record)
+                                   decoding_view, guard_record, queue_note)
 from sglang_mux.mux_args import MuxArgs
 from sglang_mux.policy import HostBudgets, Plan, Policy, Snapshot, WaitingReq
 from sglang_mux.tp_consensus import Consensus, PendingTp, SingleRank, TpConsensus, agree, before_group
@@ -336,7 +336,7 @@ class MuxLoop:
                 lw.launch_note["decode_done"] = it.decode.end.query()
             if self.timeline and it.decode is None:  # prefill-only steps are decisions too
                 self.timeline.write(plan, now=it.now, decode_bs=0, decode_sms=cfg.decode_sms,
-                                    prefill_sms=cfg.prefill_sms, **lw.take_launch_note())
+                                    prefill_sms=cfg.prefill_sms, **lw.take_launch_note(), **queue_note(it.snap))
 
     def finish(self, it: Iteration) -> None:
         """Wait for the decode iteration, let SGLang process its tokens, and feed its measured
@@ -489,7 +489,8 @@ class MuxLoop:
                                 **({"guard": guard} if guard else {}), **self.layerwise.take_launch_note(),
                                 **({"start_host_ms": round(snap.start_host_ms, 3)}
                                    if plan.new_prefill_rids and snap.start_host_ms is not None else {}),
-                                **({"prefill_wall": round(est.prefill_wall.factor, 3)} if run is not None else {}))
+                                **({"prefill_wall": round(est.prefill_wall.factor, 3)} if run is not None else {}),
+                                **queue_note(snap))
 
     # ---- start-up ---------------------------------------------------------------------------
 

@@ -501,6 +501,8 @@ def test_idle_then_prefill_alone_then_its_first_decode(monkeypatch, tmp_path, go
     assert sched.untracked("running_batch").name == "prefill1"  # the finished prefill is the decode batch
     assert [(r["decode_bs"], r["prefill_sms"], r["reason"]) for r in rows] == [(0, 132, "prefill-only"),
                                                                                (1, 0, "decode-only")]
+    assert rows[0]["waiting"] == 1 and rows[0]["head"][0] == 100  # what the policy was shown waiting
+    assert "waiting" not in rows[1] and "chunked" not in rows[1]
     assert sched.untracked("last_batch").name == "prefill1"
 
 
@@ -622,6 +624,9 @@ def test_fused_plans_run_sglangs_mixed_chunk_on_the_whole_gpu(monkeypatch, tmp_p
     # learned a fused correction from them
     assert [(r["reason"], r["decode_bs"], r.get("extend_tokens")) for r in rows] == [
         ("fused", 2, 402), ("fused", 2, 202), ("decode-only", 3, None)]
+    # and says what the policy saw: p1 waiting, then p1's rest as the chunked request
+    assert rows[0]["head"][0] == 600 and "chunked" not in rows[0]
+    assert rows[1]["chunked"][0] == 200 and "waiting" not in rows[1]
     est = sched.untracked("_mux").estimator.real
     solo = [est.fused_base_ms([PrefillReq(400, 0), PrefillReq(1, 1002), PrefillReq(1, 1199)]),
             est.fused_base_ms([PrefillReq(200, 400), PrefillReq(1, 1002), PrefillReq(1, 1199)])]

@@ -10,9 +10,9 @@ import pytest
 from sglang_mux import loop_layerwise
 from sglang_mux import scheduler_loop as sl
 from sglang_mux.estimator import PrefillReq
-from sglang_mux.loop_state import PrefillRun, decode_shape, fused_rows, guard_record
+from sglang_mux.loop_state import PrefillRun, decode_shape, fused_rows, guard_record, queue_note
 from sglang_mux.partitions import PartitionConfig, full_modes, partition_configs
-from sglang_mux.policy import DecodeHostTime, DecodePlan, FusedPlan, HostBudgets, SpatialPlan
+from sglang_mux.policy import DecodeHostTime, DecodePlan, FusedPlan, HostBudgets, Snapshot, SpatialPlan, WaitingReq
 
 
 class FakeBatch:
@@ -299,6 +299,15 @@ def test_an_iterations_launch_note_goes_into_one_timeline_row_only():
     lw.launch_note = {"layers": 2}
     assert lw.take_launch_note() == {"launch": {"layers": 2}}
     assert lw.take_launch_note() == {}
+
+
+def test_a_timeline_row_says_what_the_policy_saw_waiting():
+    """The 2026-12-06 mixed point's short prompts waited 2.5-3.5 s behind a fused 81K-token prompt
+    and its rows could not say whether the policy saw them: each row now says."""
+    snap = Snapshot(65.5, 1, 400, waiting=(WaitingReq("r48", 65.06, 90, 0), WaitingReq("r49", 65.8, 67, 0)),
+                    chunked=WaitingReq("r46", 63.25, 45000, 36000))
+    assert queue_note(snap) == {"waiting": 2, "head": [90, 440.0], "chunked": [45000, 2250.0]}
+    assert queue_note(Snapshot(65.5, 1, 400)) == {}
 
 
 def test_an_iteration_that_starts_a_batch_books_its_host_time_twice():
