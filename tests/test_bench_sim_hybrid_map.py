@@ -169,3 +169,24 @@ def test_another_tables_map_is_told_its_servers_layerwise_limit(monkeypatch, cap
     w = M.chosen_workloads(("code", "loogle"), layerwise_max=212_000)
     assert w["loogle"]["layerwise_max"] == 212_000 and "layerwise_max" not in w["code"]
     assert M.chosen_workloads(("loogle",), layerwise_max=None)["loogle"]["layerwise_max"] is None
+
+
+def test_the_served_mixed_point_that_failed_replays_and_passes(tmp_path):
+    """Served on an H100 (long_prompts_h100_b_2026-12-06) at 0.8 req/s, the hybrid held mixed-48,
+    -49 and -50 (90, 67 and 24 tokens) 2.6-3.5 s behind an 81,000-token prompt (mixed-46). In the
+    replay that prompt runs layer-wise and is preempted by mixed-47; resumed, it is preempted
+    again for them (MuxWise forbids only preempting the preemptor), and the point passes."""
+    from sglang_mux import sim
+    from sglang_mux.policy import SLO
+
+    est, jit, host, corun = M.simulator_inputs(M.TABLE)
+    w = M.WORKLOADS["mixed"]
+    reqs = M.requests(w, 0.8, w["pools"][0], tmp_path)
+    assert [reqs[i].n_input for i in (46, 47, 48, 49, 50)] == [81000, 152, 90, 67, 24]
+    calib = sim.Calibration(jitter=jit, prefill_slowdown=corun, host_draws=host, fused_host_ms=w["fused_host"])
+    r = sim.run_policies(reqs, est, "hybrid", calib, slo=SLO(50, 2000, 0.2), online_guard=True, seed=0,
+                         prefill_graph=True, layerwise_max_tokens=w["layerwise_max"])[0]
+    wait = [r.ttft_s[i] - 0.2e-3 * reqs[i].n_input for i in (48, 49, 50)]
+    assert max(wait) < 2.0
+    assert sum(n for k, n in r.summary["reasons"].items() if k.startswith("preempt+")) > 2  # mixed-47's and more
+    assert M.ttft_p99(r, reqs, w["ttft"]) < 2.0
