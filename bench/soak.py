@@ -9,7 +9,8 @@ One invocation is one piece (``--piece-s`` of arrivals, then its requests' tails
 next piece (``--piece N``) when the previous one's arrivals end, so the load never dips;
 ``python -m bench.soak --report OUT`` sums them up (minutes: first start to last end).
 
-Load: the Mooncake conversation trace (Poisson at ``rate × (1 − chat-share)`` req/s) and
+Load: the Mooncake conversation trace (Poisson at ``rate × (1 − chat-share)`` req/s; with
+``--workload mixed`` MuxWise's mixed traffic instead, half sharegpt, half loogle) and
 multi-turn chat sessions (``rate × chat-share`` sessions/s) at once, each piece with its own
 salt so the radix cache sees new prompts. Every ``--sample-s`` seconds: GPU memory in use
 (nvidia-smi), the server's process tree RSS and open file descriptors (/proc), the timeline
@@ -113,11 +114,18 @@ def outcome(records: list[dict]) -> dict:
     return {"sent": len(records), "completed": ok, "errored": err, "lost": len(records) - ok - err}
 
 
+SOAK_WORKLOADS = ("conversation", "mixed")  # what the non-chat share is: the trace (<= 8000 tokens) or
+# MuxWise's mixed traffic (half sharegpt, half loogle: prompts up to 81K tokens)
+
+
 def piece_workloads(rate: float, seconds: float, chat_share: float, piece: int, vocab,
-                    think_s: float = 3.0) -> list:
+                    think_s: float = 3.0, workload: str = "conversation") -> list:
     salt = f"soak-piece={piece}"
     wls = []
-    if chat_share < 1:
+    if chat_share < 1 and workload == "mixed":
+        wls.append(workloads.build("mixed", rate=rate * (1 - chat_share), duration_s=seconds, arrival="poisson",
+                                   seed=piece, salt=salt, vocab=vocab))
+    elif chat_share < 1:
         r = rate * (1 - chat_share)
         wl = workloads.build("conversation", rate=r, duration_s=seconds, arrival="poisson", seed=piece,
                              salt=salt, input_cap=8000, vocab=vocab)
@@ -135,11 +143,12 @@ def piece_workloads(rate: float, seconds: float, chat_share: float, piece: int, 
 
 def run_piece(url: str, out: Path, *, rate: float, seconds: float, pid: int | None = None,
               timeline: Path | None = None, chat_share: float = 0.5, sample_s: float = 10.0,
-              drain_s: float = 60.0, vocab=workloads.VOCAB, think_s: float = 3.0, piece: int | None = None) -> dict:
+              drain_s: float = 60.0, vocab=workloads.VOCAB, think_s: float = 3.0, piece: int | None = None,
+              workload: str = "conversation") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if piece is None:
         piece = sum(1 for _ in (out / PIECES).open()) if (out / PIECES).exists() else 0
-    wls = piece_workloads(rate, seconds, chat_share, piece, vocab, think_s)
+    wls = piece_workloads(rate, seconds, chat_share, piece, vocab, think_s, workload)
     stop = threading.Event()
 
     def sampler():
@@ -235,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeline", type=Path, default=None, help="the server's --mux-timeline file")
     ap.add_argument("--rate", type=pos, default=3.0, help="requests + sessions per second")
     ap.add_argument("--chat-share", type=_cli_io.share, default=0.5, help="share of the rate that is chat sessions, [0, 1]")
+    ap.add_argument("--workload", choices=SOAK_WORKLOADS, default="conversation",
+                    help="the rest of the rate: the conversation trace (<= 8000 tokens) or the mixed workload "
+                         "(half sharegpt, half loogle)")
     ap.add_argument("--piece-s", type=pos, default=480.0, help="arrival span of this piece")
     ap.add_argument("--drain-s", type=cli.positive(float, allow_zero=True), default=60.0, help="wait for answers after the last arrival")
     ap.add_argument("--piece", type=cli.positive(int, allow_zero=True), default=None,
@@ -252,14 +264,15 @@ def main(argv: list[str] | None = None) -> int:
             raise cli.UsageError(f"{a.out} holds no {SAMPLES}: give the --out of a soak that ran a piece")
     else:
         try:
-            piece_workloads(a.rate, a.piece_s, a.chat_share, 0, workloads.token_range(a.vocab_size))
+            piece_workloads(a.rate, a.piece_s, a.chat_share, 0, workloads.token_range(a.vocab_size),
+                            workload=a.workload)
         except ValueError as e:
             ap.error(str(e))
         if not client.health(a.server_url):
             ap.error(f"no server answers /health at {a.server_url}: start it first (detached, so it outlives a piece)")
         rec = run_piece(a.server_url, a.out, rate=a.rate, seconds=a.piece_s, pid=a.server_pid,
                         timeline=a.timeline, chat_share=a.chat_share, sample_s=a.sample_s, drain_s=a.drain_s,
-                        vocab=workloads.token_range(a.vocab_size), piece=a.piece)
+                        vocab=workloads.token_range(a.vocab_size), piece=a.piece, workload=a.workload)
         print(json.dumps({k: rec[k] for k in ("piece", "sent", "completed", "errored", "lost", "errors")}))
     print(json.dumps(report(a.out, a.warmup_s), indent=1))
     return 0

@@ -115,3 +115,15 @@ def test_report_says_when_memory_settled(tmp_path):
     (out / "samples.jsonl").write_text("".join(json.dumps({"time": 60.0 * i, "gpu_mem_mib": 1000 + 10 * i}) + "\n"
                                                for i in range(10)))
     assert soak.report(out, warmup_s=0)["gpu_mem_mib"]["settled_from_min"] == 9.0  # still growing: only the last sample
+
+
+def test_a_mixed_soak_piece_is_the_mixed_workload_with_its_own_salt():
+    """Issue 71's 20-minute run at the mixed workload's goodput: each piece is MuxWise's mixed
+    traffic (half sharegpt, half loogle) at the rate, salted by its piece, with no trace to run out."""
+    (wl,) = soak.piece_workloads(0.6, 480, 0.0, 2, (300, 30000), workload="mixed")
+    assert wl.options["workload"] == "mixed" and wl.options["salt"] == "soak-piece=2"
+    assert len(wl.requests) == round(0.6 * 480) and max(r.prompt_len for r in wl.requests) > 8000
+    other = soak.piece_workloads(0.6, 480, 0.0, 3, (300, 30000), workload="mixed")[0]
+    assert [r.prompt_len for r in other.requests] != [r.prompt_len for r in wl.requests]
+    both = soak.piece_workloads(0.6, 480, 0.5, 2, (300, 30000), workload="mixed")
+    assert [w.options["workload"] for w in both] == ["mixed", "chat"]

@@ -52,7 +52,9 @@
 # The server preempts (a length-aware TTFT SLO: without it disconnect_preempted never meets a
 # preemption) and rotates its timeline at 4 MB, so both are exercised. Everything goes to /tmp/rel:
 # tar it to $OUT after each command. SERVER_ARGS: more arguments for every server the plan starts
-# (e.g. "--mux-policy hybrid", issue 43's reliability run; "--tp-size 2", issue 44's).
+# (e.g. "--mux-policy hybrid", issue 43's reliability run; "--tp-size 2", issue 44's). Issue 71's
+# soak at the mixed workload's goodput: WORKLOAD=mixed CHAT_SHARE=0 MUX_TTFT_K=0.2 SERVER_ARGS=
+# "--mem-fraction-static 0.75" (the judging rule's 0.2 ms a token; long prompts layer-wise).
 # On a multi-GPU host beside other cells: through per_gpu.sh (its GPU and PORT) with REL_OUT set
 # apart; the plan then finds, stops and signals only the server on its own port.
 set -u
@@ -66,7 +68,7 @@ serve() {  # $1: log prefix, then extra server arguments
     nvidia-smi --query-gpu=name,uuid --format=csv,noheader >> $R/gpu.txt
     # shellcheck disable=SC2086  # SERVER_ARGS: words
     SGLANG_MUX_NO_INSTALL=1 PORT=$PORT setsid bash launch/serve.sh llama-3.1-8b --enable-metrics ${SERVER_ARGS:-} "$@" \
-        --mux-ttft-ms-per-token 0.5 \
+        --mux-ttft-ms-per-token ${MUX_TTFT_K:-0.5} \
         --mux-timeline ${L}timeline.jsonl --mux-timeline-max-mb 4 > ${L}server.log 2>&1 < /dev/null &
     for _ in $(seq 300); do healthy "$URL" && break; sleep 1; done
     healthy "$URL" || { echo "server did not start"; tail -30 ${L}server.log; exit 1; }
@@ -91,7 +93,8 @@ left=$S; i=0
 while [ \$left -gt 0 ]; do
     p=\$(( left < $P ? left : $P ))
     python -m bench.soak --server-url $URL --server-pid $(cat $R/server.pid) --timeline $R/timeline.jsonl \
-        --rate $RATE --piece \$i --piece-s \$p --drain-s 120 --out $R/soak > $R/soak_piece\$i.log 2>&1 &
+        --rate $RATE --workload ${WORKLOAD:-conversation} --chat-share ${CHAT_SHARE:-0.5} \\
+        --piece \$i --piece-s \$p --drain-s 120 --out $R/soak > $R/soak_piece\$i.log 2>&1 &
     sleep \$p; left=\$(( left - p )); i=\$(( i + 1 ))
 done
 wait
