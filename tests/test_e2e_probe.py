@@ -1,4 +1,5 @@
 """The greedy-output check's divergence probe (tests/gpu/e2e_correctness.py), on the CPU."""
+import json
 import importlib
 import sys
 from pathlib import Path
@@ -30,3 +31,14 @@ def test_a_divergence_without_logprobs_is_probed_on_the_reference_alone(monkeypa
     assert [(r["name"], r.get("first_divergence"), r.get("top2_gap_ref")) for r in rows] == [
         ("a", 2, gaps["a"]), ("b", None, None)]
     assert e2e.agreement(rows)["max_top2_gap_at_divergence"] == gaps["a"]
+
+
+def test_the_check_counts_the_fused_iterations_and_the_yields_in_the_mux_timeline(tmp_path):
+    """Issue 71's greedy check needs a prompt that yielded between fused chunks: the result says how
+    many iterations did ("yield+fused"), apart from the plain fused ones."""
+    t = tmp_path / "mux_timeline.jsonl"
+    rows = [{"reason": "fused", "decode_bs": 2}, {"reason": "fused", "decode_bs": 0},
+            {"reason": "yield+fused", "decode_bs": 1}, {"reason": "decode-only", "decode_bs": 3}]
+    t.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert e2e.count_fused(str(t)) == {"n": 2, "with_decode_rows": 1, "yields": 1}
+    assert e2e.count_fused(str(tmp_path / "none.jsonl")) is None

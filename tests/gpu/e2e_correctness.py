@@ -220,12 +220,14 @@ def count_preemptions(timeline: str) -> int | None:
 
 
 def count_fused(timeline: str) -> dict | None:
-    """Fused iterations in the mux timeline: all, and those with decode rows mixed in."""
+    """Fused iterations in the mux timeline: all, those with decode rows mixed in, and the yields
+    (a chunked prompt sitting out an iteration for whole waiting prompts, "yield+fused")."""
     if not os.path.exists(timeline):
         return None
-    rows = [json.loads(line) for line in open(timeline) if '"fused"' in line]
+    rows = [json.loads(line) for line in open(timeline) if 'fused"' in line]
     fused = [r for r in rows if r.get("reason") == "fused"]
-    return {"n": len(fused), "with_decode_rows": sum(1 for r in fused if r.get("decode_bs", 0) > 0)}
+    return {"n": len(fused), "with_decode_rows": sum(1 for r in fused if r.get("decode_bs", 0) > 0),
+            "yields": sum(1 for r in rows if r.get("reason") == "yield+fused")}
 
 
 def main():
