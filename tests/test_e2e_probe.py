@@ -1,6 +1,6 @@
 """The greedy-output check's divergence probe (tests/gpu/e2e_correctness.py), on the CPU."""
-import json
 import importlib
+import json
 import sys
 from pathlib import Path
 
