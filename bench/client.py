@@ -352,7 +352,9 @@ class LoadClient:
             await asyncio.gather(*late, return_exceptions=True)
             self.pbar.close()
             self.pbar = None
-        info = dict(t0_wall=wall0 + (self.t0 - t_created), deadline_s=deadline_s,
+        # t0 on the machine's monotonic clock too (perf_counter is CLOCK_MONOTONIC on Linux, as the
+        # server's time.monotonic): a mux timeline's "time" less it is seconds since t0.
+        info = dict(t0_wall=wall0 + (self.t0 - t_created), t0_monotonic=self.t0, deadline_s=deadline_s,
                     n_requests=len(records), cancelled_at_deadline=len(late),
                     elapsed_s=time.perf_counter() - self.t0)
         for rec in records:        # fixed rounding keeps the JSONL compact
@@ -444,7 +446,8 @@ def _run_sharded(base_url, wl, deadline_s, request_timeout_s, progress, procs, s
     order = {r.rid: i for i, r in enumerate(wl.requests)}
     order.update({s.sid: len(order) + i for i, s in enumerate(wl.sessions)})
     records.sort(key=lambda x: (order.get(x.get("session") or x["rid"], 0), x.get("turn") or 0))
-    info = dict(t0_wall=min((i["t0_wall"] for i in infos), default=None), deadline_s=deadline_s,
+    info = dict(t0_wall=min((i["t0_wall"] for i in infos), default=None),
+                t0_monotonic=min((i["t0_monotonic"] for i in infos), default=None), deadline_s=deadline_s,
                 n_requests=len(records), procs=procs,
                 cancelled_at_deadline=sum(i["cancelled_at_deadline"] for i in infos),
                 elapsed_s=max((i["elapsed_s"] for i in infos), default=None),

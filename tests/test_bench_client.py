@@ -188,3 +188,17 @@ def test_ttft_parts_reads_a_compressed_point_and_says_what_is_missing(tmp_path, 
     assert "in_ms" in out and "10.0" in out  # sent at 98.99 + 1.0, received at 100.0
     assert ttft_parts.main([str(tmp_path), "--rate", "55"]) != 0
     assert "no such point" in capsys.readouterr().err
+
+
+def test_a_points_start_is_on_the_monotonic_clock_a_mux_timeline_keeps():
+    """The server's timeline stamps decisions with time.monotonic(), the machine's monotonic clock;
+    the point's t0 on that clock puts them on the requests' own (a timeline row's time less it is
+    seconds since t0, as each record's ``send`` is), where matching wall clocks had to be guessed."""
+    import time
+
+    before = time.monotonic()
+    with stub(ttft_s=0.0, tbt_s=0.005) as url:
+        recs, info = client.run_workload(url, small(3, 20.0, out=2), deadline_s=10, progress=False)
+    after = time.monotonic()
+    assert before <= info["t0_monotonic"] <= after
+    assert info["t0_monotonic"] + max(r["send"] for r in recs) <= after
