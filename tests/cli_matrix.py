@@ -193,6 +193,7 @@ ROWS: list[Row] = [
     Row("bench.analysis.fused_sizes", "--rates", ("{tmp}", "--rates={v}")),
     Row("bench.analysis.launch_laps", "--tbt", ("{tmp}/t.jsonl", "--tbt={v}"), missing=("{missing}",)),
     Row("bench.analysis.muxoff_ratio", None, missing=("{missing}",), note="no numeric flag"),
+    Row("bench.analysis.startup_split", None, missing=("{missing}",), note="no numeric flag"),
     Row("bench.analysis.predict_synthetic", "mux_pool", (TABLE, "{v}", "358800"),
         missing=("{missing}", "358800", "358800")),
     Row("bench.analysis.predict_uncapped_conv", None, note="no arguments"),
