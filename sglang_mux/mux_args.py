@@ -67,8 +67,7 @@ class MuxArgs:
         "auto", "a shipped table's name or a contention_tables/<model>__<gpu>__<backend>/ dir, or 'auto' (pick "
                 "by model shape, GPU and attention backend)",
         doc="a shipped table's name or a `contention_tables/<model>__<gpu>__<backend>/` dir; `auto` picks by model "
-            "shape, GPU name and attention backend (never a table of another backend: an explicit one is refused "
-            "naming both), and without a match falls back to a roofline over GEMM/copy rates probed per "
+            "shape, GPU and attention backend (never another backend's table), else a roofline probed per "
             "partition at start-up, with a warning saying how to profile")
     preemption: bool = _flag(True, "non-recursive preemption of long prefills by short ones")
     fcfs_prefill: bool = _flag(False, "start prefills first come, first served (default: earliest TTFT deadline "
@@ -122,6 +121,9 @@ class MuxArgs:
                "iteration is launched, so its host time overlaps the decode's GPU time instead of lengthening a "
                "token's gap")
     disable_mux: bool = _flag(False, "plain SGLang scheduling (no multiplexing)", name="--disable-mux")
+    layerwise_max_tokens: int = _flag(
+        0, "hybrid: a longer prompt runs as fused chunks, not one layer-wise prefill (0: what memory holds)",
+        metavar="TOKENS")
 
     @property
     def slo(self) -> SLO:
@@ -159,6 +161,10 @@ class MuxArgs:
         if g < MIN_GRANULARITY or g % MIN_GRANULARITY:
             raise MuxArgError(f"--mux-sm-granularity {g} cannot be honoured: green contexts on Hopper split SMs in "
                               f"multiples of {MIN_GRANULARITY}; use 16 (MuxWise's choice), 24, 32, ...")
+        if self.layerwise_max_tokens < 0 or (self.layerwise_max_tokens and self.policy != "hybrid"):
+            raise MuxArgError(f"--mux-layerwise-max-tokens {self.layerwise_max_tokens}: a number of tokens >= 0 "
+                              "(0: what memory holds), with --mux-policy hybrid only (another policy has no "
+                              "chunks to run a longer prompt in)")
         if self.policy == "fixed" and (self.fixed_decode_sms <= 0 or self.fixed_decode_sms % g):
             raise MuxArgError(f"--mux-fixed-decode-sms {self.fixed_decode_sms} must be a positive multiple of "
                               f"--mux-sm-granularity {g}")

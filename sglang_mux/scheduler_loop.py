@@ -512,7 +512,8 @@ class MuxLoop:
         # Every TP rank takes the same branch (one policy) and the same limit: the smallest of any
         # rank (a prompt refused, or planned otherwise, on one rank alone would hang the others).
         if self.policy.fuses_long_prompts:
-            self.policy.layerwise_max_tokens = self.consensus.min(lim.fits)
+            cap = self.args.layerwise_max_tokens  # 0: what memory holds
+            self.policy.layerwise_max_tokens = self.consensus.min(min(lim.fits, cap) if cap else lim.fits)
             logger.info("sglang_mux: %.1f GiB free for prefill activations: a prompt of more than %d new tokens "
                         "runs as fused chunks, never as one layer-wise prefill; the server accepts %d",
                         free_bytes / prefill_memory.GIB, self.policy.layerwise_max_tokens, sched.max_req_input_len)

@@ -122,6 +122,8 @@ ROWS: list[Row] = [
     Row("sglang_mux.launch_server", "--mux-ttft-ms-per-token", ("--mux-ttft-ms-per-token={v}",),
         main="_run:no_sglang", accepts={"0": "a flat TTFT SLO, the default"}),
     Row("sglang_mux.launch_server", "--mux-sm-granularity", ("--mux-sm-granularity={v}",), main="_run:no_sglang"),
+    Row("sglang_mux.launch_server", "--mux-layerwise-max-tokens", ("--mux-layerwise-max-tokens={v}",),
+        main="_run:no_sglang", accepts={"0": "what memory holds, the default"}),
     Row("sglang_mux.mux_args", None, note="no numeric flag, no input file: it prints the --mux-* flags, whose "
         "values the launch_server rows check"),
     Row("sglang_mux.testing.checkpoint", "--std", ("--config", TINY, "--out", "{tmp}/ckpt", "--std={v}"),

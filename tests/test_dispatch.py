@@ -1136,3 +1136,24 @@ def test_token_check_slos_make_the_hybrid_preempt(tp, slos, layers, preempts):
                             waiting=[WaitingReq("S0", 0.031, 64, 0)] + longs[1:], fused_host_ms=3.0))
     assert nxt.preempt is preempts
     assert nxt.new_prefill_rids == (("S0",) if preempts else ())
+
+
+def test_token_check_second_burst_makes_the_hybrid_yield():
+    """The burst's second half as bench/plans/token_check.sh serves it (--mux-layerwise-max-tokens
+    35000, the server's cold-start estimator for the tiny checkpoint): two 38K-token prompts, over
+    the cap, start as fused chunks beside the running decodes; a 64-token prompt arriving 30 ms
+    later would miss its TTFT SLO behind their rest and goes first, the chunked one sitting out."""
+    import warnings
+    from sglang_mux.estimator import Estimator
+    from sglang_mux.tables import ModelShape
+    cfg = json.loads((Path(__file__).parents[1] / "launch/models/tiny-llama/config.json").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = Estimator.cold_start(ModelShape.coerce(cfg), warn=False)
+    pol = D.HybridPolicy(est, SLO(6, 1, 0.05), layerwise_max_tokens=35000)
+    longs = [WaitingReq(f"F{i}", 0.0, 38000, 0) for i in range(2)]
+    first = pol.plan(Snapshot(0.0, 4, 800, waiting=longs, fused_host_ms=3.0))
+    assert first.reason == D.FUSED and first.chunk == (("F0", 4092),)
+    nxt = pol.plan(Snapshot(0.031, 4, 800, waiting=[WaitingReq("S0", 0.03, 64, 0), longs[1]],
+                            chunked=WaitingReq("F0", 0.0, 38000 - 4092, 4092), fused_host_ms=3.0, fused_streak=True))
+    assert nxt.yields and nxt.reason == D.YIELD_FUSED and nxt.chunk == (("S0", 64),)

@@ -42,3 +42,16 @@ def test_the_check_counts_the_fused_iterations_and_the_yields_in_the_mux_timelin
     t.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert e2e.count_fused(str(t)) == {"n": 2, "with_decode_rows": 1, "yields": 1}
     assert e2e.count_fused(str(tmp_path / "none.jsonl")) is None
+
+
+def test_the_burst_has_a_layerwise_half_and_a_fused_half():
+    """token_check.sh's burst: 3 x 30K-token prompts (under its --mux-layerwise-max-tokens 35000:
+    layer-wise, preempted) and, 2 s later, 2 x 38K (over it: fused chunks, yielded into), each
+    followed by 12 short prompts; all within the tiny model's 40,960 positions with 16 new tokens."""
+    b = e2e.burst(32000, start_s=5.0)
+    first = [r for r in b if not r["name"].startswith("burst_fused")]
+    fused = [r for r in b if r["name"].startswith("burst_fused")]
+    assert [len(r["ids"]) for r in first][:3] == [30000] * 3 and len(first) == 15
+    assert [len(r["ids"]) for r in fused][:2] == [38000] * 2 and len(fused) == 14
+    assert 30000 < 35000 < e2e.FUSED_LONG_TOKENS and e2e.FUSED_LONG_TOKENS + 16 <= 40960
+    assert min(r["delay"] for r in fused) == 7.0 and all(r["name"].startswith("burst_") for r in b)

@@ -139,10 +139,11 @@ def test_every_field_is_a_flag_with_its_default():
             "--mux-sm-granularity", "8", "--mux-contention-table", "/t", "--no-mux-preemption", "--mux-fcfs-prefill", "--mux-policy",
             "fixed", "--mux-fixed-decode-sms", "48", "--mux-timeline", "tl.jsonl", "--mux-timeline-max-mb", "9",
             "--no-mux-tbt-host-budget", "--mux-tbt-host-quantile", "0.99", "--mux-fused-host-quantile", "0.98",
-            "--mux-fused-start-budget", "--no-mux-overlap-decode", "--mux-defer-prefill-start", "--disable-mux"]
+            "--mux-fused-start-budget", "--no-mux-overlap-decode", "--mux-defer-prefill-start", "--disable-mux",
+            "--mux-layerwise-max-tokens", "35000"]
     got, rest = split_argv(argv)
     assert rest == [] and got == MuxArgs(31.0, 4000.0, 0.5, 8, "/t", False, True, "fixed", 48, "tl.jsonl", 9.0, False,
-                                         0.99, 0.98, True, False, True, True)
+                                         0.99, 0.98, True, False, True, True, 35000)
 
 
 def test_flag_table_has_a_row_per_field():
@@ -195,3 +196,20 @@ def test_the_hybrid_gets_sglangs_prefill_graph_unless_the_user_chose():
     assert [f for f, _ in forced_flags(hybrid, {"--disable-overlap-schedule"})][:2] == [
         "--chunked-prefill-size", "--enable-pdmux"]
     assert forced_flags(split_argv(["--mux-policy", "hybrid", "--disable-mux"])[0], set()) == []
+
+
+@pytest.mark.parametrize("argv, ok", [
+    (["--mux-layerwise-max-tokens", "35000"], True),
+    (["--mux-layerwise-max-tokens", "0"], True),
+    (["--mux-layerwise-max-tokens", "-1"], False),
+    (["--mux-policy", "dispatcher", "--mux-layerwise-max-tokens", "35000"], False),
+])
+def test_the_layerwise_cap_is_a_hybrid_token_count(argv, ok):
+    """--mux-layerwise-max-tokens: a prompt longer than it runs as the hybrid's fused chunks; another
+    policy has no chunks to run it in, so it is refused there, as is a negative count."""
+    args, _ = split_argv(argv)
+    if ok:
+        args.validate()
+    else:
+        with pytest.raises(MuxArgError, match="--mux-layerwise-max-tokens"):
+            args.validate()

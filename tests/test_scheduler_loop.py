@@ -11,6 +11,7 @@ from sglang_mux import loop_layerwise
 from sglang_mux import scheduler_loop as sl
 from sglang_mux.estimator import PrefillReq
 from sglang_mux.loop_state import PrefillRun, decode_shape, fused_rows, guard_record, queue_note
+from sglang_mux.mux_args import MuxArgs
 from sglang_mux.partitions import PartitionConfig, full_modes, partition_configs
 from sglang_mux.policy import DecodeHostTime, DecodePlan, FusedPlan, HostBudgets, Snapshot, SpatialPlan, WaitingReq
 
@@ -39,7 +40,7 @@ def mux_state(sched=None):
     parts = NS(configs=cfgs, full_prefill=fp, full_decode=fd)
     policy = NS(wants_decode_contexts=False, fuses_long_prompts=False,  # what the loop reads of a dispatcher
                 queue_key=lambda arrival_s, prompt_tokens: None)
-    m = sl.MuxLoop(sched, args=None, parts=parts, cfgs=allc, policy=policy, estimator=None)
+    m = sl.MuxLoop(sched, args=MuxArgs(), parts=parts, cfgs=allc, policy=policy, estimator=None)
     assert m.cfg_index == {c: i for i, c in enumerate(allc)}
     return m
 
@@ -283,6 +284,11 @@ def test_the_hybrid_fuses_prompts_one_prefill_cannot_hold_instead_of_refusing_th
         m.limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
     assert sched.max_req_input_len == 131071 and m.policy.layerwise_max_tokens == 34432
     assert "more than 34432 new tokens runs as fused chunks" in caplog.text
+    # --mux-layerwise-max-tokens lowers it (the greedy check's yield: its 40K prompts go fused), never raises it
+    for cap, got in ((20000, 20000), (50000, 34432)):
+        m.args = MuxArgs(layerwise_max_tokens=cap)
+        m.limit_prompts(free_bytes=int(7.61 * 2**30), total_bytes=int(79.18 * 2**30))
+        assert m.policy.layerwise_max_tokens == got
 
 
 def test_a_launch_note_says_whether_the_host_waited_and_what_the_allocator_did(monkeypatch):

@@ -9,7 +9,8 @@ the top-2 logprob gap at the first differing position is reported: a gap at bf16
 means the two kernels' numerics (e.g. a partition-dependent split of attention) broke a near-tie.
 
 ``--burst`` adds a preemption scenario: long prompts sent together, then short ones while their
-prefill runs; with a tight length-aware TTFT SLO for the mux server (measured on H200 with
+prefill runs (and a second one whose long prompts are over the mux server's layer-wise cap, where
+a short prompt yields into the fused chunks: `burst`); with a tight length-aware TTFT SLO for the mux server (measured on H200 with
 ``--mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs
 16"``: one preemption) the dispatcher preempts the long batch, which must resume with its KV and
 give the same tokens. The mux server's timeline counts the preemptions, and its
@@ -55,14 +56,25 @@ def workload(vocab: int, seed: int = 0):
     return singles, sessions
 
 
+# The second burst's prompts are longer than the layer-wise cap token_check.sh gives the mux server
+# (--mux-layerwise-max-tokens 35000), so they run as fused chunks and the short ones behind them
+# make one yield; the first burst's (30K) stay layer-wise and are preempted. Both under the tiny
+# model's 40,960 positions.
+FUSED_LONG_TOKENS = 38000
+
+
 def burst(vocab: int, start_s: float, seed: int = 1):
-    """3 long prompts at once, then 12 short ones 25 ms apart while the long batch prefills."""
+    """3 long prompts at once, then 12 short ones 25 ms apart while the long batch prefills; 2 s later
+    the same with 2 prompts of FUSED_LONG_TOKENS."""
     rng = random.Random(seed)
-    longs = [{"name": f"burst_long{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(30000)],
-              "max_new": 16, "delay": start_s} for i in range(3)]
-    shorts = [{"name": f"burst_short{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(64 + 16 * i)],
-               "max_new": 16, "delay": start_s + 0.03 + 0.025 * i} for i in range(12)]
-    return longs + shorts
+    out = []
+    for phase, (n_long, tokens, at) in enumerate(((3, 30000, start_s), (2, FUSED_LONG_TOKENS, start_s + 2.0))):
+        tag = "" if phase == 0 else "_fused"
+        out += [{"name": f"burst{tag}_long{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(tokens)],
+                 "max_new": 16, "delay": at} for i in range(n_long)]
+        out += [{"name": f"burst{tag}_short{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(64 + 16 * i)],
+                 "max_new": 16, "delay": at + 0.03 + 0.025 * i} for i in range(12)]
+    return out
 
 
 LOGPROBS = True  # --no-logprobs: SGLang mixes a chunk with the decode rows only when no request asks them
