@@ -905,9 +905,13 @@ def test_hybrid_chunked_request_yields_to_a_short_prompt_that_would_miss_behind_
     assert rest.chunk == (("long", 252),) and rest.t_ms == pytest.approx(35.04)
     budget, host, ctx = pol.fused_terms(s)
     assert pol.commitment(((long, 252),), 252, rest.t_ms, ctx, host, budget, 4)[1] == pytest.approx(1208.268, abs=1e-3)
+    terms = []
+    pol.fused_terms = lambda snap: terms.append(snap) or D.HybridPolicy.fused_terms(pol, snap)
     p = pol.plan(s)
     assert p.yields and p.reason == D.YIELD_FUSED == "yield+fused" and p.kind == D.KIND_FUSED
     assert p.chunk == (("s", 300),) and p.t_ms == pytest.approx(17.28)
+    assert len(terms) == 1  # the decode rows priced once for the rest, its pricing and the candidate
+    del pol.fused_terms
     meets = replace(s, waiting=(WaitingReq("s", 99.9, 300, 0),))  # 101.96: it meets it waiting
     assert pol.plan(meets).chunk == (("long", 252),)
     assert pol.plan(replace(s, chunked=replace(long, arrival_s=97.21))).chunk == (("long", 252),)  # 101.21 < 101.2255

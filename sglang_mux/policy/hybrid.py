@@ -9,8 +9,8 @@ Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
    (`HybridPolicy.commitment`). It yields, as a layer-wise prefill is preempted (the dispatcher's
    rule 4, same test): with preemption on and more than this chunk left, the largest fused chunk
    of whole waiting prompts from the head of the queue that meets the budget runs instead when
-   those prompts would miss their TTFT SLO behind its rest (priced at this chunk's price per
-   chunk) and would not make it miss its own (`HybridPolicy.yielding_plan`).
+   those prompts would miss their TTFT SLO behind its rest (priced as this rule runs it,
+   `commitment`) and would not make it miss its own (`HybridPolicy.yielding_plan`).
 1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill is
    finished where it started, never dropped or turned into chunks (preemption as its rule 4).
 2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -152,12 +152,14 @@ class HybridPolicy(MuxDispatcher):
         host -= self.fused_tail_ms()  # and each chunk's GPU time the price less its tail (`fused_tail_ms`)
         return budget, host, self.est.decode_rows(decode_contexts(snap))  # ctx: summed once for many prices
 
-    def fused_candidate(self, snap: Snapshot, force: bool = False, whole: bool = False) -> tuple[Plan, float] | None:
+    def fused_candidate(self, snap: Snapshot, force: bool = False, whole: bool = False,
+                        terms: tuple | None = None) -> tuple[Plan, float] | None:
         """The largest fused chunk that meets the TBT budget and its rate over what it commits to
         (`commitment`); None if none does. ``force`` (rule 0, or a queue head too long for a
         layer-wise prefill): the smallest chunk if none fits, rated alone. ``whole``: no prompt
-        is cut (the chunk ends before the first that does not fit)."""
-        budget, host, ctx = self.fused_terms(snap)
+        is cut (the chunk ends before the first that does not fit). ``terms``: `fused_terms` of
+        ``snap`` when the caller has them (they do not depend on the chunked request)."""
+        budget, host, ctx = terms if terms is not None else self.fused_terms(snap)
         # On an unlearned price (the prior) a cut commits to one more chunk at most: a long prompt
         # cut on it would hold the loop fused for its every chunk once the true price is known.
         learned = self.est.fused_price.learned
@@ -229,25 +231,25 @@ class HybridPolicy(MuxDispatcher):
             left, r = left - n * s, r + n * s
         return tokens, ms
 
-    def yielding_plan(self, snap: Snapshot, rest: FusedPlan) -> FusedPlan | None:
+    def yielding_plan(self, snap: Snapshot, rest: FusedPlan, terms: tuple) -> FusedPlan | None:
         """Rule 0's yield: a fused chunk of whole waiting prompts in place of ``rest`` (the
         chunked request's next chunk), or None. ``snap.chunked`` yields when preemption is on,
         ``rest`` does not finish it, and the waiting prompts' batch (FCFS, whole prompts, the
         largest that meets the TBT budget) would miss its TTFT deadline behind the chunked rest
         (`commitment`'s chunks from ``rest``'s take on, each with its host time) but the chunked
-        request would still meet its own after it."""
+        request would still meet its own after it. ``terms``: `fused_terms` of ``snap``."""
         long = snap.chunked
         take = next((t for rid, t in rest.chunk if rid == long.rid), 0)
         if not self.preemption or not snap.waiting or not 0 < take < long.n:
             return None
         # The rest as rule 0 will run it: later chunks attend over a longer prefix and may shrink
         # to meet the budget, and each adds its host time (`commitment`).
-        budget, host, ctx = self.fused_terms(snap)
+        budget, host, ctx = terms
         t_rest = self.commitment(((long, take),), take, rest.t_ms, ctx, host, budget, snap.decode_bs)[1]
         long_deadline_s = long.arrival_s + self.slo.ttft_ms_for(long.n + long.r) * 1e-3
         if snap.now_s + t_rest * 1e-3 > long_deadline_s:
             return None  # any delay would make it miss its own (checked before pricing a chunk)
-        short = self.fused_candidate(replace(snap, chunked=None), whole=True)
+        short = self.fused_candidate(replace(snap, chunked=None), whole=True, terms=terms)
         if short is None:
             return None  # the queue's head does not fit a chunk whole: it is not short
         plan = short[0]
@@ -272,8 +274,9 @@ class HybridPolicy(MuxDispatcher):
         if snap.chunked is not None:  # rule 0
             if snap.active_prefill is not None or snap.paused_prefill is not None:
                 raise ValueError("a fused prefill and a layer-wise one cannot both be in flight")
-            rest = self.fused_candidate(snap, force=True)[0]
-            return self.yielding_plan(snap, rest) or rest
+            terms = self.fused_terms(snap)  # once for the rest and the yield's candidate
+            rest = self.fused_candidate(snap, force=True, terms=terms)[0]
+            return self.yielding_plan(snap, rest, terms) or rest
         spatial = super().plan(snap)
         if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:
             return spatial  # rules 1 and 2
