@@ -213,3 +213,31 @@ def test_the_layerwise_cap_is_a_hybrid_token_count(argv, ok):
     else:
         with pytest.raises(MuxArgError, match="--mux-layerwise-max-tokens"):
             args.validate()
+
+
+def test_decode_graph_sizes_are_thinned_for_one_set_per_partition():
+    """SGLang's default list on an 80 GB GPU (36 sizes) becomes 17, each >= 1.25x the last, the
+    largest kept; the user's own list (or config) is left alone."""
+    from types import SimpleNamespace
+
+    from sglang_mux.launch_server import thin_decode_graph, thinned_decode_sizes
+
+    sglang = [1, 2, 4, 8, 12, 16, *range(24, 257, 8)]
+    assert len(sglang) == 36
+    thin = [1, 2, 4, 8, 12, 16, 24, 32, 40, 56, 72, 96, 120, 152, 192, 240, 256]
+    assert thinned_decode_sizes(sglang) == thin
+    assert thinned_decode_sizes([1, 2, 3, 4, 5, 6, 7, 8]) == [1, 2, 3, 4, 5, 7, 8]
+    assert thinned_decode_sizes([16, 8, 1]) == [1, 8, 16]
+
+    def args(bs):
+        return SimpleNamespace(cuda_graph_config=SimpleNamespace(decode=SimpleNamespace(bs=list(bs))))
+
+    a = args(sglang)
+    note = thin_decode_graph(a, {"--mem-fraction-static"})
+    assert a.cuda_graph_config.decode.bs == thin and "--cuda-graph-bs-decode 1 2 4 8 12" in note and "17 of" in note
+    for flag in ("--cuda-graph-bs-decode", "--cuda-graph-bs", "--cuda-graph-config"):
+        a = args(sglang)
+        assert thin_decode_graph(a, {flag}) is None and a.cuda_graph_config.decode.bs == sglang
+    a = args([1, 2, 4])  # nothing to thin: no note
+    assert thin_decode_graph(a, set()) is None and a.cuda_graph_config.decode.bs == [1, 2, 4]
+    assert thin_decode_graph(args([]), set()) is None  # decode graph off
