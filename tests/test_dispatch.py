@@ -851,9 +851,10 @@ def test_hybrid_never_turns_a_layer_wise_prefill_in_flight_into_chunks():
 def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
     """Rule 0: a prompt part-way through fused chunks (SGLang's chunked request) is continued
     fused, its rest first, even where the policy would otherwise partition (a heavy decode) and
-    even when no chunk meets the TBT budget (the smallest then: it holds KV and must move on)."""
+    even when no chunk meets the TBT budget (the smallest then: it holds KV and must move on).
+    Preemption off: no yield to the waiting prompt (the next test)."""
     est = HybridFake()
-    pol = D.HybridPolicy(est)
+    pol = D.HybridPolicy(est, preemption=False)
     rest = WaitingReq("long", 99.0, 7488, 512)
     heavy = _hyb_snap(32, 30000, [WaitingReq("b", 99.5, 100, 0)])
     assert pol.plan(heavy).kind == D.KIND_SPATIAL  # without a chunked request: spatial
@@ -888,15 +889,14 @@ def test_hybrid_continues_a_chunked_request_fused_before_anything_else():
         pol.plan(replace(heavy, chunked=rest, active_prefill=PrefillBatchState(["x"], [PrefillReq(9, 0)], 0, 99.0)))
 
 
-def test_hybrid_chunked_request_yields_to_a_short_prompt_that_would_miss_behind_it():
+def test_hybrid_chunked_request_yields_to_a_short_prompt_at_once():
     """Rule 0's yield: a 10K-token prompt with 6,000 tokens left in 252-token fused chunks (35 ms
     the first; later ones attend over a longer prefix: its rest is 1.208 s as `commitment` prices
     it, where 24 chunks at the first's price would be 0.84 s) sits out one iteration for a
-    300-token prompt (17.28 ms) whose deadline (99.1 + 2 s + 0.2 ms x 300 = 101.16) it would miss
-    behind that rest (done at 101.2255), while its own (98 + 2 s + 0.2 ms x 10,000 = 102.0) holds.
-    It does not where the short prompt meets its deadline waiting, where the yield would make the
-    long one miss, where the queue head is not whole-chunk short, with preemption off, or on its
-    last chunk."""
+    300-token prompt (17.28 ms), whether or not that one would meet its own deadline waiting,
+    as long as its own (98 + 2 s + 0.2 ms x 10,000 = 102.0) holds after both (101.2255 at 100.0).
+    It does not where the yield would make the long one miss, where the queue head is not
+    whole-chunk short, with preemption off, or on its last chunk."""
     est = HybridFake()
     pol = D.HybridPolicy(est, SLO(50, 2000, 0.2))
     long = WaitingReq("long", 98.0, 6000, 4000)
@@ -912,14 +912,30 @@ def test_hybrid_chunked_request_yields_to_a_short_prompt_that_would_miss_behind_
     assert p.chunk == (("s", 300),) and p.t_ms == pytest.approx(17.28)
     assert len(terms) == 1  # the decode rows priced once for the rest, its pricing and the candidate
     del pol.fused_terms
-    meets = replace(s, waiting=(WaitingReq("s", 99.9, 300, 0),))  # 101.96: it meets it waiting
-    assert pol.plan(meets).chunk == (("long", 252),)
+    meets = replace(s, waiting=(WaitingReq("s", 99.9, 300, 0),))  # 101.96: it would meet it waiting
+    assert pol.plan(meets).chunk == (("s", 300),)  # and goes first all the same
+    assert pol.plan(replace(s, chunked=replace(long, arrival_s=97.23))).chunk == (("s", 300),)  # 101.23 >= 101.2255
     assert pol.plan(replace(s, chunked=replace(long, arrival_s=97.21))).chunk == (("long", 252),)  # 101.21 < 101.2255
     assert pol.plan(replace(s, chunked=replace(long, arrival_s=97.0))).chunk == (("long", 252),)  # misses its own anyway
     big_first = replace(s, waiting=(WaitingReq("big", 99.0, 20000, 0), WaitingReq("s", 99.1, 300, 0)))
     assert pol.plan(big_first).chunk == (("long", 252),)
     assert D.HybridPolicy(est, SLO(50, 2000, 0.2), preemption=False).plan(s).chunk == (("long", 252),)
     assert pol.plan(replace(s, chunked=WaitingReq("long", 98.0, 200, 9800))).chunk[0] == ("long", 200)  # its last
+
+
+def test_hybrid_chunked_prompt_one_chunk_could_hold_yields_only_to_a_prompt_that_would_miss():
+    """Behind a chunked prompt no longer than the largest chunk size (3,000 tokens, 2,000 left:
+    its rest is a few hundred ms) a short prompt waits while it would meet its deadline behind
+    that rest, and goes first only where it would miss it."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, SLO(50, 2000, 0.2))
+    long = WaitingReq("long", 99.0, 2000, 1000)
+    assert long.n + long.r <= max(D.CHUNK_SIZES)
+    waits = replace(_hyb_snap(4, 1000, [WaitingReq("s", 99.9, 300, 0)]), chunked=long)  # deadline 101.96
+    assert pol.plan(waits).chunk[0][0] == "long"
+    late = replace(waits, waiting=(WaitingReq("s", 97.9, 300, 0),))  # 99.96: already past at 100.0
+    p = pol.plan(late)
+    assert p.yields and p.chunk == (("s", 300),)
 
 
 def test_plan_kinds_of_the_existing_policies_and_hybrid_settings():
