@@ -46,12 +46,17 @@ def test_the_check_counts_the_fused_iterations_and_the_yields_in_the_mux_timelin
 
 def test_the_burst_has_a_layerwise_half_and_a_fused_half():
     """token_check.sh's burst: 3 x 30K-token prompts (under its --mux-layerwise-max-tokens 35000:
-    layer-wise, preempted) and, 2 s later, 2 x 38K (over it: fused chunks, yielded into), each
-    followed by 12 short prompts; all within the tiny model's 40,960 positions with 16 new tokens."""
+    layer-wise, preempted) 0.5 s apart, each with 4 short prompts from 8 ms behind it (a 30K
+    prefill of the tiny model took ~20 ms served), and 2 s later 2 x 38K (over it: fused chunks,
+    yielded into) with 12 short ones; all within the tiny model's 40,960 positions with 16 new tokens."""
     b = e2e.burst(32000, start_s=5.0)
     first = [r for r in b if not r["name"].startswith("burst_fused")]
     fused = [r for r in b if r["name"].startswith("burst_fused")]
-    assert [len(r["ids"]) for r in first][:3] == [30000] * 3 and len(first) == 15
+    longs = [r for r in first if len(r["ids"]) == 30000]
+    assert [r["delay"] for r in longs] == [5.0, 5.5, 6.0] and len(first) == 15
+    for r in longs:  # each long prompt's short ones start while it prefills
+        shorts = [x["delay"] - r["delay"] for x in first if len(x["ids"]) < 30000 and 0 < x["delay"] - r["delay"] < 0.5]
+        assert len(shorts) == 4 and min(shorts) == pytest.approx(0.008)
     assert [len(r["ids"]) for r in fused][:2] == [38000] * 2 and len(fused) == 14
     assert 30000 < 35000 < e2e.FUSED_LONG_TOKENS and e2e.FUSED_LONG_TOKENS + 16 <= 40960
     assert min(r["delay"] for r in fused) == 7.0 and all(r["name"].startswith("burst_") for r in b)

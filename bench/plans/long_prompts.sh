@@ -17,13 +17,12 @@
 # bench/results/long_prompts_h100_2026-12-06/.
 # Device time on one H100 (estimated): a start 1-2 min, then at 0.5 req/s 100 requests over 200 s
 # and their drain: ~5-6 min a system and a rate. A system that no longer fits BUDGET_S is skipped.
-# The simulator's prediction (bench/results/long_prompts_h100_b_2026-12-06/sim/, H100 FA3 table,
-# the plan's own points, policy of 31ce242; first failure, highest pass): mixed, seed 0: the hybrid
-# 0.6, 0.8 (served before 31ce242 on an H100: 0.8 failed, replayed 2.42 s, now 1.37 s), the capped
-# baseline < 0.4, 0.6 (served: 0.6 passed twice, 0.8 and 0.9 failed), chunked 512 and 1024 < 0.4;
-# seed 1: hybrid 0.8, capped 0.6; loogle, seed 0: hybrid 0.5, 0.7, every chunked < 0.2. So on the
-# next lease: mixed at 0.6,0.7,0.8 (0.8: the point that failed) and loogle at 0.2,0.45
-# (WORKLOAD=loogle), each with the hybrid and the capped baseline.
+# The simulator's prediction (bench/results/sim_eager_yield_2026-12-06/, H100 FA3 table, the plan's
+# own points, the yield at once behind long prompts; first failure's last pass, highest pass):
+# mixed, seed 0: the hybrid 0.9, 0.9, the capped baseline < 0.4, 0.6; seed 1: the hybrid 0.8, 1.0,
+# the capped baseline 0.6, 0.6; loogle, seed 0: the hybrid 0.5, 0.7, every chunked < 0.2. Served on
+# a third H100 before that rule (bench/results/long_prompts_h100_c_2026-12-06/): the hybrid 0.6 ✓,
+# 0.7 ✗, 0.8 ✓, the capped baseline 0.7 ✗, each as the simulator then predicted.
 set -u
 OUT=${1:?usage: long_prompts.sh OUT BUDGET_S [RATES]}; BUDGET=${2:?BUDGET_S}; RATES=${3:-0.5}
 case "$RATES" in search:*) PICK=(--search "${RATES#search:}");; *) PICK=(--rates "$RATES");; esac

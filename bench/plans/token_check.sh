@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 43's token check: the hybrid (default policy) against plain SGLang, greedy, on a random tiny
 # Llama checkpoint: 40 prompts of 16 to 32K tokens, 6 four-turn sessions (radix hits), prefills over
-# running decodes, then the burst (3 x 30K-token prompts, 12 short ones 25 ms apart behind them).
+# running decodes, then the burst (3 x 30K-token prompts 0.5 s apart, 4 short ones from 8 ms behind each).
 #   bash bench/plans/token_check.sh OUT [seconds]      (a GPU of its own: CUDA_VISIBLE_DEVICES, PORT)
 # EXTRA_SA: more arguments for both servers, e.g. --tp-size 2 (multi_gpu.sh's correctness part).
 # Served on an H200 in session 48: 64/79 identical, the rest at near-ties, 1 preemption, 90 fused
@@ -21,6 +21,9 @@
 # Issue 71 asks for a yield too: the burst's second half sends 38K-token prompts, over the
 # --mux-layerwise-max-tokens 35000 given here, so they run as fused chunks and a short prompt yields
 # into them (the simulator, the tiny model's cold-start estimator: 1 preemption and 1 yield).
+# Served on an H100 (bench/results/long_prompts_h100_c_2026-12-06/token_check/): 69/93 identical,
+# the rest at near-ties, 23 yields, 0 preemptions: the 30K prompt's layer-wise prefill (~20 ms) was
+# done before short prompts sent 30 ms behind it came; they now come 8 ms behind each long prompt.
 set -u
 OUT=${1:?usage: token_check.sh OUT [seconds]}
 mkdir -p "$OUT"

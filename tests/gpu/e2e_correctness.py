@@ -8,7 +8,7 @@ starts so prefills overlap running decodes. Greedy decoding, ignore_eos. For eve
 the top-2 logprob gap at the first differing position is reported: a gap at bf16 rounding level
 means the two kernels' numerics (e.g. a partition-dependent split of attention) broke a near-tie.
 
-``--burst`` adds a preemption scenario: long prompts sent together, then short ones while their
+``--burst`` adds a preemption scenario: long prompts, each followed by short ones while its
 prefill runs (and a second one whose long prompts are over the mux server's layer-wise cap, where
 a short prompt yields into the fused chunks: `burst`); with a tight length-aware TTFT SLO for the mux server (measured on H200 with
 ``--mux-args "--mux-ttft-slo-ms 20 --mux-ttft-ms-per-token 0.1" --common-args "--cuda-graph-max-bs
@@ -58,22 +58,34 @@ def workload(vocab: int, seed: int = 0):
 
 # The second burst's prompts are longer than the layer-wise cap token_check.sh gives the mux server
 # (--mux-layerwise-max-tokens 35000), so they run as fused chunks and the short ones behind them
-# make one yield; the first burst's (30K) stay layer-wise and are preempted. Both under the tiny
-# model's 40,960 positions.
+# yield; the first burst's (30K) stay layer-wise and are preempted. Both under the tiny model's
+# 40,960 positions. A 30K-token layer-wise prefill of the tiny model took ~20 ms on an H100
+# (2026-12-06: short prompts sent 30 ms after it found it done, no preemption), so each of the
+# first burst's long prompts comes alone on an idle server, its first short one 8 ms behind it.
 FUSED_LONG_TOKENS = 38000
+FIRST_SHORT_S = 0.008
 
 
 def burst(vocab: int, start_s: float, seed: int = 1):
-    """3 long prompts at once, then 12 short ones 25 ms apart while the long batch prefills; 2 s later
-    the same with 2 prompts of FUSED_LONG_TOKENS."""
+    """3 long prompts 0.5 s apart, each followed by 4 short ones 25 ms apart from FIRST_SHORT_S
+    (while its layer-wise prefill runs); 2 s after the first, 2 prompts of FUSED_LONG_TOKENS at
+    once and 12 short ones 25 ms apart from 30 ms."""
     rng = random.Random(seed)
+
+    def ids(n):
+        return [rng.randrange(300, vocab - 300) for _ in range(n)]
+
     out = []
-    for phase, (n_long, tokens, at) in enumerate(((3, 30000, start_s), (2, FUSED_LONG_TOKENS, start_s + 2.0))):
-        tag = "" if phase == 0 else "_fused"
-        out += [{"name": f"burst{tag}_long{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(tokens)],
-                 "max_new": 16, "delay": at} for i in range(n_long)]
-        out += [{"name": f"burst{tag}_short{i}", "ids": [rng.randrange(300, vocab - 300) for _ in range(64 + 16 * i)],
-                 "max_new": 16, "delay": at + 0.03 + 0.025 * i} for i in range(12)]
+    for i in range(3):
+        at = start_s + 0.5 * i
+        out.append({"name": f"burst_long{i}", "ids": ids(30000), "max_new": 16, "delay": at})
+        out += [{"name": f"burst_short{4 * i + j}", "ids": ids(64 + 16 * (4 * i + j)), "max_new": 16,
+                 "delay": at + FIRST_SHORT_S + 0.025 * j} for j in range(4)]
+    at = start_s + 2.0
+    out += [{"name": f"burst_fused_long{i}", "ids": ids(FUSED_LONG_TOKENS), "max_new": 16, "delay": at}
+            for i in range(2)]
+    out += [{"name": f"burst_fused_short{i}", "ids": ids(64 + 16 * i), "max_new": 16, "delay": at + 0.03 + 0.025 * i}
+            for i in range(12)]
     return out
 
 
