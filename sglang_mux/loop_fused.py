@@ -47,12 +47,54 @@ def chunked_sits_out(sched, on: bool):
         del sched.get_new_batch_prefill
 
 
+@contextlib.contextmanager
+def chunked_parks(sched, streak: "FusedStreak", on: bool):
+    """A park (``on``): SGLang's new prefill batch is formed without its chunked request, which
+    ``streak.parked`` keeps (its KV, cached prefix and rest, as a yield keeps them) while the
+    request this batch cuts, SGLang's new chunked request, runs in its place; `FusedStreak.unpark`
+    gives it back. If the batch cuts nobody after all (the head fit, or no KV for it) it stays
+    SGLang's chunked request."""
+    if not on:
+        yield
+        return
+    held, form = sched.chunked_req, sched.get_new_batch_prefill
+
+    def without_chunked(running_batch):
+        sched.chunked_req = None
+        try:
+            out = form(running_batch)
+        except BaseException:
+            sched.chunked_req = held
+            raise
+        if sched.chunked_req is None:
+            sched.chunked_req = held
+        else:
+            streak.parked = held
+        return out
+
+    sched.get_new_batch_prefill = without_chunked  # this call only: the instance attribute goes after
+    try:
+        yield
+    finally:
+        del sched.get_new_batch_prefill
+
+
 class FusedStreak:
-    """``pending``: a fused iteration launched whose result is not processed yet (None: no streak)."""
+    """``pending``: a fused iteration launched whose result is not processed yet (None: no streak);
+    ``parked``: SGLang's chunked request parked for another (`chunked_parks`; None: none)."""
 
     def __init__(self, loop: Loop):
         self.loop = loop
         self.pending: FusedLaunch | None = None
+        self.parked = None
+
+    def unpark(self) -> None:
+        """The parked request becomes SGLang's chunked request again once the one cut in its place
+        is done (SGLang has no chunked request left): before the plan that sees it, so that its
+        next chunk is the next fused batch's first piece."""
+        sched = self.loop.sched
+        if self.parked is not None and getattr(sched, "chunked_req", None) is None:
+            sched.chunked_req, self.parked = self.parked, None
 
     def overlaps(self, plan: Plan, snap: Snapshot) -> bool:
         """Whether ``plan``, a decode alone, runs as SGLang's overlap loop runs a decode
@@ -63,7 +105,7 @@ class FusedStreak:
         loop = self.loop
         return bool(loop.args.overlap_decode and loop.args.policy == "hybrid") and not plan.chunk \
             and not plan.new_prefill_rids and loop.layerwise.active is None and loop.layerwise.paused is None \
-            and getattr(loop.sched, "chunked_req", None) is None and snap.decode_bs > 0
+            and getattr(loop.sched, "chunked_req", None) is None and self.parked is None and snap.decode_bs > 0
 
     def run(self, it: Iteration) -> None:
         """A fused plan (or an overlapped decode alone): form SGLang's batch (`form`; the last fused
@@ -127,13 +169,14 @@ class FusedStreak:
         tokens = sum(t for _, t in plan.chunk)
         rids = [rid for rid, _ in plan.chunk if chunked is None or rid != chunked.rid]
         yields = isinstance(plan, FusedPlan) and plan.yields and chunked is not None
+        parks = isinstance(plan, FusedPlan) and plan.parks and chunked is not None and self.parked is None
         if yields:  # whole prompts: a budget of their whole length, so SGLang cuts none of them
             chosen = set(rids)
             tokens = sum(len(r.origin_input_ids) for r in sched.waiting_queue if r.rid in chosen)
         saved = sched.chunked_prefill_size, sched.is_mixed_chunk
         sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + decode_bs, True
         try:
-            with only_waiting(sched, rids), chunked_sits_out(sched, yields):
+            with only_waiting(sched, rids), chunked_sits_out(sched, yields), chunked_parks(sched, self, parks):
                 nxt = sched.get_next_batch_to_run(running, prev.live if prev is not None else None)
         finally:
             sched.chunked_prefill_size, sched.is_mixed_chunk = saved

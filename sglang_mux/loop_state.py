@@ -220,16 +220,17 @@ def prefill_state(batch: ScheduleBatch, now: float, arrival: dict[str, float]) -
 
 def queue_note(snap: Snapshot) -> dict:
     """What the policy saw waiting, for the iteration's timeline row: how many requests it was
-    shown, the head's [prompt tokens, ms waited] and the chunked request's [tokens left, ms since
-    it arrived] (each left out when absent), so that a prompt that waited past its TTFT deadline
-    can be told apart from one the policy never saw."""
+    shown, the head's [prompt tokens, ms waited] and the chunked and parked requests' [tokens
+    left, ms since it arrived] (each left out when absent), so that a prompt that waited past its
+    TTFT deadline can be told apart from one the policy never saw."""
     note: dict = {}
     if snap.waiting:
         head = snap.waiting[0]
         note["waiting"] = len(snap.waiting)
         note["head"] = [head.n, round((snap.now_s - head.arrival_s) * 1e3, 1)]
-    if snap.chunked is not None:
-        note["chunked"] = [snap.chunked.n, round((snap.now_s - snap.chunked.arrival_s) * 1e3, 1)]
+    for name, req in (("chunked", snap.chunked), ("parked", snap.parked)):
+        if req is not None:
+            note[name] = [req.n, round((snap.now_s - req.arrival_s) * 1e3, 1)]
     return note
 
 

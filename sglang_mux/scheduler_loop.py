@@ -367,6 +367,7 @@ class MuxLoop:
         """The policy's input: decode batch shape, the head of the waiting queue (first-seen
         times kept in `arrival`), the active and paused prefill batches, the host-time budget."""
         sched, lw = self.sched, self.layerwise
+        self.fused.unpark()
         decoding = decoding_view(sched.running_batch, self.fused.pending, getattr(sched, "chunked_req", None))
         bs, sum_reused, max_reused = decode_shape(decoding)
         if len(self.arrival) > 4 * WAITING_VIEW + len(sched.waiting_queue):
@@ -384,6 +385,7 @@ class MuxLoop:
             active_prefill=act, paused_prefill=lw.paused.state if lw.paused else None, waiting=waiting,
             decode_contexts=decode_contexts(decoding) if self.policy.wants_decode_contexts else None,
             chunked=chunked_view(getattr(sched, "chunked_req", None), now, self.arrival),
+            parked=chunked_view(self.fused.parked, now, self.arrival),
             **self.gaps.budgets.view(fused_streak=self.fused.pending is not None))
 
     def order_queue(self, now: float) -> None:
@@ -402,9 +404,9 @@ class MuxLoop:
     def forget_gone(self) -> None:
         """Drop the arrival times of requests neither waiting nor in a prefill batch."""
         live = {r.rid for r in self.sched.waiting_queue} | self.layerwise.live_rids()
-        chunked = getattr(self.sched, "chunked_req", None)
-        if chunked is not None:
-            live.add(chunked.rid)
+        for r in (getattr(self.sched, "chunked_req", None), self.fused.parked):
+            if r is not None:
+                live.add(r.rid)
         self.arrival = {rid: t for rid, t in self.arrival.items() if rid in live}
         self.queue_keys = {rid: k for rid, k in self.queue_keys.items() if rid in live}
 

@@ -938,6 +938,35 @@ def test_hybrid_chunked_prompt_one_chunk_could_hold_yields_only_to_a_prompt_that
     assert p.yields and p.chunk == (("s", 300),)
 
 
+def test_hybrid_parks_the_chunked_request_for_a_prompt_too_long_to_yield_to():
+    """Rule 0's park: a 6,000-token prompt fits no fused chunk whole, so it cannot be yielded to;
+    behind the chunked request's rest (6,000 tokens over an 18,000-token prefix: 2.94 s as
+    `commitment` prices it) and its own prefill (0.70 s at its candidate's rate) it would be done at
+    103.63, past its deadline (arrival + 2 s + 0.2 ms x 6,000), and the chunked request's own
+    (99 + 2 + 4.8 = 105.8) holds: it is chunked in its place, its first chunk the candidate's 508
+    tokens. Not where it meets its deadline waiting, where the parked one would miss its own, where
+    one is parked already (nobody else is cut then either), or with preemption off."""
+    est = HybridFake()
+    pol = D.HybridPolicy(est, SLO(50, 2000, 0.2))
+    long = WaitingReq("long", 99.0, 6000, 18000)
+    s = replace(_hyb_snap(4, 1000, [WaitingReq("m", 100.42, 6000, 0)]), chunked=long)  # deadline 103.62
+    p = pol.plan(s)
+    assert p.parks and p.reason == D.PARK_FUSED == "park+fused" and p.chunk == (("m", 508),)
+    def continues(snap):
+        plan = pol.plan(snap)
+        return plan.chunk[0][0] == "long" and not plan.parks and not plan.yields
+
+    assert continues(replace(s, waiting=(WaitingReq("m", 100.44, 6000, 0),)))  # done 103.63 <= 103.64
+    assert continues(replace(s, chunked=replace(long, arrival_s=96.8)))  # its own 103.6 < 103.63
+    parked = replace(s, parked=WaitingReq("other", 98.0, 9000, 1000))
+    assert continues(parked)
+    light = replace(parked, chunked=WaitingReq("long", 99.0, 200, 3000), waiting=(WaitingReq("x", 100.5, 40, 0),
+                                                                                  WaitingReq("m", 100.42, 6000, 0)))
+    assert pol.plan(light).chunk == (("long", 200), ("x", 40))  # "m" is not cut while "other" is parked
+    assert pol.plan(replace(light, parked=None)).chunk == (("long", 200), ("x", 40), ("m", 268))  # else it is
+    assert not D.HybridPolicy(est, SLO(50, 2000, 0.2), preemption=False).plan(s).parks
+
+
 def test_plan_kinds_of_the_existing_policies_and_hybrid_settings():
     est = FakeEstimator()
     disp = MuxDispatcher(est)

@@ -949,6 +949,50 @@ def test_a_yield_forms_the_batch_without_the_chunked_request_and_keeps_it():
     assert s.chunked_req is held
 
 
+def test_a_park_keeps_the_chunked_request_until_the_one_cut_in_its_place_is_done():
+    """loop_fused.chunked_parks: SGLang forms the batch with no chunked request, and the request it
+    cuts becomes SGLang's chunked one while the old one waits in ``parked`` (its KV kept);
+    FusedStreak.unpark gives it back only once SGLang has no chunked request left. A formation that
+    cuts nobody (the head fit, or no KV) leaves the old one in place, and so does an error."""
+    from types import SimpleNamespace
+
+    from sglang_mux.loop_fused import FusedStreak, chunked_parks
+
+    class Sched:
+        def __init__(self):
+            self.chunked_req, self.seen, self.cut = SimpleNamespace(rid="long"), [], "medium"
+
+        def get_new_batch_prefill(self, running):
+            self.seen.append(self.chunked_req)
+            if self.cut == "boom":
+                raise ValueError("boom")
+            if self.cut:
+                self.chunked_req = SimpleNamespace(rid=self.cut)
+            return running
+
+    s = Sched()
+    streak = FusedStreak(SimpleNamespace(sched=s))
+    held = s.chunked_req
+    with chunked_parks(s, streak, True):
+        assert s.get_new_batch_prefill("run") == "run"
+    assert s.seen == [None] and streak.parked is held and s.chunked_req.rid == "medium"
+    assert "get_new_batch_prefill" not in vars(s)
+    streak.unpark()  # the medium prompt is still mid-prefill: nothing changes
+    assert streak.parked is held and s.chunked_req.rid == "medium"
+    s.chunked_req = None  # SGLang scheduled its last chunk
+    streak.unpark()
+    assert s.chunked_req is held and streak.parked is None
+    for cut in (None, "boom"):
+        s.cut = cut
+        with contextlib.suppress(ValueError), chunked_parks(s, streak, True):
+            s.get_new_batch_prefill("run")
+        assert s.chunked_req is held and streak.parked is None
+    s.cut = None
+    with chunked_parks(s, streak, False):
+        s.get_new_batch_prefill("run")
+    assert s.seen[-1] is held
+
+
 def test_sglangs_formation_sees_the_chosen_requests_in_the_plans_order():
     """loop_layerwise.only_waiting: SGLang forms its batch from the plan's requests alone, in the
     plan's order (a TP follower's queue may be in another order: the cut must fall alike), and

@@ -844,3 +844,25 @@ def test_the_replay_queues_prompts_in_the_policys_order():
         assert not np.isnan(r.finish_s).any()
         orders[fcfs] = next(o for o in seen if len(o) == 2)
     assert orders == {False: ("short", "long2"), True: ("long2", "short")}
+
+
+def test_a_prompt_too_long_to_yield_to_parks_the_chunked_one_and_both_finish():
+    """A 6,000-token prompt arriving while a 60,000-token one (over the layer-wise cap) runs as
+    fused chunks beside 8 decodes: it fits no chunk whole, and waiting out the long one's rest it
+    would miss its TTFT SLO (1 s + 0.2 ms x 6,000), so the long one is parked for it (once) and
+    resumes after it; with preemption off it waits, and misses."""
+    from sglang_mux.tables import resolve_table
+
+    est = Estimator.from_table(resolve_table(H100_FA3))
+    reqs = [sim.TraceReq(f"chat{i}", 0.01 * i, 2000, 2000) for i in range(8)]
+    reqs += [sim.TraceReq("long", 0.2, 60000, 8), sim.TraceReq("medium", 1.0, 6000, 8)]
+    slo = SLO(50, 1000, 0.2)
+    out = {}
+    for preemption in (True, False):
+        r = sim.run_policies(reqs, est, "hybrid", sim.Calibration(host_ms=2.0), slo=slo, prefill_graph=True,
+                             layerwise_max_tokens=40000, preemption=preemption)[0]
+        assert np.isfinite(r.finish_s).all()  # every request finished, the parked one too
+        out[preemption] = (r.summary["reasons"].get("park+fused", 0), r.ttft_s[-2], r.ttft_s[-1])
+    parks, long_ttft, medium_ttft = out[True]
+    assert parks == 1 and medium_ttft < 1.0 + 0.2 * 6 < out[False][2] and out[False][0] == 0
+    assert long_ttft < 1.0 + 0.2 * 60  # the parked prompt still meets its own

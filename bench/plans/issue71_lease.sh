@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 71 on one lent GPU, in order of what it settles, each part skipped once the lease's END
 # (epoch) is too near (results in LEASE_OUT, default /tmp/res; run from /tmp/t, the bundle installed):
-#   1. mixed, seed 0: the hybrid at 0.8, 0.9 and 1.0 (the yield at once behind long prompts: the
-#      simulator's goodput 0.9, highest pass 0.9), the capped baseline at 0.6 on the same GPU (its
+#   1. mixed, seed 0: the hybrid at 0.8, 0.9 and 1.0 (the yield at once behind long prompts, the park:
+#      the simulator's goodput 0.9, highest pass 0.9), the capped baseline at 0.6 on the same GPU (its
 #      highest pass on three H100s and in the simulator);
 #   2. the greedy token check (token_check.sh: long prompts alone, short ones 8 ms behind each: a
 #      preemption; a yield into the 38K-token prompts' fused chunks);

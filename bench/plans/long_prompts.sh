@@ -18,8 +18,8 @@
 # Device time on one H100 (estimated): a start 1-2 min, then at 0.5 req/s 100 requests over 200 s
 # and their drain: ~5-6 min a system and a rate. A system that no longer fits BUDGET_S is skipped.
 # The simulator's prediction (bench/results/sim_eager_yield_2026-12-06/, H100 FA3 table, the plan's
-# own points, the yield at once behind long prompts; first failure's last pass, highest pass):
-# mixed, seed 0: the hybrid 0.9, 0.9, the capped baseline < 0.4, 0.6; seed 1: the hybrid 0.8, 1.0,
+# own points, the yield at once behind long prompts and the park; first failure's last pass, highest pass):
+# mixed, seed 0: the hybrid 0.9, 0.9, the capped baseline < 0.4, 0.6; seed 1: the hybrid 1.0, 1.0,
 # the capped baseline 0.6, 0.6; loogle, seed 0: the hybrid 0.5, 0.7, every chunked < 0.2. Served on
 # a third H100 before that rule (bench/results/long_prompts_h100_c_2026-12-06/): the hybrid 0.6 ✓,
 # 0.7 ✗, 0.8 ✓, the capped baseline 0.7 ✗, each as the simulator then predicted.

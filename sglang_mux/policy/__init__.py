@@ -16,14 +16,14 @@ from sglang_mux.policy.host_time import FUSED_HOST_QUANTILE, DecodeHostTime, Hos
 from sglang_mux.policy.hybrid import CHUNK_SIZES, HybridPolicy
 from sglang_mux.policy.plan import (BATCH_SIZE, BEST_FIT, DECODE_ONLY, FIXED, FUSED, IDLE, KIND_DECODE, KIND_FUSED,
                                     KIND_SPATIAL, OVERLOAD_DECODE_FIRST, OVERLOAD_MAX_DECODE, PREEMPT_PREFIX,
-                                    PREFILL_ONLY, YIELD_FUSED, DecodePlan, FusedPlan, Plan, SpatialPlan)
+                                    PARK_FUSED, PREFILL_ONLY, YIELD_FUSED, DecodePlan, FusedPlan, Plan, SpatialPlan)
 from sglang_mux.policy.protocol import EstimatorLike, Policy, SoloOnlyEstimator
 from sglang_mux.policy.slo import HOST_STALL_SHARE, SLO, SLOError
 from sglang_mux.policy.snapshot import PrefillBatchState, Snapshot, WaitingReq, apply_plan, decode_contexts
 
 __all__ = ["BATCH_SIZE", "BEST_FIT", "CHUNK_SIZES", "DECODE_ONLY", "FIXED", "FUSED", "FUSED_HOST_QUANTILE",
            "HOST_STALL_SHARE", "IDLE", "KIND_DECODE", "KIND_FUSED", "KIND_SPATIAL", "OVERLOAD_DECODE_FIRST",
-           "OVERLOAD_MAX_DECODE", "PREEMPT_PREFIX", "PREFILL_ONLY", "SLO", "BasePolicy", "BatchSizePolicy",
+           "OVERLOAD_MAX_DECODE", "PARK_FUSED", "PREEMPT_PREFIX", "PREFILL_ONLY", "SLO", "BasePolicy", "BatchSizePolicy",
            "DecodeHostTime", "DecodePlan", "EstimatorLike", "FixedPolicy", "FusedPlan", "HostBudgets",
            "HybridPolicy", "MuxDispatcher", "Plan", "Policy", "PrefillBatchState", "SLOError", "Snapshot",
            "SoloOnlyEstimator", "SpatialPlan", "WaitingReq", "YIELD_FUSED", "apply_plan", "check_policy_name", "decode_contexts",

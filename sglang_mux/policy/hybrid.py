@@ -15,6 +15,11 @@ Rules, in order (inputs: the Snapshot; times ms; rates prompt tokens per ms):
    their slack behind it is head-of-line blocking all the same; a chunk of them costs it one
    iteration. A shorter prompt's rest is an iteration or two: yielding to every short prompt
    there only moves the wait onto it (sharegpt at TBT 30 in the simulator: 72 req/s to 66).
+   Where the queue's head fits no chunk whole, it parks instead (`HybridPolicy.parking_plan`):
+   with nothing parked yet, the head is chunked in its place when it would miss its TTFT SLO
+   behind the chunked rest and the chunked request meets its own after the head's whole prefill;
+   the parked request is SGLang's chunked request again once the head is done, and while it is
+   parked nobody else is cut anew.
 1. A prefill batch in flight (active or paused): the dispatcher's plan. A layer-wise prefill is
    finished where it started, never dropped or turned into chunks (preemption as its rule 4).
 2. Nothing waiting: the dispatcher's plan (decode alone, or idle).
@@ -256,8 +261,8 @@ class HybridPolicy(MuxDispatcher):
         if snap.now_s + t_rest * 1e-3 > long_deadline_s:
             return None  # any delay would make it miss its own (checked before pricing a chunk)
         short = self.fused_candidate(replace(snap, chunked=None), whole=True, terms=terms)
-        if short is None:
-            return None  # the queue's head does not fit a chunk whole: it is not short
+        if short is None:  # the queue's head does not fit a chunk whole: it is not short
+            return self.parking_plan(snap, t_rest, long_deadline_s, terms)
         plan = short[0]
         both_done_s = snap.now_s + (t_rest + plan.t_ms) * 1e-3
         if both_done_s > long_deadline_s:
@@ -267,6 +272,23 @@ class HybridPolicy(MuxDispatcher):
             if both_done_s <= self._new_batch(ws).deadline_s:  # would miss their deadline behind it
                 return None
         return replace(plan, yields=True)
+
+    def parking_plan(self, snap: Snapshot, t_rest: float, long_deadline_s: float, terms: tuple) -> FusedPlan | None:
+        """Rule 0's park: the queue's head, which fits no chunk whole, chunked in place of the
+        chunked request (parked until the head is done), or None. Nothing may be parked yet; the
+        head's whole prefill as rule 0 would run it (its fused candidate's `commitment`) must miss
+        its TTFT deadline after ``t_rest`` ms (the chunked rest) and the chunked request still
+        meet its own (``long_deadline_s``) after both."""
+        if snap.parked is not None:
+            return None  # one request parked at a time
+        head = snap.waiting[0]
+        cand = self.fused_candidate(replace(snap, chunked=None, waiting=(head,)), terms=terms)
+        if cand is None or cand[0].chunk[0][1] >= head.n:
+            return None  # no chunk of it meets the budget (or it fits whole after all)
+        both_s = snap.now_s + (t_rest + head.n / cand[1]) * 1e-3  # its rate is over its whole prefill
+        if both_s <= self._new_batch([head]).deadline_s or both_s > long_deadline_s:
+            return None  # it meets its deadline waiting, or the parked request would miss its own
+        return replace(cand[0], parks=True)
 
     def spatial_rate(self, plan: Plan, snap: Snapshot) -> float:
         """Prompt tokens per ms of a spatial plan that starts a new batch (0: prefill held)."""
@@ -282,7 +304,8 @@ class HybridPolicy(MuxDispatcher):
             if snap.active_prefill is not None or snap.paused_prefill is not None:
                 raise ValueError("a fused prefill and a layer-wise one cannot both be in flight")
             terms = self.fused_terms(snap)  # once for the rest and the yield's candidate
-            rest = self.fused_candidate(snap, force=True, terms=terms)[0]
+            # With a request parked nobody else is cut anew: the parked one resumes next.
+            rest = self.fused_candidate(snap, force=True, whole=snap.parked is not None, terms=terms)[0]
             return self.yielding_plan(snap, rest, terms) or rest
         spatial = super().plan(snap)
         if snap.active_prefill is not None or snap.paused_prefill is not None or not snap.waiting:

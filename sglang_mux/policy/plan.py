@@ -30,6 +30,7 @@ BATCH_SIZE = "batch-size"
 PREEMPT_PREFIX = "preempt+"
 FUSED = "fused"
 YIELD_FUSED = "yield+fused"  # a fused chunk of waiting prompts while the chunked request waits
+PARK_FUSED = "park+fused"  # the queue's head chunked in the chunked request's place, which is parked
 
 # Plan.kind values.
 KIND_DECODE = "decode"
@@ -112,12 +113,14 @@ class FusedPlan(_View):
     prefix of the chunked request's rest and `Snapshot.waiting` (the last entry may be part of its
     request's prompt), beside one row per decoding request; ``t_ms``: its price. ``yields``: the
     chunked request sits this one out, and ``chunk`` is whole waiting prompts only (SGLang
-    0.5.16 keeps one request mid-prefill)."""
+    0.5.16 keeps one request mid-prefill). ``parks``: the chunked request is parked, its KV and
+    prefix kept, until the one this chunk cuts (the queue's head, its first chunk) is done."""
 
     chunk: tuple[tuple[str, int], ...]
     t_ms: float
     total_sms: int
     yields: bool = False
+    parks: bool = False
 
     kind: ClassVar[str] = KIND_FUSED
     prefill_sms: ClassVar[int] = 0
@@ -127,7 +130,7 @@ class FusedPlan(_View):
 
     @property
     def reason(self) -> str:
-        return YIELD_FUSED if self.yields else FUSED
+        return PARK_FUSED if self.parks else YIELD_FUSED if self.yields else FUSED
 
     @property
     def decode_sms(self) -> int:

@@ -53,6 +53,9 @@ class Snapshot:
     # A request part-way through a fused prefill (SGLang's chunked request; not in ``waiting``):
     # n = its prompt tokens still to run, r = those done. Only a fused plan can continue it.
     chunked: WaitingReq | None = None
+    # A chunked request parked (`FusedPlan.parks`) while another is chunked in its place: SGLang's
+    # chunked request again once that one is done.
+    parked: WaitingReq | None = None
     # The host time a token's gap pays beyond the GPU's, as `HostBudgets.view` fills it:
     # a decode iteration's (the TBT budget of a partition is the SLO less it);
     decode_host_ms: float = 0.0

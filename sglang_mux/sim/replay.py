@@ -72,6 +72,7 @@ class _Replay:
         self.first_gap = np.full(n, np.nan)
         self.waiting: deque = deque()
         self.chunked: WaitingReq | None = None  # part-way through a fused prefill (not in waiting), as SGLang's
+        self.parked: WaitingReq | None = None  # a chunked request parked (FusedPlan.parks) until chunked is done
         self.active = self.paused = None
         self.progress: dict[int, list] = {}  # id(batch) -> [layers done (fractional), layers launched]
         self.started: dict[int, tuple[float, float]] = {}  # id(batch) -> (formed at, its plan's T_P)
@@ -98,6 +99,8 @@ class _Replay:
     def run(self) -> SimResult:
         while self.done < self.n:
             joined = self.admit()
+            if self.chunked is None and self.parked is not None:  # the one chunked in its place is done
+                self.chunked, self.parked = self.parked, None
             if self.dec_bs == 0 and self.active is None and self.paused is None and not self.waiting \
                     and self.chunked is None:
                 if self.nxt >= self.n:
@@ -155,6 +158,7 @@ class _Replay:
         plan = self.policy.plan(Snapshot(self.t, self.dec_bs, self.dec_ctx, decode_max_reused=dec_max,
                                          active_prefill=self.active, paused_prefill=self.paused,
                                          waiting=self.waiting, decode_contexts=ctxs, chunked=self.chunked,
+                                         parked=self.parked,
                                          **self.budgets.view(fused_streak=self.streak)))
         self.decisions += 1
         self.reasons[plan.reason] += 1
@@ -227,6 +231,8 @@ class _Replay:
     def fused_round(self, plan, ctxs, starts_streak: bool) -> tuple[float, list[str]]:
         """A fused iteration: its gap (ms) and the requests whose prompt it completed."""
         est, rng = self.est, self.rng
+        if plan.parks:
+            self.parked, self.chunked = self.chunked, None
         pieces, first_rids, self.chunked = _take_chunk(plan.chunk, self.chunked, self.waiting, plan.yields)
         fctx = ctxs if ctxs is not None else self.decode_contexts()
         gpu = est.fused_ms(pieces, fctx)
