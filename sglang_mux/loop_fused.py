@@ -18,42 +18,15 @@ from sglang_mux.policy import FusedPlan, Plan, Snapshot
 
 
 @contextlib.contextmanager
-def chunked_sits_out(sched, on: bool):
+def chunked_sits_out(sched, on: bool, parks: "FusedStreak | None" = None):
     """A yield (``on``): SGLang's new prefill batch is formed without its chunked request, which
     keeps its KV, its cached prefix and its rest for a later chunk. Only ``get_new_batch_prefill``
     runs without it: before that, ``get_next_batch_to_run`` caches its last chunk and keeps it out
     of the running batch as usual. A prompt of the batch cut into a second chunked request would
     break SGLang's one-at-a-time invariant (the caller's budget holds every prompt whole):
-    RuntimeError."""
-    if not on:
-        yield
-        return
-    held, form = sched.chunked_req, sched.get_new_batch_prefill
-
-    def without_chunked(running_batch):
-        sched.chunked_req = None
-        try:
-            out = form(running_batch)
-            if sched.chunked_req is not None:
-                raise RuntimeError(f"a yield cut {sched.chunked_req.rid} while {held.rid} is mid-prefill")
-            return out
-        finally:
-            sched.chunked_req = held
-
-    sched.get_new_batch_prefill = without_chunked  # this call only: the instance attribute goes after
-    try:
-        yield
-    finally:
-        del sched.get_new_batch_prefill
-
-
-@contextlib.contextmanager
-def chunked_parks(sched, streak: "FusedStreak", on: bool):
-    """A park (``on``): SGLang's new prefill batch is formed without its chunked request, which
-    ``streak.parked`` keeps (its KV, cached prefix and rest, as a yield keeps them) while the
-    request this batch cuts, SGLang's new chunked request, runs in its place; `FusedStreak.unpark`
-    gives it back. If the batch cuts nobody after all (the head fit, or no KV for it) it stays
-    SGLang's chunked request."""
+    RuntimeError. A park (``parks``, the streak that keeps it): the prompt the batch cuts becomes
+    SGLang's chunked request and the old one waits in ``parks.parked`` (`FusedStreak.unpark` gives
+    it back); if the batch cuts nobody after all (the head fit, or no KV for it) it stays SGLang's."""
     if not on:
         yield
         return
@@ -66,10 +39,11 @@ def chunked_parks(sched, streak: "FusedStreak", on: bool):
         except BaseException:
             sched.chunked_req = held
             raise
-        if sched.chunked_req is None:
-            sched.chunked_req = held
-        else:
-            streak.parked = held
+        cut, sched.chunked_req = sched.chunked_req, held
+        if cut is not None:
+            if parks is None:
+                raise RuntimeError(f"a yield cut {cut.rid} while {held.rid} is mid-prefill")
+            sched.chunked_req, parks.parked = cut, held
         return out
 
     sched.get_new_batch_prefill = without_chunked  # this call only: the instance attribute goes after
@@ -81,7 +55,7 @@ def chunked_parks(sched, streak: "FusedStreak", on: bool):
 
 class FusedStreak:
     """``pending``: a fused iteration launched whose result is not processed yet (None: no streak);
-    ``parked``: SGLang's chunked request parked for another (`chunked_parks`; None: none)."""
+    ``parked``: SGLang's chunked request parked for another (`chunked_sits_out`; None: none)."""
 
     def __init__(self, loop: Loop):
         self.loop = loop
@@ -176,7 +150,7 @@ class FusedStreak:
         saved = sched.chunked_prefill_size, sched.is_mixed_chunk
         sched.chunked_prefill_size, sched.is_mixed_chunk = tokens + decode_bs, True
         try:
-            with only_waiting(sched, rids), chunked_sits_out(sched, yields), chunked_parks(sched, self, parks):
+            with only_waiting(sched, rids), chunked_sits_out(sched, yields or parks, self if parks else None):
                 nxt = sched.get_next_batch_to_run(running, prev.live if prev is not None else None)
         finally:
             sched.chunked_prefill_size, sched.is_mixed_chunk = saved

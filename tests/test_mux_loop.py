@@ -950,13 +950,13 @@ def test_a_yield_forms_the_batch_without_the_chunked_request_and_keeps_it():
 
 
 def test_a_park_keeps_the_chunked_request_until_the_one_cut_in_its_place_is_done():
-    """loop_fused.chunked_parks: SGLang forms the batch with no chunked request, and the request it
+    """loop_fused.chunked_sits_out with a streak to park in: SGLang forms the batch with no chunked request, and the request it
     cuts becomes SGLang's chunked one while the old one waits in ``parked`` (its KV kept);
     FusedStreak.unpark gives it back only once SGLang has no chunked request left. A formation that
     cuts nobody (the head fit, or no KV) leaves the old one in place, and so does an error."""
     from types import SimpleNamespace
 
-    from sglang_mux.loop_fused import FusedStreak, chunked_parks
+    from sglang_mux.loop_fused import FusedStreak, chunked_sits_out
 
     class Sched:
         def __init__(self):
@@ -973,7 +973,7 @@ def test_a_park_keeps_the_chunked_request_until_the_one_cut_in_its_place_is_done
     s = Sched()
     streak = FusedStreak(SimpleNamespace(sched=s))
     held = s.chunked_req
-    with chunked_parks(s, streak, True):
+    with chunked_sits_out(s, True, streak):
         assert s.get_new_batch_prefill("run") == "run"
     assert s.seen == [None] and streak.parked is held and s.chunked_req.rid == "medium"
     assert "get_new_batch_prefill" not in vars(s)
@@ -984,11 +984,11 @@ def test_a_park_keeps_the_chunked_request_until_the_one_cut_in_its_place_is_done
     assert s.chunked_req is held and streak.parked is None
     for cut in (None, "boom"):
         s.cut = cut
-        with contextlib.suppress(ValueError), chunked_parks(s, streak, True):
+        with contextlib.suppress(ValueError), chunked_sits_out(s, True, streak):
             s.get_new_batch_prefill("run")
         assert s.chunked_req is held and streak.parked is None
     s.cut = None
-    with chunked_parks(s, streak, False):
+    with chunked_sits_out(s, False, streak):
         s.get_new_batch_prefill("run")
     assert s.seen[-1] is held
 
