@@ -263,13 +263,14 @@ def fused_rows(t):
     price and that state (`FusedPrice.base_of`). Raises ValueError for a timeline without the
     state, or one whose states predate a field the inversion needs."""
     from .fused_price import FusedPrice
+    from .policy.plan import FUSED_REASONS
 
     if "fused_price" not in t:
         raise ValueError("the timeline has no fused_price column (not a hybrid server's, or one from before it)")
     missing = sorted({"reason", "measured_decode_ms", "t_decode_worst_ms"} - set(t.columns))
     if missing:
         raise ValueError(f"the timeline lacks {', '.join(missing)} (not a server's --mux-timeline)")
-    f = t[t["reason"].isin(("fused", "yield+fused")) & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
+    f = t[t["reason"].isin(FUSED_REASONS) & t["measured_decode_ms"].notna() & t["fused_price"].notna()]
     try:
         base = [FusedPrice.base_of(p, s) for p, s in zip(f["t_decode_worst_ms"], f["fused_price"])]
     except KeyError as e:

@@ -40,7 +40,7 @@ def test_the_check_counts_the_fused_iterations_and_the_yields_in_the_mux_timelin
     rows = [{"reason": "fused", "decode_bs": 2}, {"reason": "fused", "decode_bs": 0},
             {"reason": "yield+fused", "decode_bs": 1}, {"reason": "decode-only", "decode_bs": 3}]
     t.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert e2e.count_fused(str(t)) == {"n": 2, "with_decode_rows": 1, "yields": 1}
+    assert e2e.count_fused(str(t)) == {"n": 2, "with_decode_rows": 1, "yields": 1, "parks": 0}
     assert e2e.count_fused(str(tmp_path / "none.jsonl")) is None
 
 

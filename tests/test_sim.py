@@ -629,15 +629,18 @@ def test_the_hybrid_in_the_simulator_learns_the_fused_price_as_a_server_does(mon
 
 
 def test_fused_jitter_reads_measured_over_base_of_the_served_fused_rows(tmp_path):
-    """The base is recovered from the planned price and the price's state (`FusedPrice.base_of`)."""
+    """The base is recovered from the planned price and the price's state (`FusedPrice.base_of`);
+    a yield's and a park's iterations are fused ones too."""
     line = {"fixed_ms": 0.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 0.0}
     rows = [{"reason": "fused", "measured_decode_ms": 33.0, "t_decode_worst_ms": 30.0, "fused_price": line},
             {"reason": "fused", "measured_decode_ms": 45.0, "t_decode_worst_ms": 60.0,  # base 50: 5 + 1.0 x + 5
              "fused_price": {"fixed_ms": 5.0, "slope": 1.0, "ratio": 0.0, "margin_ms": 5.0}},
+            {"reason": "yield+fused", "measured_decode_ms": 12.0, "t_decode_worst_ms": 10.0, "fused_price": line},
+            {"reason": "park+fused", "measured_decode_ms": 8.0, "t_decode_worst_ms": 10.0, "fused_price": line},
             {"reason": "decode-only", "measured_decode_ms": 20.0, "t_decode_worst_ms": 20.0, "fused_price": line}]
-    assert list(sim.fused_jitter(_write(tmp_path, rows))) == pytest.approx([1.1, 0.9])
+    assert list(sim.fused_jitter(_write(tmp_path, rows))) == pytest.approx([1.1, 0.9, 1.2, 0.8])
     with pytest.raises(ValueError, match="fused"):
-        sim.fused_jitter(_write(tmp_path, rows[2:]))
+        sim.fused_jitter(_write(tmp_path, rows[4:]))
 
 
 def test_fused_jitter_by_size_keeps_each_padded_sizes_own_ratios(tmp_path):

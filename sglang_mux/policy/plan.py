@@ -31,6 +31,7 @@ PREEMPT_PREFIX = "preempt+"
 FUSED = "fused"
 YIELD_FUSED = "yield+fused"  # a fused chunk of waiting prompts while the chunked request waits
 PARK_FUSED = "park+fused"  # the queue's head chunked in the chunked request's place, which is parked
+FUSED_REASONS = (FUSED, YIELD_FUSED, PARK_FUSED)  # every fused iteration's
 
 # Plan.kind values.
 KIND_DECODE = "decode"

@@ -244,14 +244,16 @@ def count_preemptions(timeline: str) -> int | None:
 
 
 def count_fused(timeline: str) -> dict | None:
-    """Fused iterations in the mux timeline: all, those with decode rows mixed in, and the yields
-    (a chunked prompt sitting out an iteration for whole waiting prompts, "yield+fused")."""
+    """Fused iterations in the mux timeline: all, those with decode rows mixed in, the yields
+    (a chunked prompt sitting out an iteration for whole waiting prompts, "yield+fused") and the
+    parks (a chunked prompt parked for the queue's head, "park+fused")."""
     if not os.path.exists(timeline):
         return None
     rows = [json.loads(line) for line in open(timeline) if 'fused"' in line]
     fused = [r for r in rows if r.get("reason") == "fused"]
     return {"n": len(fused), "with_decode_rows": sum(1 for r in fused if r.get("decode_bs", 0) > 0),
-            "yields": sum(1 for r in rows if r.get("reason") == "yield+fused")}
+            "yields": sum(1 for r in rows if r.get("reason") == "yield+fused"),
+            "parks": sum(1 for r in rows if r.get("reason") == "park+fused")}
 
 
 def main():
