@@ -23,6 +23,7 @@ import numpy as np
 
 from sglang_mux import cli
 from sglang_mux.mux_metrics import load_timeline
+from sglang_mux.policy.plan import FUSED_REASONS
 
 
 def gaps(t, lo: float | None = None, hi: float | None = None):
@@ -33,8 +34,8 @@ def gaps(t, lo: float | None = None, hi: float | None = None):
     where recorded, else the row before it)."""
     import pandas as pd
 
-    fused = t.reason == "fused"
-    after_other = t.reason.shift(1) != "fused"
+    fused = t.reason.isin(FUSED_REASONS)  # a yield's and a park's iterations are fused ones too
+    after_other = ~fused.shift(1, fill_value=False)
     if "fused_streak" in t:  # as the server saw it: no fused batch in flight
         after_other = after_other.where(t.fused_streak.isna(), t.fused_streak.eq(False))
     t = t.assign(starts_streak=fused & after_other)
@@ -47,6 +48,7 @@ def gaps(t, lo: float | None = None, hi: float | None = None):
         raise ValueError("the timeline has no host_ms laps (a server started with --mux-timeline records them)")
     t = t[t.host_ms.notna() & (t.decode_bs > 0)]
     kind = t.reason.astype(str).where(~((t.reason == "best-fit") & (t.new_prefill > 0)), "best-fit+new")
+    kind = kind.where(~t.reason.isin(FUSED_REASONS), "fused")
     gpu = t.measured_decode_ms if "measured_decode_ms" in t else pd.Series(np.nan, index=t.index)
     return pd.DataFrame({"kind": kind.values, "tokens": t.decode_bs.values.astype(int),
                          "gap_ms": [float(sum(h.values())) for h in t.host_ms],
