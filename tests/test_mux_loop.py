@@ -242,17 +242,27 @@ class Scheduler:
         """SGLang's mixed chunk as far as the loop relies on it: the chunked request's rest first,
         then the waiting queue, up to the chunk budget less one token per decode row."""
         u = self.untracked
-        w, chunked, waiting = u("w"), u("chunked_req"), list(u("waiting_queue"))
-        w("get_next_batch_to_run", u("chunked_prefill_size"), u("is_mixed_chunk"), chunked.rid if chunked else None,
-          [r.rid for r in waiting], last_batch.name if last_batch is not None else None, u("enable_overlap"))
+        chunked, waiting = u("chunked_req"), list(u("waiting_queue"))
+        u("w")("get_next_batch_to_run", u("chunked_prefill_size"), u("is_mixed_chunk"),
+               chunked.rid if chunked else None, [r.rid for r in waiting],
+               last_batch.name if last_batch is not None else None, u("enable_overlap"))
+        return u("form_mixed")(u("merge_last")(running, last_batch))
+
+    def merge_last(self, running, last_batch):
+        """The last extend batch joins the running batch, the chunked request kept out."""
+        chunked = self.untracked("chunked_req")
         if last_batch is not None and getattr(last_batch, "extend_lens", None) is not None \
                 and last_batch.forward_mode != "DECODE":
-            # the last extend batch joins the running batch, the chunked request kept out
             last_batch.filter_batch(chunked_req_to_exclude=[chunked] if chunked else [])
             if running is None or running.is_empty():
                 running = last_batch
             else:
                 running.merge_batch(last_batch)
+        return running
+
+    def form_mixed(self, running):
+        u = self.untracked
+        w, chunked, waiting = u("w"), u("chunked_req"), list(u("waiting_queue"))
         decoding = running.reqs if running is not None else []
         room, rows, new_chunked = u("chunked_prefill_size") - len(decoding), [], None
         for r in ([chunked] if chunked else []) + waiting:
@@ -1009,3 +1019,43 @@ def test_sglangs_formation_sees_the_chosen_requests_in_the_plans_order():
     assert [r.rid for r in sched.waiting_queue] == ["b", "a", "c", "e"]
     with only_waiting(sched, None):
         assert len(sched.waiting_queue) == 4
+
+
+class MixedScheduler(Scheduler):
+    """The stand-in with SGLang's split: get_next_batch_to_run merges the last batch, then forms
+    the mixed chunk through get_new_batch_prefill (where a yield or a park steps in)."""
+
+    def get_next_batch_to_run(self, running, last_batch):
+        u = self.untracked
+        chunked = u("chunked_req")
+        u("w")("get_next_batch_to_run", chunked.rid if chunked else None, [r.rid for r in u("waiting_queue")])
+        return self.get_new_batch_prefill(u("merge_last")(running, last_batch))
+
+    def get_new_batch_prefill(self, running):
+        return self.untracked("form_mixed")(running)
+
+
+def test_a_parked_request_waits_out_the_one_cut_in_its_place_and_resumes(monkeypatch, tmp_path, good):
+    """Through the loop: p1 is cut (400 of 1,000 tokens); a park plan forms m's first chunk with
+    no chunked request, m becomes SGLang's chunked request and p1 waits in ``parked`` (the policy
+    sees both); once m's last chunk is formed the next plan sees p1 again, its 600 tokens left
+    where it stopped, and finishes it."""
+    monkeypatch.setattr(sys.modules[__name__], "Scheduler", MixedScheduler)
+    log, sched, rows, script = serve(
+        monkeypatch, tmp_path, good,
+        [fused([("p1", 400)]), FusedPlan(chunk=(("m", 300),), t_ms=5.0, total_sms=132, parks=True),
+         fused([("m", 300)]), fused([("p1", 600)]), plan(132, 0, 0, reason="decode-only"),
+         plan(132, 0, 0, reason="decode-only")],
+        mux_flags=["--mux-policy", "hybrid", "--no-mux-overlap-decode"], waiting=[req("p1", 1000), req("m", 600)],
+        wants_decode_contexts=True,
+        running=lambda w: Batch(w, "decode", [req("d1", 1000, 3), req("d2", 1100, 100)]))
+    snaps = script.snaps
+    assert snaps[1].chunked.rid == "p1" and snaps[1].parked is None
+    assert (snaps[2].chunked.rid, snaps[2].chunked.n, snaps[2].parked.rid, snaps[2].parked.n) == ("m", 300, "p1", 600)
+    assert (snaps[3].chunked.rid, snaps[3].chunked.n, snaps[3].chunked.r) == ("p1", 600, 400)
+    assert snaps[3].parked is None and sched.untracked("_mux").fused.parked is None
+    assert sched.untracked("chunked_req") is None
+    assert [r["reason"] for r in rows[:4]] == ["fused", "park+fused", "fused", "fused"]
+    assert rows[2]["parked"][0] == 600 and rows[2]["chunked"][0] == 300
+    # every prompt reached the decode batch, each once
+    assert sorted(r.rid for r in sched.untracked("running_batch").reqs) == ["d1", "d2", "m", "p1"]
