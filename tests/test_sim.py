@@ -869,3 +869,30 @@ def test_a_prompt_too_long_to_yield_to_parks_the_chunked_one_and_both_finish():
     parks, long_ttft, medium_ttft = out[True]
     assert parks == 1 and medium_ttft < 1.0 + 0.2 * 6 < out[False][2] and out[False][0] == 0
     assert long_ttft < 1.0 + 0.2 * 60  # the parked prompt still meets its own
+
+
+def test_a_second_park_while_one_is_parked_is_refused():
+    """The replay parks one request at a time, as the server does: a plan that parks again while
+    one is parked is an error, never a request silently lost."""
+    class Parks:
+        wants_decode_contexts = False
+
+        def __init__(self):
+            self.snaps = []
+
+        def queue_key(self, arrival_s, prompt_tokens):
+            return None
+
+        def plan(self, snap):
+            self.snaps.append(snap)
+            if len(self.snaps) == 1:
+                return _fused(("a", 60))  # a is cut: SGLang's chunked request
+            head = snap.waiting[0].rid
+            return dataclasses.replace(_fused((head, 5)), parks=True)  # b, then c, cut in its place
+
+    p = Parks()
+    reqs = [sim.TraceReq(r, 0.0, 100, 2, 0) for r in "abc"]
+    with pytest.raises(ValueError, match="parks b while a is parked"):
+        sim.simulate(reqs, FakeEstimator(), p)
+    assert (p.snaps[1].chunked.rid, p.snaps[1].parked) == ("a", None)
+    assert (p.snaps[2].chunked.rid, p.snaps[2].parked.rid) == ("b", "a")

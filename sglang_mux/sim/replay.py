@@ -232,6 +232,9 @@ class _Replay:
         """A fused iteration: its gap (ms) and the requests whose prompt it completed."""
         est, rng = self.est, self.rng
         if plan.parks:
+            if self.parked is not None:  # the server parks one at a time: a second would be lost
+                raise ValueError(f"Plan {plan.chunk} parks {self.chunked and self.chunked.rid} while "
+                                 f"{self.parked.rid} is parked")
             self.parked, self.chunked = self.chunked, None
         pieces, first_rids, self.chunked = _take_chunk(plan.chunk, self.chunked, self.waiting, plan.yields)
         fctx = ctxs if ctxs is not None else self.decode_contexts()
