@@ -493,6 +493,21 @@ def _fused(*chunk):
     return FusedPlan(chunk=chunk, t_ms=0.0, total_sms=132)
 
 
+class _Scripted:
+    """A policy whose plans ``plan_for(snapshots seen so far)`` makes; FCFS queue."""
+    wants_decode_contexts = False
+
+    def __init__(self, plan_for):
+        self.plan_for, self.snaps = plan_for, []
+
+    def queue_key(self, arrival_s, prompt_tokens):
+        return None
+
+    def plan(self, snap):
+        self.snaps.append(snap)
+        return self.plan_for(self.snaps)
+
+
 def test_fused_chunk_must_be_the_head_of_the_queue():
     class Wrong:
         wants_decode_contexts = False
@@ -510,20 +525,7 @@ def test_fused_chunk_must_be_the_head_of_the_queue():
 def test_a_request_cut_by_a_fused_chunk_is_the_snapshots_chunked_request():
     """As in SGLang, a prompt cut at a chunk's end leaves the waiting queue: the next Snapshot
     shows its rest as ``chunked`` (done tokens as reused), and a plan that skips it is refused."""
-    class Cut:
-        wants_decode_contexts = False
-
-        def __init__(self):
-            self.snaps = []
-
-        def queue_key(self, arrival_s, prompt_tokens):
-            return None
-
-        def plan(self, snap):
-            self.snaps.append(snap)
-            return _fused(("a", 60)) if len(self.snaps) == 1 else _fused(("b", 10))
-
-    p = Cut()
+    p = _Scripted(lambda snaps: _fused(("a", 60)) if len(snaps) == 1 else _fused(("b", 10)))
     with pytest.raises(ValueError, match="not a prefix of the waiting queue"):
         sim.simulate([sim.TraceReq("a", 0.0, 100, 2, 0), sim.TraceReq("b", 0.0, 10, 2, 0)], FakeEstimator(), p)
     second = p.snaps[1]
@@ -874,23 +876,9 @@ def test_a_prompt_too_long_to_yield_to_parks_the_chunked_one_and_both_finish():
 def test_a_second_park_while_one_is_parked_is_refused():
     """The replay parks one request at a time, as the server does: a plan that parks again while
     one is parked is an error, never a request silently lost."""
-    class Parks:
-        wants_decode_contexts = False
-
-        def __init__(self):
-            self.snaps = []
-
-        def queue_key(self, arrival_s, prompt_tokens):
-            return None
-
-        def plan(self, snap):
-            self.snaps.append(snap)
-            if len(self.snaps) == 1:
-                return _fused(("a", 60))  # a is cut: SGLang's chunked request
-            head = snap.waiting[0].rid
-            return dataclasses.replace(_fused((head, 5)), parks=True)  # b, then c, cut in its place
-
-    p = Parks()
+    # a is cut (SGLang's chunked request), then the queue's head, b, then c, is cut in its place
+    p = _Scripted(lambda snaps: _fused(("a", 60)) if len(snaps) == 1
+                  else dataclasses.replace(_fused((snaps[-1].waiting[0].rid, 5)), parks=True))
     reqs = [sim.TraceReq(r, 0.0, 100, 2, 0) for r in "abc"]
     with pytest.raises(ValueError, match="parks b while a is parked"):
         sim.simulate(reqs, FakeEstimator(), p)
